@@ -1,0 +1,49 @@
+"""tdsl: a tensor DSL with named dimensions, a separate schedule language and
+polyhedral lowering to C and LLVM.
+
+    i, j, k = td.dims("i j k")
+    C = td.compute("C", {i: N, j: 256}, td.sum(A[i, k] * B[k, j], over=k))
+    f = td.build(td.schedule(C).tile(C, i=32, j=64).vectorize(C, "j_i"))
+"""
+
+from . import dtypes
+from .compute import (
+    clamp,
+    compute,
+    dim,
+    dims,
+    input,
+    max,
+    maximum,
+    min,
+    minimum,
+    pad,
+    prod,
+    size,
+    sum,
+    where,
+)
+from .compute import abs_ as abs
+from .compute.expr import cast, ceil, cos, exp, floor, log, sin, sqrt, tanh
+from .dtypes import (
+    bool_,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+)
+from .errors import (
+    ArgumentError,
+    CompileError,
+    DefinitionError,
+    RuntimeFailure,
+    ScheduleError,
+    TdslError,
+)
+
+__version__ = "0.1.0"

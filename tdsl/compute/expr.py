@@ -1,0 +1,533 @@
+"""The algorithm IR: index expressions over named dimensions.
+
+Nodes are frozen, slotted dataclasses compared by identity (`==` builds a
+comparison node, so structural equality is spelled `same(a, b)`). Every node
+carries its numpy dtype, computed at construction by asking numpy, so the
+arithmetic means exactly what numpy means: same-dtype integers wrap, Python
+scalars are weak (NEP 50), `/` is true division, `//` and `%` floor.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Union
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..dtypes import DType
+from ..errors import DefinitionError
+
+if TYPE_CHECKING:
+    from .tensor import TensorLike
+
+Scalar = Union[int, float, bool]
+_ids = itertools.count()
+
+
+class Expr:
+    """Base of all expression nodes. Operators build new nodes."""
+
+    __slots__ = ()
+    dtype: DType
+
+    def __add__(self, o):
+        return binary("add", self, o)
+
+    def __radd__(self, o):
+        return binary("add", o, self)
+
+    def __sub__(self, o):
+        return binary("sub", self, o)
+
+    def __rsub__(self, o):
+        return binary("sub", o, self)
+
+    def __mul__(self, o):
+        return binary("mul", self, o)
+
+    def __rmul__(self, o):
+        return binary("mul", o, self)
+
+    def __truediv__(self, o):
+        return binary("truediv", self, o)
+
+    def __rtruediv__(self, o):
+        return binary("truediv", o, self)
+
+    def __floordiv__(self, o):
+        return binary("floordiv", self, o)
+
+    def __rfloordiv__(self, o):
+        return binary("floordiv", o, self)
+
+    def __mod__(self, o):
+        return binary("mod", self, o)
+
+    def __rmod__(self, o):
+        return binary("mod", o, self)
+
+    def __and__(self, o):
+        return binary("and", self, o)
+
+    def __rand__(self, o):
+        return binary("and", o, self)
+
+    def __or__(self, o):
+        return binary("or", self, o)
+
+    def __ror__(self, o):
+        return binary("or", o, self)
+
+    def __xor__(self, o):
+        return binary("xor", self, o)
+
+    def __rxor__(self, o):
+        return binary("xor", o, self)
+
+    def __neg__(self):
+        return unary("neg", self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return call("abs", self)
+
+    def __invert__(self):
+        return unary("invert", self)
+
+    def __eq__(self, o):  # type: ignore[override]
+        return compare("eq", self, o)
+
+    def __ne__(self, o):  # type: ignore[override]
+        return compare("ne", self, o)
+
+    def __lt__(self, o):
+        return compare("lt", self, o)
+
+    def __le__(self, o):
+        return compare("le", self, o)
+
+    def __gt__(self, o):
+        return compare("gt", self, o)
+
+    def __ge__(self, o):
+        return compare("ge", self, o)
+
+    __hash__ = object.__hash__
+
+    def __bool__(self):
+        # `d in dims` and dict lookups compare leaves with ==: answer by identity
+        if isinstance(self, Compare) and self.op in ("eq", "ne"):
+            if isinstance(self.a, (Dim, Size)) and isinstance(self.b, (Dim, Size)):
+                return (self.a is self.b) == (self.op == "eq")
+        raise DefinitionError(
+            f"the tdsl expression {self!r} has no truth value at definition time; "
+            "use td.where(cond, a, b) instead of `if`, and & | ~ instead of and/or/not"
+        )
+
+    def __repr__(self) -> str:
+        from .printer import show
+
+        return show(self)
+
+
+def _node(cls):
+    return dataclass(frozen=True, eq=False, slots=True, repr=False)(cls)
+
+
+@_node
+class Const(Expr):
+    value: Scalar
+    dtype: DType
+
+
+@_node
+class Dim(Expr):
+    """A named dimension. Identity is the object; the name is for people."""
+
+    name: str
+    uid: int = field(default_factory=lambda: next(_ids))
+
+    @property
+    def dtype(self) -> DType:
+        return dt.int32
+
+
+@_node
+class Size(Expr):
+    """A symbolic extent, bound from argument shapes at call time."""
+
+    name: str
+    uid: int = field(default_factory=lambda: next(_ids))
+
+    @property
+    def dtype(self) -> DType:
+        return dt.int32
+
+
+@_node
+class Access(Expr):
+    tensor: TensorLike
+    indices: tuple[Expr, ...]
+
+    @property
+    def dtype(self) -> DType:
+        return self.tensor.dtype
+
+
+@_node
+class Binary(Expr):
+    """Arithmetic on operands already cast to a common dtype (see `binary`)."""
+
+    op: str  # add sub mul truediv floordiv mod min max and or xor
+    a: Expr
+    b: Expr
+    dtype: DType
+
+
+@_node
+class Compare(Expr):
+    op: str  # eq ne lt le gt ge
+    a: Expr
+    b: Expr
+
+    @property
+    def dtype(self) -> DType:
+        return dt.bool_
+
+
+@_node
+class Unary(Expr):
+    op: str  # neg invert
+    a: Expr
+    dtype: DType
+
+
+@_node
+class Call(Expr):
+    fn: str  # exp log sqrt sin cos tanh floor ceil abs
+    args: tuple[Expr, ...]
+    dtype: DType
+
+
+@_node
+class Select(Expr):
+    cond: Expr
+    a: Expr
+    b: Expr
+    dtype: DType
+
+
+@_node
+class Cast(Expr):
+    a: Expr
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Axis:
+    """A reduction dimension ranging over [lo, hi)."""
+
+    dim: Dim
+    lo: Expr
+    hi: Expr
+
+
+@_node
+class Reduce(Expr):
+    op: str  # sum prod max min
+    body: Expr
+    axes: tuple[Axis, ...]
+    dtype: DType
+
+
+# ---------------------------------------------------------------- builders
+
+_NP_BINARY = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "truediv": np.true_divide,
+    "floordiv": np.floor_divide,
+    "mod": np.remainder,
+    "min": np.minimum,
+    "max": np.maximum,
+    "and": np.bitwise_and,
+    "or": np.bitwise_or,
+    "xor": np.bitwise_xor,
+}
+_NP_CALL = {
+    "exp": np.exp,
+    "log": np.log,
+    "sqrt": np.sqrt,
+    "sin": np.sin,
+    "cos": np.cos,
+    "tanh": np.tanh,
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "abs": np.abs,
+}
+_SYMBOL = {
+    "add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
+    "and": "&", "or": "|", "xor": "^",
+}
+
+
+def const(value, dtype: DType | None = None) -> Expr:
+    """A constant; without dtype, a Python scalar takes numpy's default dtype."""
+    if isinstance(value, Expr):
+        return value if dtype is None else cast(value, dtype)
+    if isinstance(value, np.generic):
+        dtype = dtype or dt.as_dtype(value.dtype)
+        value = value.item()
+    if not isinstance(value, (bool, int, float)):
+        raise DefinitionError(
+            f"cannot use {value!r} ({type(value).__name__}) in a tdsl expression; "
+            "valid operands are tdsl expressions, dims, sizes and Python int/float/bool"
+        )
+    if dtype is None:
+        dtype = dt.bool_ if isinstance(value, bool) else dt.int64 if isinstance(value, int) else dt.float64
+    if not dt.scalar_fits(value, dtype):
+        raise DefinitionError(f"the constant {value!r} does not fit in {dtype!r}")
+    if dtype.is_float:
+        value = float(value)
+    elif dtype.is_bool:
+        value = bool(value)
+    else:
+        value = int(value)
+    return Const(value, dtype)
+
+
+def _operand(x) -> Expr | Scalar:
+    if isinstance(x, Expr):
+        return x
+    if isinstance(x, np.generic):
+        return const(x)
+    if isinstance(x, (bool, int, float)):
+        return x
+    if hasattr(x, "dims") and hasattr(x, "dtype"):
+        raise DefinitionError(
+            f"tensor {getattr(x, 'name', x)!r} used without indices; index it, e.g. T[i, j]"
+        )
+    raise DefinitionError(
+        f"cannot use {x!r} ({type(x).__name__}) in a tdsl expression; "
+        "valid operands are tdsl expressions, dims, sizes and Python int/float/bool"
+    )
+
+
+def _probe(x):
+    return x.dtype if isinstance(x, Expr) else x
+
+
+def _coerce(x, dtype: DType) -> Expr:
+    if isinstance(x, Expr):
+        return x if x.dtype == dtype else Cast(x, dtype)
+    return const(x, dtype)
+
+
+def _check_scalar_range(a, b):
+    for s, e in ((a, b), (b, a)):
+        if not isinstance(s, Expr) and isinstance(e, Expr) and e.dtype.is_int:
+            if isinstance(s, int) and not isinstance(s, bool) and not dt.scalar_fits(s, e.dtype):
+                raise DefinitionError(
+                    f"the Python integer {s} is out of range for {e.dtype!r} (in an expression "
+                    f"with {e!r}); cast the expression to a wider dtype first"
+                )
+
+
+def common_dtype(a, b) -> DType:
+    try:
+        name = np.result_type(
+            *(np.zeros(0, x.dtype.name) if isinstance(x, Expr) else x for x in (a, b))
+        ).name
+    except TypeError as e:
+        raise DefinitionError(str(e)) from None
+    return dt.as_dtype(name)
+
+
+def binary(op: str, a, b) -> Expr:
+    a, b = _operand(a), _operand(b)
+    _check_scalar_range(a, b)
+    try:
+        res = dt.numpy_result(_NP_BINARY[op], [_probe(a), _probe(b)])
+    except DefinitionError as e:
+        raise DefinitionError(f"{a!r} {_SYMBOL.get(op, op)} {b!r}: {e}") from None
+    if op in ("and", "or", "xor") and res.is_float:
+        raise DefinitionError(f"{op} needs integer or bool operands, got {res!r}")
+    operand = res if op != "truediv" else res
+    if res.is_bool:  # numpy: bool + bool is logical or, bool * bool is logical and
+        op = {"add": "or", "mul": "and", "min": "and", "max": "or"}.get(op, op)
+    return Binary(op, _coerce(a, operand), _coerce(b, operand), res)
+
+
+def compare(op: str, a, b) -> Expr:
+    a, b = _operand(a), _operand(b)
+    _check_scalar_range(a, b)
+    c = common_dtype(a, b)
+    return Compare(op, _coerce(a, c), _coerce(b, c))
+
+
+def unary(op: str, a) -> Expr:
+    a = _operand(a)
+    if not isinstance(a, Expr):
+        a = const(a)
+    if op == "neg":
+        if a.dtype.is_bool:
+            raise DefinitionError(f"cannot negate the bool expression {a!r}; use ~ for logical not")
+        return Unary("neg", a, a.dtype)
+    if a.dtype.is_float:
+        raise DefinitionError(f"~ needs an integer or bool operand, got {a.dtype!r} in {a!r}")
+    return Unary("invert", a, a.dtype)
+
+
+def call(fn: str, *args) -> Expr:
+    ops = [_operand(x) for x in args]
+    ops = [x if isinstance(x, Expr) else const(x) for x in ops]
+    try:
+        res = dt.numpy_result(_NP_CALL[fn], [o.dtype for o in ops])
+    except DefinitionError as e:
+        raise DefinitionError(f"td.{fn}({', '.join(map(repr, ops))}): {e}") from None
+    if fn == "abs":
+        return Call(fn, tuple(ops), res)
+    return Call(fn, tuple(_coerce(o, res) for o in ops), res)
+
+
+def cast(e, dtype) -> Expr:
+    """Convert to `dtype` as numpy's astype does (ints wrap; floats round to nearest)."""
+    d = dt.as_dtype(dtype)
+    e = _operand(e)
+    if not isinstance(e, Expr):
+        return const(e, d) if dt.scalar_fits(e, d) else Cast(const(e), d)
+    return e if e.dtype == d else Cast(e, d)
+
+
+def where(cond, a, b) -> Expr:
+    """Elementwise choice, as np.where: `a` where cond holds, else `b`."""
+    cond = _operand(cond)
+    if not isinstance(cond, Expr) or not cond.dtype.is_bool:
+        shown = cond.dtype if isinstance(cond, Expr) else type(cond).__name__
+        raise DefinitionError(
+            f"td.where needs a bool condition, got {shown!r}; compare explicitly, e.g. x != 0"
+        )
+    a, b = _operand(a), _operand(b)
+    if not isinstance(a, Expr) and not isinstance(b, Expr):
+        a = const(a)
+    res = common_dtype(a, b)
+    return Select(cond, _coerce(a, res), _coerce(b, res), res)
+
+
+def maximum(a, b) -> Expr:
+    return binary("max", a, b)
+
+
+def minimum(a, b) -> Expr:
+    return binary("min", a, b)
+
+
+def _math(fn):
+    def f(x) -> Expr:
+        return call(fn, x)
+
+    f.__name__ = fn
+    f.__doc__ = f"Elementwise {fn}, with numpy's result dtype (np.{_NP_CALL[fn].__name__})."
+    return f
+
+
+exp = _math("exp")
+log = _math("log")
+sqrt = _math("sqrt")
+sin = _math("sin")
+cos = _math("cos")
+tanh = _math("tanh")
+floor = _math("floor")
+ceil = _math("ceil")
+abs_ = _math("abs")
+
+
+# ---------------------------------------------------------------- traversal
+
+
+def children(e: Expr) -> tuple[Expr, ...]:
+    match e:
+        case Const() | Dim() | Size():
+            return ()
+        case Access(_, idx):
+            return idx
+        case Binary(_, a, b) | Compare(_, a, b):
+            return (a, b)
+        case Unary(_, a) | Cast(a):
+            return (a,)
+        case Call(_, args):
+            return args
+        case Select(c, a, b):
+            return (c, a, b)
+        case Reduce(_, body, axes):
+            return (body, *(x for ax in axes for x in (ax.lo, ax.hi)))
+    raise TypeError(f"not an expression node: {e!r}")
+
+
+def walk(e: Expr):
+    """Pre-order iteration over an expression tree."""
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(children(n)))
+
+
+def rebuild(e: Expr, kids: tuple[Expr, ...]) -> Expr:
+    match e:
+        case Access(t, _):
+            return Access(t, kids)
+        case Binary(op, _, _, d):
+            return Binary(op, kids[0], kids[1], d)
+        case Compare(op, _, _):
+            return Compare(op, kids[0], kids[1])
+        case Unary(op, _, d):
+            return Unary(op, kids[0], d)
+        case Cast(_, d):
+            return Cast(kids[0], d)
+        case Call(fn, _, d):
+            return Call(fn, kids, d)
+        case Select(_, _, _, d):
+            return Select(kids[0], kids[1], kids[2], d)
+        case Reduce(op, _, axes, d):
+            new_axes = tuple(
+                Axis(ax.dim, kids[1 + 2 * n], kids[2 + 2 * n]) for n, ax in enumerate(axes)
+            )
+            return Reduce(op, kids[0], new_axes, d)
+    return e
+
+
+def transform(e: Expr, fn) -> Expr:
+    """Bottom-up rewrite: `fn(node)` returns a replacement or None to keep it."""
+    kids = children(e)
+    if kids:
+        new = tuple(transform(k, fn) for k in kids)
+        if any(n is not k for n, k in zip(new, kids)):
+            e = rebuild(e, new)
+    out = fn(e)
+    return e if out is None else out
+
+
+def substitute(e: Expr, mapping: dict) -> Expr:
+    """Replace dims (or sizes) by expressions, keyed by the Dim object."""
+    return transform(e, lambda n: mapping.get(n) if isinstance(n, (Dim, Size)) else None)
+
+
+def free_dims(e: Expr) -> list[Dim]:
+    seen: dict[Dim, None] = {}
+    bound: set = set()
+    for n in walk(e):
+        if isinstance(n, Reduce):
+            bound.update(ax.dim for ax in n.axes)
+        if isinstance(n, Dim):
+            seen[n] = None
+    return [d for d in seen if d not in bound]
+
+
+def sizes_in(e: Expr) -> list[Size]:
+    return list(dict.fromkeys(n for n in walk(e) if isinstance(n, Size)))

@@ -1,0 +1,45 @@
+"""Readable text for algorithm expressions (used by repr and error messages)."""
+
+from __future__ import annotations
+
+from .expr import Access, Binary, Call, Cast, Compare, Const, Dim, Expr, Reduce, Select, Size, Unary
+
+_PREC = {"or": 1, "xor": 2, "and": 3, "cmp": 4, "add": 5, "sub": 5, "mul": 6, "truediv": 6,
+         "floordiv": 6, "mod": 6}
+_SYM = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
+        "and": "&", "or": "|", "xor": "^", "eq": "==", "ne": "!=", "lt": "<", "le": "<=",
+        "gt": ">", "ge": ">="}
+
+
+def show(e: Expr, prec: int = 0) -> str:
+    match e:
+        case Const(v, d):
+            return repr(v) if d.is_float or d.is_bool else str(v)
+        case Dim(name) | Size(name):
+            return name
+        case Access(t, idx):
+            return f"{t.name}[{', '.join(show(i) for i in idx)}]"
+        case Binary("min" | "max", a, b):
+            return f"td.{'minimum' if e.op == 'min' else 'maximum'}({show(a)}, {show(b)})"
+        case Binary(op, a, b):
+            p = _PREC[op]
+            s = f"{show(a, p)} {_SYM[op]} {show(b, p + 1)}"
+            return f"({s})" if p < prec else s
+        case Compare(op, a, b):
+            p = _PREC["cmp"]
+            s = f"{show(a, p + 1)} {_SYM[op]} {show(b, p + 1)}"
+            return f"({s})" if p < prec else s
+        case Unary("neg", a):
+            return f"-{show(a, 7)}"
+        case Unary(_, a):
+            return f"~{show(a, 7)}"
+        case Call(fn, args):
+            return f"td.{fn}({', '.join(show(a) for a in args)})"
+        case Cast(a, d):
+            return f"td.cast({show(a)}, {d!r})"
+        case Select(c, a, b):
+            return f"td.where({show(c)}, {show(a)}, {show(b)})"
+        case Reduce(op, body, axes):
+            over = ", ".join(f"{ax.dim.name}: ({show(ax.lo)}, {show(ax.hi)})" for ax in axes)
+            return f"td.{op}({show(body)}, over={{{over}}})"
+    return object.__repr__(e)

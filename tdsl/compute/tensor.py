@@ -1,0 +1,437 @@
+"""Tensors, stages, boundary views, reductions and pipelines."""
+
+from __future__ import annotations
+
+import itertools
+import keyword
+from typing import Union
+
+from .. import dtypes as dt
+from ..dtypes import DType
+from ..errors import DefinitionError
+from .expr import (
+    Access,
+    Axis,
+    Binary,
+    Cast,
+    Const,
+    Dim,
+    Expr,
+    Reduce,
+    Size,
+    _coerce,
+    const,
+    free_dims,
+    sizes_in,
+    walk,
+)
+
+_order = itertools.count()
+Extent = Union[int, Size, Expr]
+
+
+def _check_name(name, what: str) -> str:
+    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+        raise DefinitionError(f"{what} name {name!r} is not valid: use a Python identifier")
+    if name.startswith("_") or name.startswith("tdsl"):
+        raise DefinitionError(f"{what} name {name!r} is reserved: names may not start with '_' or 'tdsl'")
+    return name
+
+
+def dims(names: str) -> tuple[Dim, ...]:
+    """`i, j = td.dims("i j")`: several named dimensions."""
+    return tuple(dim(n) for n in names.replace(",", " ").split())
+
+
+def dim(name: str) -> Dim:
+    return Dim(_check_name(name, "dimension"))
+
+
+def size(name: str) -> Size:
+    """A symbolic extent, bound from argument shapes at call time."""
+    return Size(_check_name(name, "size"))
+
+
+def _extent(e, what: str) -> Expr:
+    """Normalise an extent: a positive int, a Size, or an affine expression of sizes."""
+    if isinstance(e, bool) or not isinstance(e, (int, Expr)):
+        raise DefinitionError(f"{what}: extent {e!r} must be an int, a td.size or an expression of sizes")
+    if isinstance(e, int):
+        if e < 1:
+            raise DefinitionError(f"{what}: extent {e} must be at least 1")
+        return const(e, dt.int64)
+    bad = [n for n in walk(e) if isinstance(n, (Dim, Access, Reduce))]
+    if bad:
+        raise DefinitionError(f"{what}: extent {e!r} may only use sizes and constants, not {bad[0]!r}")
+    return e
+
+
+def _bound(e, what: str) -> Expr:
+    if isinstance(e, bool) or not isinstance(e, (int, Expr)):
+        raise DefinitionError(f"{what}: bound {e!r} must be an int or an affine expression")
+    return const(e, dt.int64) if isinstance(e, int) else e
+
+
+class TensorLike:
+    name: str
+    dtype: DType
+
+    def __getitem__(self, idx) -> Access:
+        if not isinstance(idx, tuple):
+            idx = (idx,)
+        t = self.tensor if isinstance(self, BoundaryView) else self
+        if len(idx) != len(t.dims):
+            names = ", ".join(d.name for d in t.dims)
+            raise DefinitionError(
+                f"{self.name} has {len(t.dims)} dimension(s) ({names}) but was indexed with {len(idx)}"
+            )
+        out = []
+        for n, i in enumerate(idx):
+            if isinstance(i, slice):
+                raise DefinitionError(f"{self.name}[...]: slices are not supported; index with dims")
+            e = const(i) if not isinstance(i, Expr) else i
+            if not e.dtype.is_int:
+                raise DefinitionError(
+                    f"{self.name}: index {n} ({e!r}) has dtype {e.dtype!r}; indices must be integers"
+                )
+            out.append(e)
+        return Access(self, tuple(out))
+
+    def __bool__(self):
+        return True
+
+    __hash__ = object.__hash__
+
+
+class Tensor(TensorLike):
+    """A named n-d array over named dims: a pipeline input or a stage."""
+
+    def __init__(self, name: str, shape: dict, dtype, what: str):
+        self.name = _check_name(name, what)
+        if not isinstance(shape, dict) or not shape:
+            raise DefinitionError(f"{what} {name!r}: shape must be a non-empty dict {{dim: extent}}")
+        for d in shape:
+            if not isinstance(d, Dim):
+                raise DefinitionError(f"{what} {name!r}: shape key {d!r} is not a td.dim")
+        names = [d.name for d in shape]
+        if len(set(names)) != len(names):
+            raise DefinitionError(f"{what} {name!r}: dimension names {names} repeat")
+        self.dims: tuple[Dim, ...] = tuple(shape)
+        self.shape: tuple[Expr, ...] = tuple(
+            _extent(v, f"{what} {name!r}, dim {d.name}") for d, v in shape.items()
+        )
+        self.dtype = dt.as_dtype(dtype)
+        self.order = next(_order)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.dims)
+
+    def extent(self, d: Dim) -> Expr:
+        return self.shape[self.dims.index(d)]
+
+    def __repr__(self) -> str:
+        shape = ", ".join(f"{d.name}: {e!r}" for d, e in zip(self.dims, self.shape))
+        return f"<{type(self).__name__} {self.name} {{{shape}}} {self.dtype!r}>"
+
+
+class Input(Tensor):
+    def __init__(self, name, shape, dtype):
+        super().__init__(name, shape, dtype, "input")
+
+
+class Stage(Tensor):
+    """A tensor defined by an index expression over its dims."""
+
+    def __init__(self, name, shape, expr):
+        if isinstance(expr, TensorLike):
+            raise DefinitionError(f"stage {name!r}: the definition is a tensor; index it, e.g. T[i, j]")
+        e = const(expr) if not isinstance(expr, Expr) else expr
+        super().__init__(name, shape, e.dtype, "stage")
+        self.expr = e
+        self._validate()
+
+    @property
+    def reduction(self) -> Reduce | None:
+        return self.expr if isinstance(self.expr, Reduce) else None
+
+    @property
+    def reduce_axes(self) -> tuple[Axis, ...]:
+        r = self.reduction
+        return r.axes if r is not None else ()
+
+    @property
+    def loop_dims(self) -> tuple[Dim, ...]:
+        """The stage's loops before scheduling: its dims, then its reduction dims."""
+        return self.dims + tuple(ax.dim for ax in self.reduce_axes)
+
+    def _validate(self):
+        nested = [n for n in walk(self.expr) if isinstance(n, Reduce) and n is not self.expr]
+        if nested:
+            raise DefinitionError(
+                f"stage {self.name!r}: a reduction must be the whole definition, found {nested[0]!r} "
+                "inside it; define the reduction as its own stage and index that stage"
+            )
+        rdims = [ax.dim for ax in self.reduce_axes]
+        clash = [d.name for d in rdims if d in self.dims]
+        if clash:
+            raise DefinitionError(
+                f"stage {self.name!r}: reduction dim(s) {clash} are also dims of the stage; "
+                "reduce over a different td.dim"
+            )
+        names = [d.name for d in self.loop_dims]
+        if len(set(names)) != len(names):
+            raise DefinitionError(f"stage {self.name!r}: loop names {names} repeat; use distinct dim names")
+        allowed = set(self.dims)
+        for ax in self.reduce_axes:
+            for b in (ax.lo, ax.hi):
+                stray = [d.name for d in free_dims(b) if d not in allowed]
+                if stray:
+                    raise DefinitionError(
+                        f"stage {self.name!r}: bound {b!r} of reduction dim {ax.dim.name} uses "
+                        f"{stray}, which are not dims of the stage or earlier reduction dims"
+                    )
+            allowed.add(ax.dim)
+        stray = [d.name for d in free_dims(self.expr) if d not in self.dims]
+        if stray:
+            valid = [d.name for d in self.loop_dims]
+            raise DefinitionError(
+                f"stage {self.name!r} uses dim(s) {stray} that are neither its dims nor reduced "
+                f"over; its loops are {valid} (reduce with td.sum(..., over=dim) or add the dim "
+                "to the stage's shape)"
+            )
+
+
+class BoundaryView(TensorLike):
+    """`td.clamp(t)` / `td.pad(t, value)`: a view of `t` that may be indexed out of range."""
+
+    def __init__(self, tensor: Tensor, mode: str, value=None):
+        if isinstance(tensor, BoundaryView):
+            tensor = tensor.tensor
+        if not isinstance(tensor, Tensor):
+            raise DefinitionError(f"td.{mode} needs a tensor (td.input or td.compute), got {tensor!r}")
+        self.tensor = tensor
+        self.mode = mode
+        self.name = tensor.name
+        self.dtype = tensor.dtype
+        self.value = _coerce(value, tensor.dtype) if mode == "pad" else None
+        if self.value is not None and not isinstance(self.value, Const):
+            if isinstance(self.value, Cast) and isinstance(self.value.a, Const):
+                self.value = const(self.value.a.value, tensor.dtype) if dt.scalar_fits(
+                    self.value.a.value, tensor.dtype) else self.value
+            else:
+                raise DefinitionError(f"td.pad({tensor.name}, value): value must be a constant")
+
+    @property
+    def dims(self):
+        return self.tensor.dims
+
+    @property
+    def shape(self):
+        return self.tensor.shape
+
+    def __repr__(self) -> str:
+        extra = f", {self.value!r}" if self.mode == "pad" else ""
+        return f"td.{self.mode}({self.tensor.name}{extra})"
+
+
+def clamp(t: Tensor) -> BoundaryView:
+    """A view of `t` whose out-of-range indices read the nearest edge element."""
+    return BoundaryView(t, "clamp")
+
+
+def pad(t: Tensor, value=0) -> BoundaryView:
+    """A view of `t` whose out-of-range indices read `value`."""
+    return BoundaryView(t, "pad", value)
+
+
+def input(name: str, shape: dict, dtype) -> Input:  # noqa: A001 - the public name
+    """A pipeline input: `td.input("A", {i: N, k: 512}, td.float32)`."""
+    return Input(name, shape, dtype)
+
+
+def compute(name: str, shape: dict, expr) -> Stage:
+    """A stage: `td.compute("C", {i: N, j: M}, expr)`."""
+    return Stage(name, shape, expr)
+
+
+# ---------------------------------------------------------------- reductions
+
+_IDENTITY = {"sum": 0, "prod": 1}
+
+
+def _infer_extent(body: Expr, d: Dim, what: str) -> Expr:
+    found: list[tuple[str, Expr]] = []
+    for n in walk(body):
+        if isinstance(n, Access):
+            t = n.tensor.tensor if isinstance(n.tensor, BoundaryView) else n.tensor
+            for pos, ix in enumerate(n.indices):
+                if ix is d:
+                    found.append((t.name, t.shape[pos]))
+    if not found:
+        raise DefinitionError(
+            f"{what}: cannot infer the extent of reduction dim {d.name}: no tensor is indexed by "
+            f"{d.name} alone; give it explicitly, e.g. over={{{d.name}: 16}} or over={{{d.name}: (lo, hi)}}"
+        )
+    shown = {repr(e) for _, e in found}
+    if len(shown) > 1:
+        listing = ", ".join(f"{t}: {e!r}" for t, e in found)
+        raise DefinitionError(
+            f"{what}: reduction dim {d.name} indexes tensors of different extents ({listing}); "
+            f"give its extent explicitly with over={{{d.name}: ...}}"
+        )
+    return found[0][1]
+
+
+def _reduce(op: str, body, over, dtype) -> Reduce:
+    what = f"td.{op}"
+    body = const(body) if not isinstance(body, Expr) else body
+    if isinstance(over, Dim):
+        over = (over,)
+    if isinstance(over, (tuple, list)):
+        over = {d: None for d in over}
+    if not isinstance(over, dict) or not over:
+        raise DefinitionError(f"{what}: over= must be a dim, a tuple of dims or a dict {{dim: extent}}")
+    axes = []
+    for d, ext in over.items():
+        if not isinstance(d, Dim):
+            raise DefinitionError(f"{what}: over= key {d!r} is not a td.dim")
+        if ext is None:
+            lo, hi = const(0, dt.int64), _infer_extent(body, d, what)
+        elif isinstance(ext, tuple):
+            if len(ext) != 2:
+                raise DefinitionError(f"{what}: bounds of {d.name} must be (lo, hi), got {ext!r}")
+            lo, hi = (_bound(b, f"{what} over {d.name}") for b in ext)
+        else:
+            lo, hi = const(0, dt.int64), _extent(ext, f"{what} over {d.name}")
+        for b in (lo, hi):
+            if not b.dtype.is_int:
+                raise DefinitionError(f"{what}: bound {b!r} of {d.name} must be an integer expression")
+        axes.append(Axis(d, lo, hi))
+    acc = dt.as_dtype(dtype) if dtype is not None else body.dtype
+    if acc.is_bool and op in _IDENTITY:
+        raise DefinitionError(
+            f"{what} over a bool expression: give the accumulator dtype, e.g. {what}(..., dtype=td.int32)"
+        )
+    return Reduce(op, _coerce(body, acc), tuple(axes), acc)
+
+
+def sum(body, over, dtype=None) -> Reduce:  # noqa: A001
+    """Sum of `body` over the dims in `over`, accumulated in `dtype` (default: body's)."""
+    return _reduce("sum", body, over, dtype)
+
+
+def prod(body, over, dtype=None) -> Reduce:
+    return _reduce("prod", body, over, dtype)
+
+
+def max(body, over, dtype=None) -> Reduce:  # noqa: A001
+    return _reduce("max", body, over, dtype)
+
+
+def min(body, over, dtype=None) -> Reduce:  # noqa: A001
+    return _reduce("min", body, over, dtype)
+
+
+def identity(op: str, d: DType):
+    """The value a reduction starts from (what an empty reduction yields)."""
+    import numpy as np
+
+    if op in _IDENTITY:
+        return _IDENTITY[op] if not d.is_float else float(_IDENTITY[op])
+    if d.is_float:
+        return float("-inf") if op == "max" else float("inf")
+    if d.is_bool:
+        return op != "max"
+    info = np.iinfo(d.name)
+    return int(info.min) if op == "max" else int(info.max)
+
+
+# ---------------------------------------------------------------- pipelines
+
+
+def tensors_read(e: Expr) -> list[Tensor]:
+    out: dict[Tensor, None] = {}
+    for n in walk(e):
+        if isinstance(n, Access):
+            t = n.tensor.tensor if isinstance(n.tensor, BoundaryView) else n.tensor
+            out[t] = None
+    return list(out)
+
+
+class Pipeline:
+    """The DAG of tensors that the given outputs depend on, in dependency order."""
+
+    def __init__(self, outputs):
+        if isinstance(outputs, Tensor):
+            outputs = (outputs,)
+        outputs = tuple(outputs)
+        if not outputs:
+            raise DefinitionError("a pipeline needs at least one output stage")
+        for o in outputs:
+            if not isinstance(o, Stage):
+                raise DefinitionError(f"outputs must be stages made by td.compute, got {o!r}")
+        if len(set(outputs)) != len(outputs):
+            raise DefinitionError("an output stage is listed twice")
+        self.outputs: tuple[Stage, ...] = outputs
+        seen: dict[Tensor, None] = {}
+        stack = list(outputs)
+        while stack:
+            t = stack.pop()
+            if t in seen:
+                continue
+            seen[t] = None
+            if isinstance(t, Stage):
+                stack.extend(tensors_read(t.expr))
+        # definition order is a topological order: a stage can only read tensors made before it
+        self.tensors: tuple[Tensor, ...] = tuple(sorted(seen, key=lambda t: t.order))
+        self.inputs = tuple(t for t in self.tensors if isinstance(t, Input))
+        self.stages = tuple(t for t in self.tensors if isinstance(t, Stage))
+        by_name: dict[str, Tensor] = {}
+        for t in self.tensors:
+            if t.name in by_name:
+                raise DefinitionError(f"two different tensors are named {t.name!r} in one pipeline")
+            by_name[t.name] = t
+        self.by_name = by_name
+        sizes: dict[str, Size] = {}
+        for t in self.tensors:
+            exprs = list(t.shape) + ([t.expr] if isinstance(t, Stage) else [])
+            for e in exprs:
+                for s in sizes_in(e):
+                    if sizes.setdefault(s.name, s) is not s:
+                        raise DefinitionError(f"two different td.size objects are named {s.name!r}")
+                    if s.name in by_name:
+                        raise DefinitionError(f"size {s.name!r} has the same name as a tensor")
+        self.sizes: tuple[Size, ...] = tuple(sizes[n] for n in sorted(sizes))
+
+    def consumers(self, t: Tensor) -> list[Stage]:
+        return [s for s in self.stages if t in tensors_read(s.expr)]
+
+    def stage(self, name: str) -> Stage:
+        t = self.by_name.get(name)
+        if not isinstance(t, Stage):
+            valid = ", ".join(s.name for s in self.stages)
+            raise DefinitionError(f"no stage named {name!r} in this pipeline; stages are: {valid}")
+        return t
+
+
+def is_affine_index(e: Expr) -> bool:
+    """True when `e` is quasi-affine in dims and sizes (what isl can model exactly)."""
+    match e:
+        case Const(v, d):
+            return d.is_int
+        case Dim() | Size():
+            return True
+        case Cast(a, d):
+            return d.is_int and d.bits >= 32 and is_affine_index(a)
+        case Unary("neg", a):
+            return is_affine_index(a)
+        case Binary("add" | "sub", a, b):
+            return is_affine_index(a) and is_affine_index(b)
+        case Binary("mul", a, b):
+            return (is_affine_index(a) and isinstance(b, Const)) or (
+                isinstance(a, Const) and is_affine_index(b)
+            )
+        case Binary("floordiv" | "mod", a, Const(v)):
+            return is_affine_index(a) and v > 0
+    return False

@@ -1,0 +1,119 @@
+"""Element types and numpy's promotion rules.
+
+The mapping to numpy dtypes is exact; result types of arithmetic are computed
+by asking numpy itself (on empty arrays), so tdsl's expression types are, by
+construction, numpy's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import DefinitionError
+
+
+@dataclass(frozen=True, slots=True)
+class DType:
+    name: str  # numpy name: "float32", "int8", "bool", ...
+    kind: str  # "f" float, "i" signed, "u" unsigned, "b" bool
+    bits: int
+
+    @property
+    def np(self) -> np.dtype:
+        return np.dtype(self.name)
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "f"
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind in "iu"
+
+    @property
+    def is_signed(self) -> bool:
+        return self.kind == "i"
+
+    @property
+    def is_bool(self) -> bool:
+        return self.kind == "b"
+
+    @property
+    def itemsize(self) -> int:
+        return max(1, self.bits // 8)
+
+    def __repr__(self) -> str:
+        return f"td.{self.name if self.name != 'bool' else 'bool_'}"
+
+
+float32 = DType("float32", "f", 32)
+float64 = DType("float64", "f", 64)
+int8 = DType("int8", "i", 8)
+int16 = DType("int16", "i", 16)
+int32 = DType("int32", "i", 32)
+int64 = DType("int64", "i", 64)
+uint8 = DType("uint8", "u", 8)
+uint16 = DType("uint16", "u", 16)
+uint32 = DType("uint32", "u", 32)
+bool_ = DType("bool", "b", 8)
+
+# Loop-IR only: 64-bit index arithmetic (loop variables, sizes, offsets),
+# which never wraps in practice and is emitted without wrapping emulation.
+index = DType("index", "i", 64)
+
+ALL = (float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, bool_)
+_BY_NAME = {d.name: d for d in ALL}
+
+
+def as_dtype(x) -> DType:
+    """Normalise a tdsl dtype, numpy dtype or dtype name to a `DType`."""
+    if isinstance(x, DType):
+        if x is index:
+            return int64
+        return x
+    try:
+        name = np.dtype(x).name
+    except TypeError:
+        name = None
+    if name in _BY_NAME:
+        return _BY_NAME[name]
+    valid = ", ".join(repr(d) for d in ALL)
+    raise DefinitionError(f"unsupported dtype {x!r}; valid dtypes are {valid}")
+
+
+def _probe(a: DType) -> np.ndarray:
+    return np.zeros(0, dtype=a.name)
+
+
+def numpy_result(op, operands: list) -> DType:
+    """The dtype numpy gives for `op` applied to operands.
+
+    Each operand is a `DType` (an array of that dtype) or a Python scalar
+    (weak, NEP 50). Raises DefinitionError when numpy's answer is not a
+    tdsl dtype (float16, uint64).
+    """
+    args = [_probe(o) if isinstance(o, DType) else o for o in operands]
+    with np.errstate(all="ignore"):
+        try:
+            res = op(*args)
+        except (OverflowError, TypeError) as e:
+            raise DefinitionError(str(e)) from None
+    name = np.asarray(res).dtype.name
+    if name not in _BY_NAME:
+        shown = ", ".join(repr(o) for o in operands)
+        raise DefinitionError(
+            f"numpy gives {name} for {getattr(op, '__name__', op)}({shown}), which tdsl does not "
+            f"support; cast the operands first (td.cast(x, td.float32) or td.float64)"
+        )
+    return _BY_NAME[name]
+
+
+def scalar_fits(value, dtype: DType) -> bool:
+    if dtype.is_float or isinstance(value, bool):
+        return True
+    if isinstance(value, float):
+        return False
+    info = np.iinfo(dtype.name) if dtype.is_int else None
+    return info is None or info.min <= value <= info.max

@@ -1,0 +1,38 @@
+"""The exceptions tdsl raises for anything a user can cause.
+
+Every message names the stage, loop or argument at fault and says what would
+be valid. `assert` is kept for internal invariants only.
+"""
+
+
+class TdslError(Exception):
+    """Root of every error tdsl raises on bad input."""
+
+
+class DefinitionError(TdslError):
+    """The algorithm is malformed: a bad dimension, index, dtype or reduction."""
+
+
+class ScheduleError(TdslError):
+    """A schedule primitive names something that does not exist, or is illegal."""
+
+
+class ArgumentError(TdslError):
+    """A kernel was called with a missing, unknown or ill-shaped array."""
+
+
+class CompileError(TdslError):
+    """The native compiler rejected the generated code.
+
+    `source_path` is where the generated source was kept; `log` is the
+    compiler's own message.
+    """
+
+    def __init__(self, message: str, source_path: str | None = None, log: str = ""):
+        super().__init__(message)
+        self.source_path = source_path
+        self.log = log
+
+
+class RuntimeFailure(TdslError):
+    """Generated code reported a failure at run time (for example out of memory)."""

@@ -1,0 +1,195 @@
+"""The loop IR: where lowering ends and both backends begin.
+
+A small closed IR of frozen, slotted dataclasses. Expressions carry a dtype:
+one of the tdsl element types (numpy semantics: same-dtype integers wrap,
+`floordiv`/`mod` floor, `truediv` is float division) or `dtypes.index`, the
+64-bit type of loop variables, sizes and offsets, whose arithmetic is plain
+and never wraps in practice.
+
+Operands of a `Binary` or `Compare` always have the same dtype (lowering
+inserts `Cast`s), except that a `Binary` of dtype index takes index operands.
+
+Neither backend knows about isl; `lower` knows nothing about C or LLVM.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from ..dtypes import DType, index
+
+
+def _node(cls):
+    return dataclass(frozen=True, slots=True)(cls)
+
+
+class Expr:
+    __slots__ = ()
+    dtype: DType
+
+
+@_node
+class Const(Expr):
+    value: int | float | bool
+    dtype: DType
+
+
+@_node
+class Var(Expr):
+    """A loop variable, symbolic size or offset (dtype index)."""
+
+    name: str
+    dtype: DType = index
+
+
+@_node
+class Buffer:
+    """A dense row-major array. `shape` entries are index expressions of sizes only.
+
+    kind: "input" and "output" are kernel arguments, "temp" is allocated by an
+    `Allocate` statement.
+    """
+
+    name: str
+    dtype: DType
+    shape: tuple[Expr, ...]
+    kind: str
+
+
+@_node
+class Load(Expr):
+    buffer: Buffer
+    indices: tuple[Expr, ...]  # one index expression (dtype index) per buffer dim
+
+    @property
+    def dtype(self) -> DType:
+        return self.buffer.dtype
+
+
+@_node
+class Binary(Expr):
+    # add sub mul truediv floordiv mod min max and or xor
+    # index only: pdiv pmod (C semantics; both operands known non-negative)
+    op: str
+    a: Expr
+    b: Expr
+    dtype: DType
+
+
+@_node
+class Compare(Expr):
+    op: str  # eq ne lt le gt ge
+    a: Expr
+    b: Expr
+
+    @property
+    def dtype(self) -> DType:
+        from ..dtypes import bool_
+
+        return bool_
+
+
+@_node
+class Unary(Expr):
+    op: str  # neg invert (invert on bool is logical not)
+    a: Expr
+    dtype: DType
+
+
+@_node
+class Call(Expr):
+    fn: str  # exp log sqrt sin cos tanh floor ceil abs
+    args: tuple[Expr, ...]
+    dtype: DType
+
+
+@_node
+class Select(Expr):
+    cond: Expr
+    a: Expr
+    b: Expr
+    dtype: DType
+
+
+@_node
+class Cast(Expr):
+    a: Expr
+    dtype: DType
+
+
+# ---------------------------------------------------------------- statements
+
+
+class Stmt:
+    __slots__ = ()
+
+
+class ForKind(Enum):
+    SERIAL = "serial"
+    PARALLEL = "parallel"
+    VECTORIZED = "vectorized"
+    UNROLLED = "unrolled"
+
+
+@_node
+class For(Stmt):
+    """for var in [start, end): body. `max_extent` bounds end - start when known."""
+
+    var: str
+    start: Expr
+    end: Expr
+    kind: ForKind
+    body: Stmt
+    max_extent: int | None = None
+
+
+@_node
+class If(Stmt):
+    cond: Expr
+    then: Stmt
+    else_: Stmt | None = None
+
+
+@_node
+class Block(Stmt):
+    stmts: tuple[Stmt, ...]
+
+
+@_node
+class Store(Stmt):
+    buffer: Buffer
+    indices: tuple[Expr, ...]
+    value: Expr
+
+
+@_node
+class Let(Stmt):
+    """Bind an index-typed name for the rest of `body`."""
+
+    name: str
+    value: Expr
+    body: Stmt
+
+
+@_node
+class Allocate(Stmt):
+    """A temp buffer live for `body`; its element count is the product of its shape."""
+
+    buffer: Buffer
+    body: Stmt
+
+
+@_node
+class LoweredFunc:
+    """A whole kernel: arguments in call order, then its body.
+
+    inputs and outputs are buffers (kind "input"/"output") in declaration
+    order; sizes are index Vars in alphabetical order.
+    """
+
+    name: str
+    inputs: tuple[Buffer, ...]
+    outputs: tuple[Buffer, ...]
+    sizes: tuple[Var, ...]
+    body: Stmt
