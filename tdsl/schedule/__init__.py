@@ -1,0 +1,23 @@
+"""The schedule language: immutable schedules of frozen primitive records."""
+
+from .primitives import (
+    ComputeAt,
+    ComputeInline,
+    Fuse,
+    Parallel,
+    Primitive,
+    Reorder,
+    Split,
+    StoreAt,
+    Tile,
+    Unroll,
+    Vectorize,
+)
+from .schedule import Schedule, schedule
+from .state import LDim, LFuse, LInner, Loop, LoopExpr, LOuter, Placement, State
+
+__all__ = [
+    "ComputeAt", "ComputeInline", "Fuse", "LDim", "LFuse", "LInner", "LOuter", "Loop", "LoopExpr",
+    "Parallel", "Placement", "Primitive", "Reorder", "Schedule", "Split", "State", "StoreAt",
+    "Tile", "Unroll", "Vectorize", "schedule",
+]

@@ -1,0 +1,406 @@
+"""Schedule primitives: frozen records, each with a checked `apply` to a State.
+
+Every primitive names its stage by the Stage object and its loops by name
+(a `Dim` is accepted and turned into its name). `apply` validates against the
+current state and raises ScheduleError naming the primitive, the stage and
+the loop, and saying what would be valid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import ClassVar
+
+from ..compute import Dim, Stage
+from ..compute.tensor import Tensor, tensors_read
+from ..errors import ScheduleError
+from .state import LDim, LFuse, LInner, Loop, LOuter, Placement, State, with_kind
+
+
+def _loop_name(x, prim: str) -> str:
+    if isinstance(x, Dim):
+        return x.name
+    if isinstance(x, str) and x.isidentifier():
+        return x
+    raise ScheduleError(f"{prim}: {x!r} is not a loop name; name loops by string or td.dim")
+
+
+class Primitive:
+    """Base of schedule records. Subclasses are frozen dataclasses."""
+
+    method: ClassVar[str]
+    loop_fields: ClassVar[tuple[str, ...]] = ()
+
+    def __post_init__(self):
+        for f in self.loop_fields:
+            v = getattr(self, f)
+            if isinstance(v, (tuple, list)):
+                v = tuple(_loop_name(x, self.method) for x in v)
+            elif v is not None:
+                v = _loop_name(v, self.method)
+            object.__setattr__(self, f, v)
+
+    def to_dict(self) -> dict:
+        d: dict = {"type": type(self).__name__}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, Tensor):
+                v = v.name
+            elif isinstance(v, tuple):
+                v = [list(x) if isinstance(x, tuple) else x for x in v]
+            d[f.name] = v
+        return d
+
+    def describe(self) -> str:
+        args = []
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name == "names" and v is None or f.name == "name" and v is None:
+                continue
+            args.append(v.name if isinstance(v, Tensor) else repr(v))
+        return f"{self.method}({', '.join(args)})"
+
+    def apply(self, st: State) -> None:
+        raise NotImplementedError
+
+
+def _err(prim: Primitive, msg: str) -> ScheduleError:
+    return ScheduleError(f"{prim.describe()}: {msg}")
+
+
+def _stage(prim: Primitive, st: State, stage) -> Stage:
+    if not isinstance(stage, Stage) or stage not in st.loops:
+        valid = ", ".join(s.name for s in st.pipeline.stages)
+        what = f"{stage.name!r} is an input" if isinstance(stage, Tensor) else f"{stage!r} is not a stage"
+        raise _err(prim, f"{what} of this pipeline; schedulable stages are: {valid}")
+    if st.compute[stage].kind == "inline":
+        raise _err(prim, f"stage {stage.name} is inlined (compute_inline) and has no loops of its own")
+    return stage
+
+
+def _find(prim: Primitive, st: State, stage: Stage, name: str) -> tuple[int, Loop]:
+    try:
+        return st.find(stage, name)
+    except KeyError:
+        loops = " ".join(st.loop_names(stage))
+        raise _err(prim, f"stage {stage.name} has no loop {name!r}; its loops are: {loops}") from None
+
+
+def _fresh(prim: Primitive, st: State, stage: Stage, name: str, replacing: set[str]) -> str:
+    if not name.isidentifier():
+        raise _err(prim, f"{name!r} is not a valid loop name")
+    if name in set(st.loop_names(stage)) - replacing:
+        raise _err(prim, f"stage {stage.name} already has a loop named {name!r}; pick another with names=")
+    return name
+
+
+def _touch(prim: Primitive, st: State, stage: Stage) -> None:
+    st.touched.add(stage)
+
+
+def _split(prim, st: State, stage: Stage, name: str, factor, names) -> None:
+    if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
+        raise _err(prim, f"split factor must be a positive int, got {factor!r}")
+    pos, lp = _find(prim, st, stage, name)
+    if lp.kind != "serial":
+        raise _err(prim, f"loop {name} is already {lp.kind}; split it before marking it")
+    outer, inner = names if names is not None else (f"{name}_o", f"{name}_i")
+    if outer == inner:
+        raise _err(prim, f"the two new loops need different names, got {outer!r} twice")
+    outer = _fresh(prim, st, stage, outer, {name})
+    inner = _fresh(prim, st, stage, inner, {name})
+    ext = lp.extent
+    out_ext = -(-ext // factor) if ext is not None else None
+    in_ext = min(factor, ext) if ext is not None else factor
+    ls = list(st.loops[stage])
+    ls[pos:pos + 1] = [
+        Loop(outer, LOuter(lp.expr, factor), out_ext, lp.reduction),
+        Loop(inner, LInner(lp.expr, factor), in_ext, lp.reduction),
+    ]
+    st.loops[stage] = tuple(ls)
+    _touch(prim, st, stage)
+
+
+@dataclass(frozen=True)
+class Split(Primitive):
+    """d -> d_o, d_i with d = factor * d_o + d_i; non-divisible tails are guarded.
+
+        for y in 0..N:            split(C, y, 8)      for y_o in 0..ceil(N/8):
+          C[y] = ...              ------------->        for y_i in 0..min(8, N - 8*y_o):
+                                                          C[8*y_o + y_i] = ...
+    """
+
+    stage: Stage
+    loop: str
+    factor: int
+    names: tuple[str, str] | None = None
+    method: ClassVar[str] = "split"
+    loop_fields: ClassVar[tuple[str, ...]] = ("loop", "names")
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.names is not None and len(self.names) != 2:
+            raise ScheduleError(f"{self.describe()}: names= needs two loop names (outer, inner)")
+
+    def apply(self, st: State) -> None:
+        stage = _stage(self, st, self.stage)
+        _split(self, st, stage, self.loop, self.factor, self.names)
+
+
+@dataclass(frozen=True)
+class Tile(Primitive):
+    """Split adjacent loops and move all outer parts before all inner parts.
+
+        for i: for j:      tile(C, i=32, j=64)      for i_o: for j_o: for i_i: for j_i:
+    """
+
+    stage: Stage
+    factors: tuple[tuple[str, int], ...]
+    method: ClassVar[str] = "tile"
+
+    def __post_init__(self):
+        fs = tuple((_loop_name(n, "tile"), f) for n, f in self.factors)
+        object.__setattr__(self, "factors", fs)
+        if len(fs) < 1:
+            raise ScheduleError("tile: give at least one loop and factor, e.g. tile(C, i=32, j=64)")
+
+    def describe(self) -> str:
+        kw = ", ".join(f"{n}={f}" for n, f in self.factors)
+        return f"tile({self.stage.name}, {kw})"
+
+    def apply(self, st: State) -> None:
+        stage = _stage(self, st, self.stage)
+        names = [n for n, _ in self.factors]
+        if len(set(names)) != len(names):
+            raise _err(self, f"loop names {names} repeat")
+        positions = [_find(self, st, stage, n)[0] for n in names]
+        if positions != list(range(positions[0], positions[0] + len(names))):
+            order = " ".join(st.loop_names(stage))
+            raise _err(self, f"loops {' '.join(names)} must be adjacent and in this order, but the "
+                             f"loop order is {order}; reorder them first")
+        for n, f in self.factors:
+            _split(self, st, stage, n, f, None)
+        ls = list(st.loops[stage])
+        p0, k = positions[0], len(names)
+        block = ls[p0:p0 + 2 * k]
+        ls[p0:p0 + 2 * k] = block[0::2] + block[1::2]
+        st.loops[stage] = tuple(ls)
+
+
+@dataclass(frozen=True)
+class Reorder(Primitive):
+    """The listed loops take the positions they occupy, outermost first, in the given order.
+
+        for i: for j: for k:     reorder(C, "k i")     for k: for j: for i:
+    """
+
+    stage: Stage
+    loops: tuple[str, ...]
+    method: ClassVar[str] = "reorder"
+    loop_fields: ClassVar[tuple[str, ...]] = ("loops",)
+
+    def apply(self, st: State) -> None:
+        stage = _stage(self, st, self.stage)
+        if len(set(self.loops)) != len(self.loops):
+            dup = sorted({n for n in self.loops if self.loops.count(n) > 1})
+            raise _err(self, f"loop(s) {dup} listed more than once")
+        if len(self.loops) < 2:
+            raise _err(self, "list at least two loops, outermost first")
+        found = [_find(self, st, stage, n) for n in self.loops]
+        slots = sorted(p for p, _ in found)
+        ls = list(st.loops[stage])
+        for slot, (_, lp) in zip(slots, found):
+            ls[slot] = lp
+        st.loops[stage] = tuple(ls)
+        _touch(self, st, stage)
+
+
+@dataclass(frozen=True)
+class Fuse(Primitive):
+    """Two adjacent loops become one: a_b = a * extent(b) + b (b needs a constant extent).
+
+        for y_o: for x_o:        fuse(C, y_o, x_o)      for y_o_x_o:
+    """
+
+    stage: Stage
+    outer: str
+    inner: str
+    name: str | None = None
+    method: ClassVar[str] = "fuse"
+    loop_fields: ClassVar[tuple[str, ...]] = ("outer", "inner", "name")
+
+    def apply(self, st: State) -> None:
+        stage = _stage(self, st, self.stage)
+        po, lo = _find(self, st, stage, self.outer)
+        pi, li = _find(self, st, stage, self.inner)
+        if pi != po + 1:
+            order = " ".join(st.loop_names(stage))
+            raise _err(self, f"{self.outer} must be directly outside {self.inner}; the loop order "
+                             f"is {order}")
+        if li.extent is None or not li.zero_based:
+            raise _err(self, f"the inner loop {self.inner} needs a constant extent counted from 0 "
+                             f"(split it first, e.g. split({stage.name}, {self.inner!r}, 8))")
+        if lo.kind != "serial" or li.kind != "serial":
+            raise _err(self, "fuse loops before marking them parallel/vectorized/unrolled")
+        name = _fresh(self, st, stage, self.name or f"{self.outer}_{self.inner}",
+                      {self.outer, self.inner})
+        ext = lo.extent * li.extent if lo.extent is not None else None
+        fused = Loop(name, LFuse(lo.expr, li.expr, li.extent), ext, lo.reduction or li.reduction,
+                     zero_based=lo.zero_based)
+        ls = list(st.loops[stage])
+        ls[po:pi + 1] = [fused]
+        st.loops[stage] = tuple(ls)
+        _touch(self, st, stage)
+
+
+def _mark(prim, st: State, kind: str, need_const: bool) -> None:
+    stage = _stage(prim, st, prim.stage)
+    pos, lp = _find(prim, st, stage, prim.loop)
+    if lp.kind not in ("serial", kind):
+        raise _err(prim, f"loop {lp.name} is already {lp.kind}")
+    if need_const and lp.extent is None:
+        raise _err(prim, f"loop {lp.name} of {stage.name} has no constant extent; split it by a "
+                         f"constant first, e.g. split({stage.name}, {lp.name!r}, 8), and "
+                         f"{prim.method} the inner loop")
+    if kind in ("parallel", "vectorized") and lp.reduction:
+        raise _err(prim, f"loop {lp.name} of {stage.name} is a reduction loop: its iterations "
+                         f"accumulate into the same elements of {stage.name}, so running them "
+                         f"{'in parallel' if kind == 'parallel' else 'as vector lanes'} would race; "
+                         f"{prim.method} a loop over {stage.name}'s own dims instead")
+    st.set_loop(stage, pos, with_kind(lp, kind))
+    _touch(prim, st, stage)
+
+
+@dataclass(frozen=True)
+class Vectorize(Primitive):
+    """Run a constant-extent loop as vector lanes (its whole body, if it has inner loops)."""
+
+    stage: Stage
+    loop: str
+    method: ClassVar[str] = "vectorize"
+    loop_fields: ClassVar[tuple[str, ...]] = ("loop",)
+
+    def apply(self, st: State) -> None:
+        _mark(self, st, "vectorized", True)
+
+
+@dataclass(frozen=True)
+class Unroll(Primitive):
+    """Replicate the body of a constant-extent loop, one copy per iteration."""
+
+    stage: Stage
+    loop: str
+    method: ClassVar[str] = "unroll"
+    loop_fields: ClassVar[tuple[str, ...]] = ("loop",)
+
+    def apply(self, st: State) -> None:
+        _mark(self, st, "unrolled", True)
+
+
+@dataclass(frozen=True)
+class Parallel(Primitive):
+    """Run the iterations of a loop on several threads."""
+
+    stage: Stage
+    loop: str
+    method: ClassVar[str] = "parallel"
+    loop_fields: ClassVar[tuple[str, ...]] = ("loop",)
+
+    def apply(self, st: State) -> None:
+        _mark(self, st, "parallel", False)
+
+
+def _producer(prim, st: State, stage) -> Stage:
+    stage = _stage(prim, st, stage)
+    if stage in st.pipeline.outputs:
+        raise _err(prim, f"{stage.name} is an output of the pipeline and is always stored in full; "
+                         "only intermediate stages can be inlined or computed inside another stage")
+    return stage
+
+
+def _depends_on(pipeline, consumer: Stage, producer: Stage) -> bool:
+    stack, seen = [consumer], set()
+    while stack:
+        t = stack.pop()
+        if t is producer:
+            return True
+        if t in seen or not isinstance(t, Stage):
+            continue
+        seen.add(t)
+        stack.extend(tensors_read(t.expr))
+    return False
+
+
+@dataclass(frozen=True)
+class ComputeInline(Primitive):
+    """Substitute a stage's definition into every consumer; it gets no loops or buffer."""
+
+    stage: Stage
+    method: ClassVar[str] = "compute_inline"
+
+    def apply(self, st: State) -> None:
+        stage = _producer(self, st, self.stage)
+        if stage.reduction is not None:
+            raise _err(self, f"{stage.name} is a reduction and cannot be inlined; use "
+                             f"compute_at({stage.name}, consumer, loop) instead")
+        if stage in st.touched:
+            raise _err(self, f"{stage.name} already has loop primitives; an inlined stage has no loops")
+        users = [s for s, p in st.compute.items() if p.kind == "at" and p.consumer is stage]
+        if users:
+            raise _err(self, f"{users[0].name} is computed inside {stage.name}'s loops")
+        st.compute[stage] = Placement("inline")
+        st.store.pop(stage, None)
+
+
+def _placement(prim, st: State, producer: Stage, consumer, loop: str) -> Placement:
+    consumer = _stage(prim, st, consumer)
+    if consumer is producer:
+        raise _err(prim, "a stage cannot be computed inside its own loops")
+    if not _depends_on(st.pipeline, consumer, producer):
+        users = ", ".join(s.name for s in st.pipeline.consumers(producer)) or "none"
+        raise _err(prim, f"{consumer.name} does not use {producer.name} (directly or through "
+                         f"other stages); {producer.name}'s consumers are: {users}")
+    _find(prim, st, consumer, loop)
+    return Placement("at", consumer, loop)
+
+
+@dataclass(frozen=True)
+class ComputeAt(Primitive):
+    """Compute the block of `stage` that `consumer` needs inside consumer's loop `loop`.
+
+        for y: P[y] = ...          compute_at(P, C, y_o)     for y_o:
+        for y_o: for y_i:          ------------------->        for y in box(y_o): P[y] = ...
+          C[..] = P[..]                                        for y_i: C[..] = P[..]
+    """
+
+    stage: Stage
+    consumer: Stage
+    loop: str
+    method: ClassVar[str] = "compute_at"
+    loop_fields: ClassVar[tuple[str, ...]] = ("loop",)
+
+    def apply(self, st: State) -> None:
+        stage = _producer(self, st, self.stage)
+        st.compute[stage] = _placement(self, st, stage, self.consumer, self.loop)
+
+
+@dataclass(frozen=True)
+class StoreAt(Primitive):
+    """Allocate `stage`'s buffer at consumer's loop `loop` while computing it deeper."""
+
+    stage: Stage
+    consumer: Stage
+    loop: str
+    method: ClassVar[str] = "store_at"
+    loop_fields: ClassVar[tuple[str, ...]] = ("loop",)
+
+    def apply(self, st: State) -> None:
+        stage = _producer(self, st, self.stage)
+        st.store[stage] = _placement(self, st, stage, self.consumer, self.loop)
+
+
+PRIMITIVES: dict[str, type[Primitive]] = {
+    c.__name__: c
+    for c in (Split, Tile, Reorder, Fuse, Vectorize, Unroll, Parallel, ComputeInline, ComputeAt,
+              StoreAt)
+}

@@ -1,0 +1,208 @@
+"""The immutable Schedule: outputs plus an ordered list of primitive records.
+
+Each chained call validates one primitive against the state the previous
+ones produced and returns a new Schedule; the old one is unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from ..compute import Stage
+from ..compute.tensor import Pipeline
+from ..errors import ScheduleError
+from .primitives import (
+    PRIMITIVES,
+    ComputeAt,
+    ComputeInline,
+    Fuse,
+    Parallel,
+    Primitive,
+    Reorder,
+    Split,
+    StoreAt,
+    Tile,
+    Unroll,
+    Vectorize,
+)
+from .state import State
+
+JSON_VERSION = 1
+
+
+class Schedule:
+    """`td.schedule(C)` then chained primitives; `s.primitives` lists the records."""
+
+    __slots__ = ("outputs", "pipeline", "primitives", "_state")
+
+    def __init__(self, outputs, primitives: Iterable[Primitive] = (), *, _pipeline=None,
+                 _state=None):
+        pipeline = _pipeline or Pipeline(outputs)
+        self.outputs: tuple[Stage, ...] = pipeline.outputs
+        self.pipeline = pipeline
+        state = _state or State.initial(pipeline)
+        prims = tuple(primitives)
+        if prims:
+            state = state.copy()
+            for p in prims:
+                if not isinstance(p, Primitive):
+                    raise ScheduleError(f"{p!r} is not a schedule primitive (td.Split, td.Tile, ...)")
+                p.apply(state)
+        self.primitives: tuple[Primitive, ...] = prims
+        self._state = state
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    def append(self, prim: Primitive) -> Schedule:
+        st = self._state.copy()
+        prim.apply(st)
+        return Schedule(self.outputs, (), _pipeline=self.pipeline, _state=st)._with(
+            self.primitives + (prim,))
+
+    def _with(self, prims) -> Schedule:
+        self.primitives = prims
+        return self
+
+    def _stage(self, s) -> Stage:
+        if isinstance(s, str):
+            t = self.pipeline.by_name.get(s)
+            if t is None:
+                valid = ", ".join(x.name for x in self.pipeline.stages)
+                raise ScheduleError(f"no stage named {s!r} in this pipeline; stages are: {valid}")
+            return t
+        return s
+
+    # ------------------------------------------------------------ primitives
+
+    def split(self, stage, loop, factor: int, names=None) -> Schedule:
+        return self.append(Split(self._stage(stage), loop, factor,
+                                 tuple(names) if names is not None else None))
+
+    def tile(self, stage, **factors: int) -> Schedule:
+        return self.append(Tile(self._stage(stage), tuple(factors.items())))
+
+    def reorder(self, stage, *loops) -> Schedule:
+        if len(loops) == 1 and isinstance(loops[0], str):
+            loops = tuple(loops[0].split())
+        elif len(loops) == 1 and isinstance(loops[0], (list, tuple)):
+            loops = tuple(loops[0])
+        return self.append(Reorder(self._stage(stage), tuple(loops)))
+
+    def fuse(self, stage, outer, inner, name: str | None = None) -> Schedule:
+        return self.append(Fuse(self._stage(stage), outer, inner, name))
+
+    def vectorize(self, stage, loop) -> Schedule:
+        return self.append(Vectorize(self._stage(stage), loop))
+
+    def unroll(self, stage, loop) -> Schedule:
+        return self.append(Unroll(self._stage(stage), loop))
+
+    def parallel(self, stage, loop) -> Schedule:
+        return self.append(Parallel(self._stage(stage), loop))
+
+    def compute_inline(self, stage) -> Schedule:
+        return self.append(ComputeInline(self._stage(stage)))
+
+    def compute_at(self, stage, consumer, loop) -> Schedule:
+        return self.append(ComputeAt(self._stage(stage), self._stage(consumer), loop))
+
+    def store_at(self, stage, consumer, loop) -> Schedule:
+        return self.append(StoreAt(self._stage(stage), self._stage(consumer), loop))
+
+    # ------------------------------------------------------------ data
+
+    def loops(self, stage) -> list[str]:
+        """The current loop names of a stage, outermost first."""
+        return self._state.loop_names(self._stage(stage))
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, Schedule) and self.outputs == other.outputs
+                and self.primitives == other.primitives)
+
+    def __hash__(self) -> int:
+        return hash((self.outputs, self.primitives))
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "version": JSON_VERSION,
+            "outputs": [o.name for o in self.outputs],
+            "primitives": [p.to_dict() for p in self.primitives],
+        }, indent=1)
+
+    @classmethod
+    def from_json(cls, text: str, outputs) -> Schedule:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ScheduleError(f"schedule JSON is malformed: {e}") from None
+        if not isinstance(data, dict) or data.get("version") != JSON_VERSION:
+            raise ScheduleError(f"schedule JSON must be an object with version {JSON_VERSION}")
+        pipeline = Pipeline(outputs)
+        names = [o.name for o in pipeline.outputs]
+        if data.get("outputs", names) != names:
+            raise ScheduleError(f"schedule JSON is for outputs {data.get('outputs')}, not {names}")
+        sched = cls(pipeline.outputs, _pipeline=pipeline)
+        for rec in data.get("primitives", []):
+            sched = sched.append(_from_dict(rec, pipeline))
+        return sched
+
+    def __repr__(self) -> str:
+        outs = ", ".join(o.name for o in self.outputs)
+        head = f"td.schedule({outs if len(self.outputs) == 1 else '(' + outs + ',)'})"
+        calls = [_method_call(p) for p in self.primitives]
+        if not calls:
+            return head
+        return "(" + head + "".join(f"\n   .{c}" for c in calls) + ")"
+
+
+def _from_dict(rec: dict, pipeline: Pipeline) -> Primitive:
+    if not isinstance(rec, dict) or rec.get("type") not in PRIMITIVES:
+        raise ScheduleError(f"unknown primitive record {rec!r}; known: {', '.join(PRIMITIVES)}")
+    cls = PRIMITIVES[rec["type"]]
+    kwargs = {}
+    for k, v in rec.items():
+        if k == "type":
+            continue
+        if k in ("stage", "consumer"):
+            v = pipeline.stage(v) if v in pipeline.by_name else _missing(v, pipeline)
+        elif isinstance(v, list):
+            v = tuple(tuple(x) if isinstance(x, list) else x for x in v)
+        kwargs[k] = v
+    try:
+        return cls(**kwargs)
+    except TypeError as e:
+        raise ScheduleError(f"bad {rec['type']} record {rec!r}: {e}") from None
+
+
+def _missing(name, pipeline):
+    valid = ", ".join(s.name for s in pipeline.stages)
+    raise ScheduleError(f"schedule JSON names stage {name!r}, which is not in the pipeline ({valid})")
+
+
+def _method_call(p: Primitive) -> str:
+    match p:
+        case Tile(stage, factors):
+            return f"tile({stage.name}, {', '.join(f'{n}={f}' for n, f in factors)})"
+        case Split(stage, loop, factor, names):
+            extra = f", names={names!r}" if names else ""
+            return f"split({stage.name}, {loop!r}, {factor}{extra})"
+        case Reorder(stage, loops):
+            return f"reorder({stage.name}, {' '.join(loops)!r})"
+        case Fuse(stage, outer, inner, name):
+            extra = f", name={name!r}" if name else ""
+            return f"fuse({stage.name}, {outer!r}, {inner!r}{extra})"
+        case ComputeInline(stage):
+            return f"compute_inline({stage.name})"
+        case ComputeAt(stage, consumer, loop) | StoreAt(stage, consumer, loop):
+            return f"{p.method}({stage.name}, {consumer.name}, {loop!r})"
+        case Vectorize(stage, loop) | Unroll(stage, loop) | Parallel(stage, loop):
+            return f"{p.method}({stage.name}, {loop!r})"
+    raise AssertionError(p)
+
+
+def schedule(outputs, primitives: Iterable[Primitive] = ()) -> Schedule:
+    """`td.schedule(C)` or `td.schedule((C, D), [td.Split(C, "k", 4), ...])`."""
+    return Schedule(outputs, primitives)

@@ -1,0 +1,134 @@
+"""What a schedule means so far: each stage's loops and where each stage lives.
+
+Replaying a schedule's primitives over the unscheduled pipeline yields a
+`State`; lowering reads it. A loop is a quasi-affine function of the stage's
+original dims, kept as a small expression tree (`LoopExpr`) that lowering
+turns into an isl affine function.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from .. import dtypes as dt
+from ..compute import Dim, Stage
+from ..compute.expr import Const, Expr
+from ..compute.tensor import Pipeline
+
+
+class LoopExpr:
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LDim(LoopExpr):
+    """An original dim of the stage, counted from `base` (0, or a reduction's lower bound)."""
+
+    dim: Dim
+    base: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class LOuter(LoopExpr):
+    """floor((parent - base) / factor)."""
+
+    parent: LoopExpr
+    factor: int
+
+
+@dataclass(frozen=True, slots=True)
+class LInner(LoopExpr):
+    """(parent - base) mod factor."""
+
+    parent: LoopExpr
+    factor: int
+
+
+@dataclass(frozen=True, slots=True)
+class LFuse(LoopExpr):
+    """outer * inner_extent + inner, where inner counts from 0."""
+
+    outer: LoopExpr
+    inner: LoopExpr
+    inner_extent: int
+
+
+@dataclass(frozen=True, slots=True)
+class Loop:
+    """One loop of a stage's nest. `extent` is an int when it is a known constant."""
+
+    name: str
+    expr: LoopExpr
+    extent: int | None
+    reduction: bool
+    kind: str = "serial"  # serial | parallel | vectorized | unrolled
+    zero_based: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a stage is computed: at root, inlined, or inside `consumer`'s loop."""
+
+    kind: str  # root | inline | at
+    consumer: Stage | None = None
+    loop: str | None = None
+
+
+ROOT = Placement("root")
+
+
+@dataclass(slots=True)
+class State:
+    pipeline: Pipeline
+    loops: dict[Stage, tuple[Loop, ...]] = field(default_factory=dict)
+    compute: dict[Stage, Placement] = field(default_factory=dict)
+    store: dict[Stage, Placement] = field(default_factory=dict)
+    touched: set = field(default_factory=set)  # stages with loop primitives
+
+    @classmethod
+    def initial(cls, pipeline: Pipeline) -> State:
+        st = cls(pipeline)
+        for s in pipeline.stages:
+            st.loops[s] = initial_loops(s)
+            st.compute[s] = ROOT
+        return st
+
+    def copy(self) -> State:
+        return State(self.pipeline, dict(self.loops), dict(self.compute), dict(self.store),
+                     set(self.touched))
+
+    def loop_names(self, stage: Stage) -> list[str]:
+        return [lp.name for lp in self.loops[stage]]
+
+    def find(self, stage: Stage, name: str) -> tuple[int, Loop]:
+        for n, lp in enumerate(self.loops[stage]):
+            if lp.name == name:
+                return n, lp
+        raise KeyError(name)
+
+    def set_loop(self, stage: Stage, pos: int, loop: Loop) -> None:
+        ls = list(self.loops[stage])
+        ls[pos] = loop
+        self.loops[stage] = tuple(ls)
+
+    def store_placement(self, stage: Stage) -> Placement:
+        return self.store.get(stage, self.compute[stage])
+
+
+def _const_int(e: Expr) -> int | None:
+    return int(e.value) if isinstance(e, Const) else None
+
+
+def initial_loops(stage: Stage) -> tuple[Loop, ...]:
+    zero = Const(0, dt.int64)
+    loops = [Loop(d.name, LDim(d, zero), _const_int(ext), False)
+             for d, ext in zip(stage.dims, stage.shape)]
+    for ax in stage.reduce_axes:
+        lo, hi = _const_int(ax.lo), _const_int(ax.hi)
+        extent = hi - lo if lo is not None and hi is not None else None
+        loops.append(Loop(ax.dim.name, LDim(ax.dim, ax.lo), extent, True, zero_based=lo == 0))
+    return tuple(loops)
+
+
+def with_kind(loop: Loop, kind: str) -> Loop:
+    return replace(loop, kind=kind)
