@@ -19,6 +19,7 @@ from .expr import (
     Expr,
     Reduce,
     Size,
+    Unary,
     _coerce,
     const,
     free_dims,
