@@ -193,3 +193,8 @@ class LoweredFunc:
     outputs: tuple[Buffer, ...]
     sizes: tuple[Var, ...]
     body: Stmt
+
+    def __str__(self) -> str:
+        from .printer import show
+
+        return show(self)

@@ -1,0 +1,47 @@
+"""Lowering: a schedule becomes a loop-IR function.
+
+The whole compiler front to back, one pass per line:
+
+    model    the polyhedral model: statements, isl domains, bands, buffer boxes
+    tree     the isl schedule tree, and isl's AST of it
+    convert  the isl AST as loop IR (tdsl's own nodes, with the schedule's names)
+    simplify constant folding and index simplification
+    unroll   unrolled loops become copies of their bodies
+    verify   loop-IR invariants (run after every pass)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..schedule import Schedule
+from . import ir
+from .from_ast import convert
+from .model import build_model
+from .passes.simplify import simplify
+from .passes.unroll import unroll
+from .passes.verify import verify
+from .tree import build_ast
+
+PASSES: tuple[tuple[str, Callable[[ir.LoweredFunc], ir.LoweredFunc]], ...] = (
+    ("simplify", simplify),
+    ("unroll", unroll),
+)
+
+
+def lower_schedule(sched: Schedule, name: str | None = None,
+                   dump: Callable[[str, ir.LoweredFunc], None] | None = None) -> ir.LoweredFunc:
+    """Lower a schedule to a verified loop-IR function named `name`."""
+    name = name or f"tdsl_{sched.outputs[0].name}"
+    model = build_model(sched)
+    func = verify(convert(model, build_ast(model), name))
+    if dump:
+        dump("convert", func)
+    for pass_name, run in PASSES:
+        func = verify(run(func))
+        if dump:
+            dump(pass_name, func)
+    return func
+
+
+__all__ = ["ir", "lower_schedule"]

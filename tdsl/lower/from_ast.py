@@ -1,0 +1,282 @@
+"""isl AST -> loop IR.
+
+Walks the AST that isl built from the model's schedule tree: band marks give
+each loop its schedule name and kind, alloc marks place buffers, and each
+statement instance becomes a Store whose indices and value are written from
+the algorithm in terms of the loop variables.
+"""
+
+from __future__ import annotations
+
+import islpy as isl
+
+from .. import dtypes as dt
+from ..compute import expr as cx
+from ..compute.tensor import BoundaryView, Tensor, identity, is_affine_index
+from . import ir
+from .affine import ast_expr_to_ir, pwaff_to_ir
+from .model import Model, Statement, _functions_map
+
+_COMBINE = {"sum": "add", "prod": "mul", "max": "max", "min": "min"}
+
+
+def _c(n: int) -> ir.Const:
+    return ir.Const(int(n), dt.index)
+
+
+class Converter:
+    def __init__(self, model: Model, buffers: dict[Tensor, ir.Buffer]):
+        self.model = model
+        self.buffers = buffers
+        self.stmts = {s.name: s for s in model.statements}
+        self.size_vars = {p: ir.Var(p) for p in model.params}
+        self._offsets: dict[tuple[str, Tensor], list[ir.Expr | None]] = {}
+
+    # ---------------------------------------------------------- nodes
+
+    def node(self, n: isl.AstNode, env: dict[str, ir.Expr], band=None) -> ir.Stmt:
+        T = isl.ast_node_type
+        t = n.get_type()
+        if t == T.block:
+            kids = n.block_get_children()
+            return ir.Block(tuple(self.node(kids.get_at(k), env) for k in range(kids.n_ast_node())))
+        if t == T.mark:
+            name = n.mark_get_id().get_name()
+            child = n.mark_get_node()
+            if name.startswith("alloc:"):
+                stage = self.model.schedule.pipeline.by_name[name[len("alloc:"):]]
+                return ir.Allocate(self.buffers[stage], self.node(child, env))
+            return self.node(child, env, self.model.bands[name])
+        if t == T.for_:
+            return self.loop(n, env, band)
+        if t == T.if_:
+            cond = ast_expr_to_ir(n.if_get_cond(), self._names(env))
+            then = self.node(n.if_get_then_node(), env, band)
+            other = self.node(n.if_get_else_node(), env, band) if n.if_has_else_node() else None
+            return ir.If(cond, then, other)
+        if t == T.user:
+            return self.statement(n.user_get_expr(), env)
+        raise AssertionError(f"unexpected isl AST node {n.to_C_str()}")
+
+    def _names(self, env) -> dict[str, ir.Expr]:
+        return {**self.size_vars, **env}
+
+    def loop(self, n: isl.AstNode, env, band) -> ir.Stmt:
+        it = n.for_get_iterator().get_id().get_name()
+        names = self._names(env)
+        start = ast_expr_to_ir(n.for_get_init(), names)
+        assert band is not None, "every isl loop comes from a marked band"
+        var = ir.Var(band.var)
+        inner = {**env, it: var}
+        if n.for_is_degenerate():
+            return ir.Let(band.var, start, self.node(n.for_get_body(), inner))
+        inc = n.for_get_inc()
+        assert inc.get_type() == isl.ast_expr_type.int and inc.get_val().to_python() == 1
+        end = self._end(n.for_get_cond(), it, {**names, it: var})
+        kind = ir.ForKind(band.kind)
+        return ir.For(band.var, start, end, kind, self.node(n.for_get_body(), inner),
+                      band.loop.extent)
+
+    def _end(self, cond: isl.AstExpr, it: str, names) -> ir.Expr:
+        O = isl.ast_expr_op_type
+        op = cond.get_op_type()
+        if op in (O.and_, O.and_then):
+            parts = [self._end(cond.get_op_arg(k), it, names) for k in range(cond.get_op_n_arg())]
+            out = parts[0]
+            for p in parts[1:]:
+                out = ir.Binary("min", out, p, dt.index)
+            return out
+        lhs = cond.get_op_arg(0)
+        assert lhs.get_type() == isl.ast_expr_type.id and lhs.get_id().get_name() == it, cond.to_C_str()
+        rhs = ast_expr_to_ir(cond.get_op_arg(1), names)
+        if op == O.le:
+            return ir.Binary("add", rhs, _c(1), dt.index)
+        assert op == O.lt, cond.to_C_str()
+        return rhs
+
+    # ---------------------------------------------------------- statements
+
+    def statement(self, call: isl.AstExpr, env) -> ir.Stmt:
+        names = self._names(env)
+        sname = call.get_op_arg(0).get_id().get_name()
+        s = self.stmts[sname]
+        args = [ast_expr_to_ir(call.get_op_arg(k + 1), names) for k in range(call.get_op_n_arg() - 1)]
+        coords = dict(zip(s.isl_names, args))
+        dims = {d: coords[d.name] for d in s.dims}
+        w = _StmtWriter(self, s, coords, dims, env)
+        stage = s.stage
+        idx = w.store_indices()
+        buf = self.buffers[stage]
+        if s.role == "init":
+            return ir.Store(buf, idx, ir.Const(identity(stage.reduction.op, stage.dtype), stage.dtype))
+        if s.role == "update":
+            red = stage.reduction
+            acc = ir.Load(buf, idx)
+            return ir.Store(buf, idx, ir.Binary(_COMBINE[red.op], acc, w.value(red.body), red.dtype))
+        return ir.Store(buf, idx, w.value(self.model.exprs[stage]))
+
+    def offsets(self, s: Statement, t: Tensor, coords, env) -> list[ir.Expr | None]:
+        """The origin of `t`'s buffer box, as seen from statement `s`.
+
+        Written in the store-level loop variables when they are all in scope,
+        else in terms of the statement's own coordinates.
+        """
+        box = self.model.boxes.get(t)
+        if box is None or box.lo is None:
+            return [None] * len(t.dims)
+        outer = s.bands[: box.depth]
+        in_scope = {v.name for v in env.values() if isinstance(v, ir.Var)}
+        if all(b.var in in_scope for b in outer):
+            return [pwaff_to_ir(lo, [ir.Var(b.var) for b in outer], self.size_vars)
+                    for lo in box.lo]
+        out = []
+        coord_list = [coords[n] for n in s.isl_names]
+        m = _functions_map(s.band_values[: box.depth], s.domain)
+        for lo in box.lo:
+            pa = m.apply_range(isl.Map.from_pw_aff(lo)).as_pw_multi_aff().get_pw_aff(0)
+            out.append(pwaff_to_ir(pa.coalesce(), coord_list, self.size_vars))
+        return out
+
+
+class _StmtWriter:
+    """Writes one statement's indices and value in terms of the loop variables."""
+
+    def __init__(self, conv: Converter, s: Statement, coords, dims, env):
+        self.conv = conv
+        self.env = env
+        self.s = s
+        self.coords = coords
+        self.dims = dims
+
+    def store_indices(self) -> tuple[ir.Expr, ...]:
+        stage = self.s.stage
+        raw = [self.dims[d] for d in stage.dims]
+        return self._relative(stage, raw)
+
+    def _relative(self, t: Tensor, raw: list[ir.Expr]) -> tuple[ir.Expr, ...]:
+        offs = self.conv.offsets(self.s, t, self.coords, self.env)
+        return tuple(r if o is None else ir.Binary("sub", r, o, dt.index) for r, o in zip(raw, offs))
+
+    def index(self, e: cx.Expr) -> ir.Expr:
+        return index_expr(e, self.dims)
+
+    def load(self, acc: cx.Access) -> ir.Expr:
+        t = acc.tensor
+        base: Tensor = t.tensor if isinstance(t, BoundaryView) else t
+        exts = [self.index(e) for e in base.shape]
+        raw, inside = [], []
+        for ix, ext in zip(acc.indices, exts):
+            last = ir.Binary("sub", ext, _c(1), dt.index)
+            if is_affine_index(ix):
+                v = self.index(ix)
+                if isinstance(t, BoundaryView):
+                    if t.mode == "pad":
+                        inside.append(ir.Binary("and", ir.Compare("ge", v, _c(0)),
+                                                ir.Compare("lt", v, ext), dt.bool_))
+                    v = _clamp(v, last)
+            else:
+                v = _clamp(ir.Cast(self.value(ix), dt.index), last)
+            raw.append(v)
+        load = ir.Load(self.conv.buffers[base], self._relative(base, raw))
+        if not inside:
+            return load
+        cond = inside[0]
+        for c in inside[1:]:
+            cond = ir.Binary("and", cond, c, dt.bool_)
+        return ir.Select(cond, load, self.value(t.value), base.dtype)
+
+    def value(self, e: cx.Expr) -> ir.Expr:
+        match e:
+            case cx.Const(v, d):
+                return ir.Const(v, d)
+            case cx.Dim():
+                return ir.Cast(self.dims[e], dt.int32)
+            case cx.Size(name):
+                return ir.Cast(ir.Var(name), dt.int32)
+            case cx.Access():
+                return self.load(e)
+            case cx.Binary(op, a, b, d):
+                return ir.Binary(op, self.value(a), self.value(b), d)
+            case cx.Compare(op, a, b):
+                return ir.Compare(op, self.value(a), self.value(b))
+            case cx.Unary(op, a, d):
+                return ir.Unary(op, self.value(a), d)
+            case cx.Call(fn, args, d):
+                return ir.Call(fn, tuple(self.value(a) for a in args), d)
+            case cx.Select(c, a, b, d):
+                return ir.Select(self.value(c), self.value(a), self.value(b), d)
+            case cx.Cast(a, d):
+                return ir.Cast(self.value(a), d)
+        raise AssertionError(f"unexpected expression {e!r}")
+
+
+def index_expr(e: cx.Expr, dims: dict) -> ir.Expr:
+    """An affine algorithm index as a loop-IR index expression (`dims`: Dim -> value)."""
+    match e:
+        case cx.Const(v):
+            return _c(v)
+        case cx.Dim():
+            return dims[e]
+        case cx.Size(name):
+            return ir.Var(name)
+        case cx.Cast(a):
+            return index_expr(a, dims)
+        case cx.Unary("neg", a):
+            return ir.Unary("neg", index_expr(a, dims), dt.index)
+        case cx.Binary(op, a, b):
+            return ir.Binary(op, index_expr(a, dims), index_expr(b, dims), dt.index)
+    raise AssertionError(f"not an affine index: {e!r}")
+
+
+def _clamp(v: ir.Expr, last: ir.Expr) -> ir.Expr:
+    return ir.Binary("min", ir.Binary("max", v, _c(0), dt.index), last, dt.index)
+
+
+def buffers_for(model: Model) -> dict[Tensor, ir.Buffer]:
+    pipeline = model.schedule.pipeline
+    conv_sizes = {p: ir.Var(p) for p in model.params}
+    out: dict[Tensor, ir.Buffer] = {}
+
+    def shape_of(t: Tensor) -> tuple[ir.Expr, ...]:
+        return tuple(index_expr(e, {}) for e in t.shape)
+
+    for t in pipeline.inputs:
+        out[t] = ir.Buffer(t.name, t.dtype, shape_of(t), "input")
+    for t in model.groups:
+        if t in pipeline.outputs:
+            out[t] = ir.Buffer(t.name, t.dtype, shape_of(t), "output")
+            continue
+        box = model.boxes[t]
+        if box.lo is None:
+            shape = shape_of(t)
+        else:
+            shape = tuple(_extent(e, conv_sizes) for e in box.extents)
+        out[t] = ir.Buffer(t.name, t.dtype, shape, "temp")
+    return out
+
+
+def _extent(pa: isl.PwAff, sizes) -> ir.Expr:
+    """A buffer extent: a constant when isl can bound it, else an expression of sizes."""
+    bound = pa.max_val()
+    if bound.is_int():
+        return _c(bound.to_python())
+    return pwaff_to_ir(pa, [], sizes)
+
+
+def convert(model: Model, ast: isl.AstNode, name: str) -> ir.LoweredFunc:
+    pipeline = model.schedule.pipeline
+    buffers = buffers_for(model)
+    conv = Converter(model, buffers)
+    body = conv.node(ast, {})
+    for stage in reversed(pipeline.stages):
+        b = buffers.get(stage)
+        if b is not None and b.kind == "temp" and model.boxes[stage].depth == 0:
+            body = ir.Allocate(b, body)
+    return ir.LoweredFunc(
+        name,
+        tuple(buffers[t] for t in pipeline.inputs),
+        tuple(buffers[t] for t in pipeline.outputs),
+        tuple(ir.Var(p) for p in model.params),
+        body,
+    )
+

@@ -1,0 +1,47 @@
+"""compute_inline: substitute inlined stages into their consumers' definitions."""
+
+from __future__ import annotations
+
+from .. import dtypes as dt
+from ..compute import expr as cx
+from ..compute.tensor import BoundaryView, Stage
+
+
+def _clamped(idx: tuple[cx.Expr, ...], shape) -> tuple[cx.Expr, ...]:
+    return tuple(cx.minimum(cx.maximum(i, 0), cx.cast(e, dt.int32) - 1) for i, e in zip(idx, shape))
+
+
+def _in_range(idx, shape) -> cx.Expr:
+    conds = [(i >= 0) & (i < cx.cast(e, dt.int32)) for i, e in zip(idx, shape)]
+    out = conds[0]
+    for c in conds[1:]:
+        out = out & c
+    return out
+
+
+def effective_exprs(stages, inlined: set[Stage]) -> dict[Stage, cx.Expr]:
+    """Each stage's definition with every inlined producer substituted in."""
+    done: dict[Stage, cx.Expr] = {}
+
+    def value_at(p: Stage, idx: tuple[cx.Expr, ...]) -> cx.Expr:
+        mapping = {d: (i if i.dtype == dt.int32 else cx.Cast(i, dt.int32)) for d, i in zip(p.dims, idx)}
+        return cx.substitute(done[p], mapping)
+
+    def rewrite(n: cx.Expr):
+        if not isinstance(n, cx.Access):
+            return None
+        t = n.tensor
+        base = t.tensor if isinstance(t, BoundaryView) else t
+        if base not in inlined:
+            return None
+        if not isinstance(t, BoundaryView):
+            return value_at(base, n.indices)
+        safe = _clamped(n.indices, base.shape)
+        v = value_at(base, safe)
+        if t.mode == "clamp":
+            return v
+        return cx.Select(_in_range(n.indices, base.shape), v, t.value, v.dtype)
+
+    for s in stages:  # in dependency order, so producers are rewritten first
+        done[s] = cx.transform(s.expr, rewrite)
+    return done

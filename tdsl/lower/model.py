@@ -1,0 +1,472 @@
+"""The polyhedral model of a scheduled pipeline.
+
+For every non-inlined stage this builds its statements (one for a pure
+stage; an init and an update for a reduction), each with an isl iteration
+domain, and the bands (loops) that enclose it. A stage computed inside a
+consumer's loop gets the consumer's enclosing loop values as extra leading
+dims ("prefix dims"): its domain is the box hull of what the readers under
+that loop need, so it recomputes exactly that block per iteration. Buffer
+boxes for store levels come from the same relations.
+
+Guarantees: every statement domain is exact (non-divisible splits are
+handled by isl's guards), every producer instance a reader needs exists in
+the same iteration of the compute loop, and every affine access of the
+algorithm is proven in bounds (or a DefinitionError names it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import islpy as isl
+
+from ..compute import expr as cx
+from ..compute.tensor import BoundaryView, Stage, Tensor, is_affine_index
+from ..errors import DefinitionError, ScheduleError
+from ..schedule import Loop, Schedule
+from .affine import Vars, loop_pwaff, pwaff, space
+from .inline import effective_exprs
+
+
+@dataclass(eq=False)
+class Band:
+    """One loop of one stage; shared by every statement nested inside it."""
+
+    owner: Stage
+    loop: Loop
+    var: str
+    mark: str
+
+    @property
+    def kind(self) -> str:
+        return self.loop.kind
+
+
+@dataclass(eq=False)
+class Statement:
+    name: str
+    stage: Stage
+    role: str  # pure | init | update
+    dims: tuple[cx.Dim, ...]
+    bands: list[Band]
+    n_prefix: int
+    vars: Vars
+    domain: isl.Set
+    band_values: list[isl.PwAff]
+
+    @property
+    def dim_names(self) -> dict:
+        return {d: d.name for d in self.dims}
+
+    @property
+    def isl_names(self) -> list[str]:
+        return [f"p{k}" for k in range(self.n_prefix)] + [d.name for d in self.dims]
+
+
+@dataclass(eq=False)
+class Group:
+    """A stage's loop nest: bands before the init/update split, then each branch."""
+
+    stage: Stage
+    prefix: list[Band]
+    shared: list[Band]
+    init: list[Band]
+    update: list[Band]
+    children: dict[Band, list[Group]] = field(default_factory=dict)
+    stmts: list[Statement] = field(default_factory=list)
+    store_depth: int = 0  # how many prefix bands enclose the buffer
+
+
+@dataclass
+class BufferBox:
+    """Where a stage's buffer lives: its extents and its origin per dim."""
+
+    extents: list[isl.PwAff]  # params only
+    lo: list[isl.PwAff] | None  # over the store-level loop values [q0..]; None = origin 0
+    depth: int  # store-level loop depth (number of enclosing bands)
+
+
+@dataclass(eq=False)
+class Model:
+    schedule: Schedule
+    exprs: dict[Stage, cx.Expr]
+    roots: list[Group]
+    groups: dict[Stage, Group]
+    boxes: dict[Stage, BufferBox]
+    params: list[str]
+    context: isl.Set
+    bands: dict[str, Band]
+
+    @property
+    def statements(self) -> list[Statement]:
+        return [s for g in self.groups.values() for s in g.stmts]
+
+
+# ---------------------------------------------------------------- structure
+
+
+class _Namer:
+    def __init__(self, taken: set[str]):
+        self.taken = taken
+
+    def loop_var(self, loop: Loop, stage: Stage, enclosing: list[Band]) -> str:
+        used = self.taken | {b.var for b in enclosing}
+        name = loop.name
+        if name in used:
+            name = f"{loop.name}_{stage.name}"
+        base, n = name, 1
+        while name in used:
+            n += 1
+            name = f"{base}{n}"
+        return name
+
+
+def _structure(sched: Schedule, namer: _Namer, bands: dict[str, Band]):
+    st = sched.state
+    stages = [s for s in sched.pipeline.stages if st.compute[s].kind != "inline"]
+    placed: dict[tuple[Stage, str], list[Stage]] = {}
+    for s in stages:
+        p = st.compute[s]
+        if p.kind == "at":
+            if p.loop not in st.loop_names(p.consumer):
+                loops = " ".join(st.loop_names(p.consumer))
+                raise ScheduleError(
+                    f"compute_at({s.name}, {p.consumer.name}, {p.loop!r}): {p.consumer.name} has no "
+                    f"loop {p.loop!r} after the later primitives; its loops are: {loops}")
+            placed.setdefault((p.consumer, p.loop), []).append(s)
+    groups: dict[Stage, Group] = {}
+
+    def band(stage: Stage, loop: Loop, enclosing: list[Band]) -> Band:
+        b = Band(stage, loop, namer.loop_var(loop, stage, enclosing), f"b{len(bands)}")
+        bands[b.mark] = b
+        return b
+
+    def make(stage: Stage, prefix: list[Band]) -> Group:
+        loops = st.loops[stage]
+        split = next((n for n, lp in enumerate(loops) if lp.reduction), len(loops))
+        shared: list[Band] = []
+        for lp in loops[:split]:
+            shared.append(band(stage, lp, prefix + shared))
+        outer = prefix + shared
+        init = []
+        if stage.reduction is not None:
+            for lp in loops[split:]:
+                if not lp.reduction:
+                    init.append(band(stage, lp, outer + init))
+        update: list[Band] = []
+        for lp in loops[split:]:
+            update.append(band(stage, lp, outer + update))
+        g = Group(stage, prefix, shared, init, update)
+        groups[stage] = g
+        chain = shared + update
+        for b in chain:
+            for child in placed.get((stage, b.loop.name), []):
+                enclosing = prefix + chain[: chain.index(b) + 1]
+                if any(x.kind == "vectorized" for x in enclosing):
+                    raise ScheduleError(
+                        f"compute_at({child.name}, {stage.name}, {b.loop.name!r}): that loop is "
+                        f"inside a vectorized loop; compute {child.name} outside it, or vectorize "
+                        f"a loop of {child.name} instead")
+                g.children.setdefault(b, []).append(make(child, enclosing))
+        return g
+
+    roots = [make(s, []) for s in stages if st.compute[s].kind == "root"]
+    return roots, groups
+
+
+# ---------------------------------------------------------------- domains
+
+
+def _declared(stage: Stage, vs: Vars, names: dict, with_reduction: bool) -> isl.Set:
+    s = vs.universe()
+    for d, ext in zip(stage.dims, stage.shape):
+        x = vs[names[d]]
+        s = s & x.ge_set(vs.const(0)) & x.lt_set(pwaff(ext, vs, names))
+    if with_reduction:
+        for ax in stage.reduce_axes:
+            k = vs[names[ax.dim]]
+            s = s & k.ge_set(pwaff(ax.lo, vs, names)) & k.lt_set(pwaff(ax.hi, vs, names))
+    return s
+
+
+def _check_bounds_affine(ax: cx.Axis, stage: Stage) -> None:
+    for b in (ax.lo, ax.hi):
+        if not is_affine_index(b):
+            raise DefinitionError(
+                f"stage {stage.name}: bound {b!r} of reduction dim {ax.dim.name} is not affine in "
+                "the dims and sizes; bounds may use +, -, * by a constant and // or % by a constant")
+
+
+def _to_map(s: isl.Set, n_in: int) -> isl.Map:
+    n = s.dim(isl.dim_type.set)
+    return isl.Map.from_domain(s).move_dims(isl.dim_type.out, 0, isl.dim_type.in_, n_in, n - n_in)
+
+
+def _functions_map(vals: list[isl.PwAff], domain: isl.Set) -> isl.Map:
+    m = isl.Map.from_pw_aff(vals[0])
+    for v in vals[1:]:
+        m = m.flat_range_product(isl.Map.from_pw_aff(v))
+    return m.intersect_domain(domain)
+
+
+def access_map(stmt: Statement, acc: cx.Access) -> isl.Map:
+    """The elements of the accessed tensor that `acc` may read, per statement instance."""
+    t = acc.tensor
+    base: Tensor = t.tensor if isinstance(t, BoundaryView) else t
+    vs, names = stmt.vars, stmt.dim_names
+    m = None
+    for ix, ext in zip(acc.indices, base.shape):
+        e = pwaff(ext, vs, names)
+        if is_affine_index(ix):
+            f = pwaff(ix, vs, names)
+            if isinstance(t, BoundaryView):
+                f = f.max(vs.const(0)).min(e - 1)
+            part = isl.Map.from_pw_aff(f)
+        else:  # data-dependent: any element along this axis
+            anyx = isl.Set("{ [o] : }").align_params(vs.space.params())
+            lo = isl.Map.from_pw_aff(vs.const(0)).apply_range(isl.Map("{ [a] -> [b] : b >= a }"))
+            hi = isl.Map.from_pw_aff(e - 1).apply_range(isl.Map("{ [a] -> [b] : b <= a }"))
+            part = (lo & hi).intersect_range(anyx)
+        m = part if m is None else m.flat_range_product(part)
+    return m.intersect_domain(stmt.domain).set_tuple_name(isl.dim_type.out, base.name)
+
+
+def reads(e: cx.Expr, tensor: Tensor) -> list[cx.Access]:
+    out = []
+    for n in cx.walk(e):
+        if isinstance(n, cx.Access):
+            t = n.tensor.tensor if isinstance(n.tensor, BoundaryView) else n.tensor
+            if t is tensor:
+                out.append(n)
+    return out
+
+
+def _tensor_set(t: Tensor, params: list[str]) -> isl.Set:
+    names = [d.name for d in t.dims]
+    vs = Vars(space(t.name, names, params))
+    return _declared_tensor(t, vs)
+
+
+def _declared_tensor(t: Tensor, vs: Vars) -> isl.Set:
+    s = vs.universe()
+    for d, ext in zip(t.dims, t.shape):
+        x = vs[d.name]
+        s = s & x.ge_set(vs.const(0)) & x.lt_set(pwaff(ext, vs, {}))
+    return s
+
+
+def _box(rel: isl.Map) -> tuple[list[isl.PwAff], list[isl.PwAff]]:
+    n = rel.dim(isl.dim_type.out)
+    los, his = [], []
+    for k in range(n):
+        rk = rel.project_out(isl.dim_type.out, k + 1, n - k - 1).project_out(isl.dim_type.out, 0, k)
+        los.append(rk.lexmin_pw_multi_aff().get_pw_aff(0).coalesce())
+        his.append(rk.lexmax_pw_multi_aff().get_pw_aff(0).coalesce())
+    return los, his
+
+
+def _between(los, his) -> isl.Map:
+    ge = isl.Map("{ [a] -> [b] : b >= a }")
+    le = isl.Map("{ [a] -> [b] : b <= a }")
+    m = None
+    for lo, hi in zip(los, his):
+        part = isl.Map.from_pw_aff(lo).apply_range(ge) & isl.Map.from_pw_aff(hi).apply_range(le)
+        m = part if m is None else m.flat_range_product(part)
+    return m
+
+
+class _Builder:
+    def __init__(self, sched: Schedule, exprs, groups, params, context):
+        self.sched = sched
+        self.exprs = exprs
+        self.groups = groups
+        self.params = params
+        self.context = context
+        self.stmts_of: dict[Stage, list[Statement]] = {}
+
+    def statements(self, g: Group) -> None:
+        stage = g.stage
+        for ax in stage.reduce_axes:
+            _check_bounds_affine(ax, stage)
+        m = len(g.prefix)
+        pure_dom = self._pure_domain(g)
+        if stage.reduction is None:
+            g.stmts = [self._stmt(g, stage.name, "pure", stage.dims, g.shared, pure_dom)]
+        else:
+            init = self._stmt(g, f"{stage.name}_init", "init", stage.dims, g.shared + g.init,
+                              pure_dom.set_tuple_name(f"{stage.name}_init"))
+            rdims = tuple(ax.dim for ax in stage.reduce_axes)
+            names = [f"p{k}" for k in range(m)] + [d.name for d in stage.dims + rdims]
+            vs = Vars(space(f"{stage.name}_update", names, self.params))
+            dom = pure_dom.insert_dims(isl.dim_type.set, m + len(stage.dims), len(rdims))
+            dom = dom.set_tuple_name(f"{stage.name}_update")
+            for k, nm in enumerate(names):
+                dom = dom.set_dim_name(isl.dim_type.set, k, nm)
+            dnames = {d: d.name for d in stage.dims + rdims}
+            dom = dom & _declared(stage, vs, dnames, True)
+            upd = self._stmt(g, f"{stage.name}_update", "update", stage.dims + rdims,
+                             g.shared + g.update, dom, vs)
+            g.stmts = [init, upd]
+        self.stmts_of[stage] = g.stmts
+
+    def _stmt(self, g: Group, name, role, dims, own: list[Band], dom, vs=None) -> Statement:
+        m = len(g.prefix)
+        names = [f"p{k}" for k in range(m)] + [d.name for d in dims]
+        vs = vs or Vars(space(name, names, self.params))
+        dom = dom.set_tuple_name(name)
+        dnames = {d: d.name for d in dims}
+        values = [vs[f"p{k}"] for k in range(m)] + [loop_pwaff(b.loop.expr, vs, dnames) for b in own]
+        return Statement(name, g.stage, role, tuple(dims), g.prefix + own, m, vs,
+                         dom.coalesce(), values)
+
+    def _pure_domain(self, g: Group) -> isl.Set:
+        stage = g.stage
+        m = len(g.prefix)
+        names = [f"p{k}" for k in range(m)] + [d.name for d in stage.dims]
+        vs = Vars(space(stage.name, names, self.params))
+        decl = _declared(stage, vs, {d: d.name for d in stage.dims}, False)
+        if m == 0:
+            return decl
+        need = self.needed(stage, g.prefix)
+        los, his = _box(need)
+        box = _between(los, his).wrap().flatten()
+        box = box.set_tuple_name(stage.name)
+        for k, nm in enumerate(names):
+            box = box.set_dim_name(isl.dim_type.set, k, nm)
+        return (box & decl).intersect_params(self.context)
+
+    def readers(self, stage: Stage) -> list[tuple[Statement, list[cx.Access]]]:
+        out = []
+        for other, stmts in self.stmts_of.items():
+            for s in stmts:
+                accs = reads(self.exprs[other], stage) if s.role != "init" else []
+                if accs:
+                    out.append((s, accs))
+        return out
+
+    def needed(self, stage: Stage, prefix: list[Band]) -> isl.Map:
+        """[p0..p(m-1)] -> stage[x]: what the readers inside the prefix loops read."""
+        m = len(prefix)
+        rel = None
+        for s, accs in self.readers(stage):
+            if s.bands[:m] != prefix:
+                p = self.sched.state.compute[stage]
+                raise ScheduleError(
+                    f"compute_at({stage.name}, {p.consumer.name}, {p.loop!r}): {stage.name} is also "
+                    f"read by {s.stage.name}, which is not computed inside {p.consumer.name}'s loop "
+                    f"{p.loop}; compute {stage.name} at a loop that encloses all of its consumers "
+                    f"({', '.join(sorted({r.stage.name for r, _ in self.readers(stage)}))}), or at root")
+            pm = _functions_map(s.band_values[:m], s.domain)
+            for acc in accs:
+                r = pm.reverse().apply_range(access_map(s, acc))
+                rel = r if rel is None else rel.union(r)
+        assert rel is not None, f"no reader of {stage.name} inside its compute level"
+        decl = _tensor_set(stage, self.params)
+        return rel.intersect_range(decl).coalesce()
+
+    def buffer_box(self, g: Group) -> BufferBox:
+        stage = g.stage
+        st = self.sched.state
+        m = len(g.prefix)
+        if m == 0:
+            return BufferBox([], None, 0)
+        sp = st.store_placement(stage)
+        depth = m
+        if sp.kind == "at" and sp is not st.compute[stage]:
+            depth = next((k + 1 for k, b in enumerate(g.prefix)
+                          if b.owner is sp.consumer and b.loop.name == sp.loop), None)
+            if depth is None:
+                cp = st.compute[stage]
+                raise ScheduleError(
+                    f"store_at({stage.name}, {sp.consumer.name}, {sp.loop!r}): the store level must "
+                    f"be a loop that encloses the compute level compute_at({stage.name}, "
+                    f"{cp.consumer.name if cp.consumer else 'root'}, {cp.loop!r})")
+        elif sp.kind == "root" and stage in st.store:
+            depth = 0
+        for b in g.prefix[depth:m]:
+            if b.kind == "parallel":
+                raise ScheduleError(
+                    f"{stage.name} is stored outside the parallel loop {b.loop.name} of "
+                    f"{b.owner.name} but computed inside it, so threads would share its buffer; "
+                    f"store it at or inside {b.loop.name} (store_at({stage.name}, {b.owner.name}, "
+                    f"{b.loop.name!r}))")
+        pure = g.stmts[0].domain
+        n_dims = len(stage.dims)
+        proj = pure.project_out(isl.dim_type.set, depth, m - depth)
+        rel = _to_map(proj, depth)
+        los, his = _box(rel)
+        extents = []
+        for lo, hi in zip(los, his):
+            ext = isl.Map.from_pw_aff((hi - lo + 1).coalesce()).range().dim_max(0)
+            extents.append(ext.intersect_params(self.context).coalesce())
+        assert len(extents) == n_dims
+        return BufferBox(extents, los if depth > 0 else los, depth)
+
+
+def _context(pipeline, params) -> isl.Set:
+    vs = Vars(space(None, [], params))
+    ctx = vs.universe()
+    for p in params:
+        ctx = ctx & vs[p].ge_set(vs.const(1))
+    for t in pipeline.tensors:
+        for ext in t.shape:
+            ctx = ctx & pwaff(ext, vs, {}).ge_set(vs.const(1))
+    return ctx.params()
+
+
+def check_accesses(stmt_decl: Statement, expr: cx.Expr, context: isl.Set, params) -> None:
+    """Every affine read of a plain tensor stays inside it, for every size."""
+    for n in cx.walk(expr):
+        if not isinstance(n, cx.Access) or isinstance(n.tensor, BoundaryView):
+            continue
+        if not all(is_affine_index(i) for i in n.indices):
+            continue
+        img = access_map(stmt_decl, n).intersect_params(context).range()
+        bad = img - _tensor_set(n.tensor, params)
+        if not bad.is_empty():
+            pt = bad.sample_point()
+            where = _point_text(pt, stmt_decl, n)
+            raise DefinitionError(
+                f"stage {stmt_decl.stage.name} reads {n!r} out of range{where}; indices must stay "
+                f"within {n.tensor!r}; use td.clamp({n.tensor.name}) or td.pad({n.tensor.name}, 0) "
+                "to read past the edges")
+
+
+def _point_text(pt: isl.Point, stmt: Statement, acc: cx.Access) -> str:
+    try:
+        sp = pt.get_space()
+        vals = [f"{sp.get_dim_name(isl.dim_type.set, k)}={pt.get_coordinate_val(isl.dim_type.set, k).to_python()}"
+                for k in range(sp.dim(isl.dim_type.set))]
+        pars = [f"{sp.get_dim_name(isl.dim_type.param, k)}={pt.get_coordinate_val(isl.dim_type.param, k).to_python()}"
+                for k in range(sp.dim(isl.dim_type.param))]
+        return f" (it reads {acc.tensor.name}[{', '.join(vals)}] when {', '.join(pars)})" if pars else \
+            f" (it reads {acc.tensor.name}[{', '.join(vals)}])"
+    except Exception:  # the point is only decoration for the message
+        return ""
+
+
+def build_model(sched: Schedule) -> Model:
+    pipeline = sched.pipeline
+    st = sched.state
+    params = [s.name for s in pipeline.sizes]
+    inlined = {s for s in pipeline.stages if st.compute[s].kind == "inline"}
+    exprs = effective_exprs(pipeline.stages, inlined)
+    context = _context(pipeline, params)
+    taken = set(params) | {t.name for t in pipeline.tensors}
+    bands: dict[str, Band] = {}
+    roots, groups = _structure(sched, _Namer(taken), bands)
+    b = _Builder(sched, exprs, groups, params, context)
+    for stage in reversed([s for s in pipeline.stages if s in groups]):
+        _check_definition(stage, exprs[stage], params, context)
+        b.statements(groups[stage])
+    boxes = {s: b.buffer_box(g) for s, g in groups.items()}
+    return Model(sched, exprs, roots, groups, boxes, params, context, bands)
+
+
+def _check_definition(stage: Stage, expr: cx.Expr, params, context) -> None:
+    rdims = tuple(ax.dim for ax in stage.reduce_axes)
+    names = [d.name for d in stage.dims + rdims]
+    vs = Vars(space(stage.name, names, params))
+    dom = _declared(stage, vs, {d: d.name for d in stage.dims + rdims}, True)
+    decl = Statement(stage.name, stage, "decl", stage.dims + rdims, [], 0, vs, dom, [])
+    check_accesses(decl, expr, context, params)

@@ -1,0 +1,1 @@
+"""Loop-IR passes, one per module, each with one public entry function."""

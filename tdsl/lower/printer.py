@@ -1,0 +1,85 @@
+"""The loop nest as readable text: what `print(td.lower(s))` shows."""
+
+from __future__ import annotations
+
+from . import ir
+
+_PREC = {"or": 1, "xor": 2, "and": 3, "cmp": 4, "add": 5, "sub": 5, "mul": 6, "truediv": 6,
+         "floordiv": 6, "mod": 6, "pdiv": 6, "pmod": 6}
+_SYM = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
+        "pdiv": "/", "pmod": "%", "and": "&", "or": "|", "xor": "^", "eq": "==", "ne": "!=",
+        "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
+def expr(e: ir.Expr, prec: int = 0) -> str:
+    match e:
+        case ir.Const(v, d):
+            if d.is_float:
+                return repr(float(v))
+            return str(bool(v)) if d.is_bool else str(v)
+        case ir.Var(name):
+            return name
+        case ir.Load(buf, idx):
+            return f"{buf.name}[{', '.join(expr(i) for i in idx)}]"
+        case ir.Binary("min" | "max", a, b):
+            return f"{e.op}({expr(a)}, {expr(b)})"
+        case ir.Binary(op, a, b):
+            p = _PREC[op]
+            s = f"{expr(a, p)} {_SYM[op]} {expr(b, p + 1)}"
+            return f"({s})" if p < prec else s
+        case ir.Compare(op, a, b):
+            p = _PREC["cmp"]
+            s = f"{expr(a, p + 1)} {_SYM[op]} {expr(b, p + 1)}"
+            return f"({s})" if p < prec else s
+        case ir.Unary("neg", a):
+            return f"-{expr(a, 7)}"
+        case ir.Unary(_, a):
+            return f"~{expr(a, 7)}"
+        case ir.Call(fn, args):
+            return f"{fn}({', '.join(expr(a) for a in args)})"
+        case ir.Select(c, a, b):
+            return f"select({expr(c)}, {expr(a)}, {expr(b)})"
+        case ir.Cast(a, d):
+            return f"{d.name}({expr(a)})"
+    return repr(e)
+
+
+def _lines(s: ir.Stmt, ind: int, out: list[str]) -> None:
+    pad = "  " * ind
+    match s:
+        case ir.For(var, start, end, kind, body):
+            tag = "" if kind is ir.ForKind.SERIAL else f"  # {kind.value}"
+            out.append(f"{pad}for {var} in {expr(start)} .. {expr(end)}:{tag}")
+            _lines(body, ind + 1, out)
+        case ir.If(c, t, e):
+            out.append(f"{pad}if {expr(c)}:")
+            _lines(t, ind + 1, out)
+            if e is not None:
+                out.append(f"{pad}else:")
+                _lines(e, ind + 1, out)
+        case ir.Block(stmts):
+            for x in stmts:
+                _lines(x, ind, out)
+        case ir.Store(buf, idx, v):
+            out.append(f"{pad}{buf.name}[{', '.join(expr(i) for i in idx)}] = {expr(v)}")
+        case ir.Let(name, v, body):
+            out.append(f"{pad}let {name} = {expr(v)}")
+            _lines(body, ind, out)
+        case ir.Allocate(buf, body):
+            shape = ", ".join(expr(x) for x in buf.shape)
+            out.append(f"{pad}allocate {buf.name}[{shape}] {buf.dtype.name}")
+            _lines(body, ind, out)
+
+
+def _arg(b: ir.Buffer) -> str:
+    return f"{b.name}: {b.dtype.name}[{', '.join(expr(x) for x in b.shape)}]"
+
+
+def show(func: ir.LoweredFunc) -> str:
+    args = [_arg(b) for b in func.inputs + func.outputs] + [f"{v.name}: int64" for v in func.sizes]
+    out = [f"func {func.name}({', '.join(args)}):"]
+    _lines(func.body, 1, out)
+    return "\n".join(out)
+
+
+__all__ = ["show", "expr"]

@@ -1,0 +1,118 @@
+"""Walking and rewriting the loop IR.
+
+`Rewriter` visits bottom-up; its hooks return a replacement node or None
+for "unchanged", and untouched subtrees are shared, not copied.
+"""
+
+from __future__ import annotations
+
+from . import ir
+
+
+def expr_children(e: ir.Expr) -> tuple[ir.Expr, ...]:
+    match e:
+        case ir.Load(_, idx):
+            return idx
+        case ir.Binary(_, a, b) | ir.Compare(_, a, b):
+            return (a, b)
+        case ir.Unary(_, a) | ir.Cast(a):
+            return (a,)
+        case ir.Call(_, args):
+            return args
+        case ir.Select(c, a, b):
+            return (c, a, b)
+    return ()
+
+
+def _rebuild_expr(e: ir.Expr, k: tuple) -> ir.Expr:
+    match e:
+        case ir.Load(buf, _):
+            return ir.Load(buf, k)
+        case ir.Binary(op, _, _, d):
+            return ir.Binary(op, k[0], k[1], d)
+        case ir.Compare(op, _, _):
+            return ir.Compare(op, k[0], k[1])
+        case ir.Unary(op, _, d):
+            return ir.Unary(op, k[0], d)
+        case ir.Cast(_, d):
+            return ir.Cast(k[0], d)
+        case ir.Call(fn, _, d):
+            return ir.Call(fn, k, d)
+        case ir.Select(_, _, _, d):
+            return ir.Select(k[0], k[1], k[2], d)
+    return e
+
+
+class Rewriter:
+    """Override `expr` / `stmt` hooks; return None to keep a node."""
+
+    def expr(self, e: ir.Expr) -> ir.Expr | None:
+        return None
+
+    def stmt(self, s: ir.Stmt) -> ir.Stmt | None:
+        return None
+
+    def visit_expr(self, e: ir.Expr) -> ir.Expr:
+        kids = expr_children(e)
+        if kids:
+            new = tuple(self.visit_expr(k) for k in kids)
+            if any(a is not b for a, b in zip(new, kids)):
+                e = _rebuild_expr(e, new)
+        out = self.expr(e)
+        return e if out is None else out
+
+    def visit(self, s: ir.Stmt) -> ir.Stmt:
+        ve, vs = self.visit_expr, self.visit
+        match s:
+            case ir.For(var, start, end, kind, body, mx):
+                new = ir.For(var, ve(start), ve(end), kind, vs(body), mx)
+            case ir.If(c, t, e):
+                new = ir.If(ve(c), vs(t), vs(e) if e is not None else None)
+            case ir.Block(stmts):
+                new = ir.Block(tuple(vs(x) for x in stmts))
+            case ir.Store(buf, idx, v):
+                new = ir.Store(buf, tuple(ve(i) for i in idx), ve(v))
+            case ir.Let(name, v, body):
+                new = ir.Let(name, ve(v), vs(body))
+            case ir.Allocate(buf, body):
+                new = ir.Allocate(buf, vs(body))
+            case _:
+                raise AssertionError(f"unknown statement {s!r}")
+        if new == s:
+            new = s
+        out = self.stmt(new)
+        return new if out is None else out
+
+
+class Substitute(Rewriter):
+    def __init__(self, mapping: dict[str, ir.Expr]):
+        self.mapping = mapping
+
+    def expr(self, e):
+        if isinstance(e, ir.Var):
+            return self.mapping.get(e.name)
+        return None
+
+
+def substitute(s: ir.Stmt, mapping: dict[str, ir.Expr]) -> ir.Stmt:
+    return Substitute(mapping).visit(s)
+
+
+def walk_stmts(s: ir.Stmt):
+    yield s
+    match s:
+        case ir.For(body=body) | ir.Let(body=body) | ir.Allocate(body=body):
+            yield from walk_stmts(body)
+        case ir.If(_, t, e):
+            yield from walk_stmts(t)
+            if e is not None:
+                yield from walk_stmts(e)
+        case ir.Block(stmts):
+            for x in stmts:
+                yield from walk_stmts(x)
+
+
+def walk_exprs(e: ir.Expr):
+    yield e
+    for k in expr_children(e):
+        yield from walk_exprs(k)
