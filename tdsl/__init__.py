@@ -47,3 +47,21 @@ from .errors import (
 )
 
 __version__ = "0.1.0"
+
+from .api import build, lower
+from .compute.evaluate import evaluate
+from .schedule import (
+    ComputeAt,
+    ComputeInline,
+    Fuse,
+    Parallel,
+    Reorder,
+    Schedule,
+    Split,
+    StoreAt,
+    Tile,
+    Unroll,
+    Vectorize,
+    schedule,
+)
+from .runtime import Kernel, Timing

@@ -1,0 +1,42 @@
+"""The public entry points that tie the layers together: build, lower."""
+
+from __future__ import annotations
+
+import time
+
+from .compute.tensor import Stage
+from .errors import TdslError
+from .lower import ir, lower_schedule
+from .runtime import Kernel
+from .schedule import Schedule, schedule
+
+TARGETS = ("c", "llvm")
+
+
+def _as_schedule(s) -> Schedule:
+    if isinstance(s, Schedule):
+        return s
+    if isinstance(s, Stage) or (isinstance(s, (tuple, list)) and s and all(
+            isinstance(x, Stage) for x in s)):
+        return schedule(s)
+    raise TdslError(f"expected a td.schedule(...) or output stage(s), got {s!r}")
+
+
+def lower(s, name: str | None = None) -> ir.LoweredFunc:
+    """The loop nest of a schedule (or of unscheduled output stages); print it to read it."""
+    return lower_schedule(_as_schedule(s), name)
+
+
+def build(s, target: str = "c", name: str | None = None) -> Kernel:
+    """Compile a schedule into a callable Kernel. target: "c" (default) or "llvm"."""
+    sched = _as_schedule(s)
+    if target not in TARGETS:
+        raise TdslError(f"unknown target {target!r}; valid targets are {', '.join(TARGETS)}")
+    t0 = time.perf_counter()
+    func = lower_schedule(sched, name)
+    if target == "c":
+        from .backend_c import build as backend_build
+    else:
+        from .backend_llvm import build as backend_build
+    module = backend_build(func)
+    return Kernel(sched, func, module, target, time.perf_counter() - t0)

@@ -1,0 +1,120 @@
+"""The Kernel object that `td.build` returns.
+
+All argument checking happens in Python before native code runs; the
+backend module only ever sees C-contiguous arrays of the exact dtypes and
+shapes the generated code assumes.
+"""
+
+from __future__ import annotations
+
+import html
+import statistics
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..compute.binding import allocate_outputs, bind_arguments
+from ..errors import RuntimeFailure
+from ..lower import ir
+
+_STATUS = {1: "out of memory while allocating an intermediate buffer"}
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Wall-clock seconds per call: median and minimum over `runs` timed calls."""
+
+    median: float
+    min: float
+    runs: int
+    times: tuple[float, ...]
+
+    def __repr__(self) -> str:
+        return f"Timing(median={self.median * 1e3:.3f} ms, min={self.min * 1e3:.3f} ms, runs={self.runs})"
+
+
+class Kernel:
+    """A compiled pipeline: call it with numpy arrays by name."""
+
+    def __init__(self, schedule, func: ir.LoweredFunc, module, target: str, build_seconds: float):
+        self.schedule = schedule
+        self.pipeline = schedule.pipeline
+        self.lowered = func
+        self.target = target
+        self.build_seconds = build_seconds
+        self._module = module
+        self._inputs = [b.name for b in func.inputs]
+        self._outputs = [b.name for b in func.outputs]
+        self._sizes = [v.name for v in func.sizes]
+
+    @property
+    def args(self) -> list[str]:
+        """Parameter names in call order: inputs, outputs, then sizes."""
+        return self._inputs + self._outputs + self._sizes
+
+    @property
+    def source(self) -> str:
+        """The generated C or LLVM IR."""
+        return self._module.source
+
+    @property
+    def loop_nest(self) -> str:
+        return str(self.lowered)
+
+    def _prepare(self, kwargs) -> tuple[list[np.ndarray], list[int], dict[str, np.ndarray]]:
+        bound = bind_arguments(self.pipeline, kwargs)
+        outs = allocate_outputs(self.pipeline, bound)
+        arrays = [bound.inputs[n] for n in self._inputs] + [outs[n] for n in self._outputs]
+        sizes = [bound.sizes[n] for n in self._sizes]
+        return arrays, sizes, outs
+
+    def _run(self, arrays, sizes) -> None:
+        status = self._module.call(arrays, sizes)
+        if status:
+            raise RuntimeFailure(
+                f"kernel {self.lowered.name} failed: {_STATUS.get(status, f'status {status}')}")
+
+    def __call__(self, **arrays):
+        args, sizes, outs = self._prepare(arrays)
+        self._run(args, sizes)
+        result = tuple(outs[n] for n in self._outputs)
+        return result[0] if len(result) == 1 else result
+
+    def benchmark(self, *, runs: int = 10, warmup: int = 2, min_seconds: float = 0.0,
+                  **arrays) -> Timing:
+        """Time calls with the given arrays (checked once): median and min over `runs`."""
+        args, sizes, _ = self._prepare(arrays)
+        for _ in range(warmup):
+            self._run(args, sizes)
+        times: list[float] = []
+        start = time.perf_counter()
+        while len(times) < runs or time.perf_counter() - start < min_seconds:
+            t0 = time.perf_counter()
+            self._run(args, sizes)
+            times.append(time.perf_counter() - t0)
+        return Timing(statistics.median(times), min(times), len(times), tuple(times))
+
+    def __repr__(self) -> str:
+        return f"<tdsl.Kernel {self.lowered.name}({', '.join(self.args)}) target={self.target}>"
+
+    def _repr_html_(self) -> str:
+        args = "".join(
+            f"<li><code>{html.escape(a)}</code></li>" for a in self._describe_args())
+        return (
+            f"<div><b>tdsl kernel</b> <code>{html.escape(self.lowered.name)}</code> "
+            f"(target {self.target}, built in {self.build_seconds * 1e3:.0f} ms)"
+            f"<p>Arguments:</p><ul>{args}</ul>"
+            f"<details open><summary>Loop nest</summary><pre>{html.escape(self.loop_nest)}</pre></details>"
+            f"<details><summary>Generated code</summary><pre>{html.escape(self.source)}</pre></details>"
+            "</div>")
+
+    def _describe_args(self) -> list[str]:
+        from ..lower.printer import expr
+
+        out = []
+        for b in self.lowered.inputs + self.lowered.outputs:
+            role = "input" if b.kind == "input" else "output"
+            out.append(f"{b.name}: {role} {b.dtype.name}[{', '.join(expr(e) for e in b.shape)}]")
+        out += [f"{n}: size (int)" for n in self._sizes]
+        return out

@@ -1,0 +1,158 @@
+"""Hypothesis strategies: random small pipelines and random valid schedules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from hypothesis import strategies as st
+
+import tdsl as td
+
+DTYPES = [td.float32, td.float64, td.int8, td.int32, td.uint16]
+EXTENTS = [1, 2, 3, 5, 7, 8, 13, 16]
+
+
+@dataclass
+class Case:
+    outputs: tuple
+    stages: list  # every stage, producers first
+    arrays: dict  # input name -> numpy array
+    description: str
+
+
+def _array(rng: np.random.Generator, shape, dtype) -> np.ndarray:
+    npd = np.dtype(dtype.name)
+    if dtype.is_float:
+        return rng.uniform(-4, 4, size=shape).astype(npd)
+    info = np.iinfo(npd)
+    lo, hi = max(info.min, -100), min(info.max, 100)
+    return rng.integers(lo, hi + 1, size=shape).astype(npd)
+
+
+def _combine(draw, a, b, dtype):
+    op = draw(st.sampled_from(["add", "sub", "mul", "max", "min"] + (
+        ["floordiv", "mod"] if dtype.is_int else ["div"])))
+    match op:
+        case "add":
+            return a + b
+        case "sub":
+            return a - b
+        case "mul":
+            return a * b
+        case "max":
+            return td.maximum(a, b)
+        case "min":
+            return td.minimum(a, b)
+        case "floordiv":
+            return a // b
+        case "mod":
+            return a % b
+        case "div":
+            return a / (abs(b) + 1)
+    raise AssertionError(op)
+
+
+@st.composite
+def pipelines(draw) -> Case:
+    dtype = draw(st.sampled_from(DTYPES))
+    kind = draw(st.sampled_from(["elementwise", "reduce", "stencil", "chain3", "matmul"]))
+    symbolic = draw(st.booleans())
+    h, w = draw(st.sampled_from(EXTENTS)), draw(st.sampled_from(EXTENTS))
+    seed = draw(st.integers(0, 2**16))
+    rng = np.random.default_rng(seed)
+    y, x, k = td.dims("y x k")
+    H = td.size("H") if symbolic else h
+    W = td.size("W") if symbolic else w
+    arrays = {}
+
+    def inp(name, shape, npshape, dt=dtype):
+        arrays[name] = _array(rng, npshape, dt)
+        return td.input(name, shape, dt)
+
+    if kind == "elementwise":
+        a = inp("a", {y: H, x: W}, (h, w))
+        b = inp("b", {y: H, x: W}, (h, w))
+        p = td.compute("p", {y: H, x: W}, _combine(draw, a[y, x], b[y, x], dtype))
+        out = td.compute("out", {y: H, x: W}, _combine(draw, p[y, x], a[y, x], dtype))
+        stages = [p, out]
+    elif kind == "reduce":
+        a = inp("a", {y: H, x: W}, (h, w))
+        op = draw(st.sampled_from([td.sum, td.max, td.min]))
+        r = td.compute("r", {y: H}, op(a[y, k], over={k: W}))
+        out = td.compute("out", {y: H, x: W}, _combine(draw, a[y, x], r[y], dtype))
+        stages = [r, out]
+    elif kind == "stencil":
+        a = inp("a", {y: H, x: W}, (h, w))
+        c = td.clamp(a)
+        bx = td.compute("bx", {y: H, x: W}, c[y, x - 1] + c[y, x] + c[y, x + 1])
+        cb = td.clamp(bx) if draw(st.booleans()) else td.pad(bx, 1)
+        out = td.compute("out", {y: H, x: W}, cb[y - 1, x] + cb[y, x] * 2 + cb[y + 1, x])
+        stages = [bx, out]
+    elif kind == "chain3":
+        a = inp("a", {y: H, x: W}, (h, w))
+        f = td.compute("f", {y: H, x: W}, a[y, x] * 2 + 1)
+        g = td.compute("g", {y: H, x: W}, _combine(draw, f[y, x], td.clamp(f)[y, x + 1], dtype))
+        out = td.compute("out", {y: H, x: W}, td.sum(g[y, k], over={k: W}) + a[y, x])
+        stages = [f, g, out]
+    else:
+        K = draw(st.sampled_from(EXTENTS))
+        a = inp("a", {y: H, k: K}, (h, K))
+        b = inp("b", {k: K, x: W}, (K, w))
+        out = td.compute("out", {y: H, x: W}, td.sum(a[y, k] * b[k, x], over=k))
+        stages = [out]
+    return Case((stages[-1],), stages, arrays,
+                f"{kind} {dtype!r} {'symbolic' if symbolic else 'constant'} {h}x{w}")
+
+
+def _loop_ops(draw, s, stage):
+    for _ in range(draw(st.integers(0, 4))):
+        loops = s.loops(stage)
+        op = draw(st.sampled_from(["split", "tile", "reorder", "fuse", "vectorize", "unroll",
+                                   "parallel"]))
+        try:
+            if op == "split":
+                s = s.split(stage, draw(st.sampled_from(loops)), draw(st.sampled_from([1, 2, 3, 4, 8])))
+            elif op == "tile" and len(loops) >= 2:
+                n = draw(st.integers(0, len(loops) - 2))
+                f1, f2 = draw(st.sampled_from([2, 3, 4])), draw(st.sampled_from([2, 4, 5]))
+                s = s.tile(stage, **{loops[n]: f1, loops[n + 1]: f2})
+            elif op == "reorder" and len(loops) >= 2:
+                s = s.reorder(stage, *draw(st.permutations(loops)))
+            elif op == "fuse" and len(loops) >= 2:
+                n = draw(st.integers(0, len(loops) - 2))
+                s = s.fuse(stage, loops[n], loops[n + 1])
+            elif op in ("vectorize", "unroll", "parallel"):
+                s = getattr(s, op)(stage, draw(st.sampled_from(loops)))
+        except td.ScheduleError:
+            pass  # an invalid pick; the primitive's own checks are tested elsewhere
+    return s
+
+
+@st.composite
+def schedules(draw, case: Case):
+    s = td.schedule(case.outputs)
+    for stage in case.stages:
+        s = _loop_ops(draw, s, stage)
+    for stage in case.stages[:-1]:
+        where = draw(st.sampled_from(["root", "inline", "at", "at_store"]))
+        consumers = [c for c in case.stages if stage in _reads(c)]
+        consumer = consumers[0]
+        try:
+            if where == "inline":
+                s = s.compute_inline(stage)
+            elif where.startswith("at"):
+                loops = s.loops(consumer)
+                n = draw(st.integers(0, len(loops) - 1))
+                s = s.compute_at(stage, consumer, loops[n])
+                if where == "at_store":
+                    s = s.store_at(stage, consumer, loops[draw(st.integers(0, n))])
+        except td.ScheduleError:
+            pass
+    return s
+
+
+def _reads(stage):
+    from tdsl.compute.tensor import tensors_read
+
+    return tensors_read(stage.expr)

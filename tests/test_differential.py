@@ -1,0 +1,44 @@
+"""Schedule invariance: random pipelines x random schedules == td.evaluate, on every backend."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tdsl as td
+from strategies import pipelines, schedules
+
+# Limitations a random schedule may legitimately hit; anything else is a bug.
+ALLOWED_REJECTIONS = (
+    "is also read by",  # compute_at inside one consumer while another reads it
+    "inside a vectorized loop",
+    "stored outside the parallel loop",
+    "store level must be a loop that encloses",
+    "after the later primitives",
+)
+
+
+def check(case, sched, backend):
+    try:
+        f = td.build(sched, target=backend)
+    except td.ScheduleError as e:
+        assert any(m in str(e) for m in ALLOWED_REJECTIONS), f"unexpected rejection: {e}"
+        return
+    got = f(**case.arrays)
+    want = td.evaluate(case.outputs[0], **case.arrays)
+    assert got.dtype == want.dtype
+    if want.dtype.kind == "f":
+        tol = 1e-4 if want.dtype == np.float32 else 1e-9
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=repr(sched))
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=repr(sched))
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_schedule_invariance(backend, data):
+    case = data.draw(pipelines(), label="pipeline")
+    sched = data.draw(schedules(case), label="schedule")
+    assert td.Schedule.from_json(sched.to_json(), case.outputs) == sched
+    check(case, sched, backend)
