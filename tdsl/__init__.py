@@ -7,6 +7,8 @@ polyhedral lowering to C and LLVM.
 """
 
 from . import dtypes
+from .api import build, lower
+from .compute import abs_ as abs
 from .compute import (
     clamp,
     compute,
@@ -23,20 +25,9 @@ from .compute import (
     sum,
     where,
 )
-from .compute import abs_ as abs
+from .compute.evaluate import evaluate
 from .compute.expr import cast, ceil, cos, exp, floor, log, sin, sqrt, tanh
-from .dtypes import (
-    bool_,
-    float32,
-    float64,
-    int8,
-    int16,
-    int32,
-    int64,
-    uint8,
-    uint16,
-    uint32,
-)
+from .dtypes import bool_, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32
 from .errors import (
     ArgumentError,
     CompileError,
@@ -45,11 +36,7 @@ from .errors import (
     ScheduleError,
     TdslError,
 )
-
-__version__ = "0.1.0"
-
-from .api import build, lower
-from .compute.evaluate import evaluate
+from .runtime import Kernel, Timing
 from .schedule import (
     ComputeAt,
     ComputeInline,
@@ -64,4 +51,15 @@ from .schedule import (
     Vectorize,
     schedule,
 )
-from .runtime import Kernel, Timing
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ArgumentError", "CompileError", "ComputeAt", "ComputeInline", "DefinitionError", "Fuse",
+    "Kernel", "Parallel", "Reorder", "RuntimeFailure", "Schedule", "ScheduleError", "Split",
+    "StoreAt", "TdslError", "Tile", "Timing", "Unroll", "Vectorize", "abs", "bool_", "build",
+    "cast", "ceil", "clamp", "compute", "cos", "dim", "dims", "dtypes", "evaluate", "exp",
+    "float32", "float64", "floor", "input", "int8", "int16", "int32", "int64", "log", "lower",
+    "max", "maximum", "min", "minimum", "pad", "prod", "schedule", "sin", "size", "sqrt", "sum",
+    "tanh", "uint8", "uint16", "uint32", "where",
+]

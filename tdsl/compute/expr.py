@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from ..errors import DefinitionError
 if TYPE_CHECKING:
     from .tensor import TensorLike
 
-Scalar = Union[int, float, bool]
+Scalar = int | float | bool
 _ids = itertools.count()
 
 

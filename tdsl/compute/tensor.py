@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import keyword
-from typing import Union
 
 from .. import dtypes as dt
 from ..dtypes import DType
@@ -28,7 +27,7 @@ from .expr import (
 )
 
 _order = itertools.count()
-Extent = Union[int, Size, Expr]
+Extent = int | Size | Expr
 
 
 def _check_name(name, what: str) -> str:

@@ -3,7 +3,7 @@
 The whole compiler front to back, one pass per line:
 
     model    the polyhedral model: statements, isl domains, bands, buffer boxes
-    tree     the isl schedule tree, and isl's AST of it
+    tree     the flat isl schedule of every statement, and isl's AST of it
     convert  the isl AST as loop IR (tdsl's own nodes, with the schedule's names)
     simplify constant folding and index simplification
     unroll   unrolled loops become copies of their bodies
@@ -34,7 +34,8 @@ def lower_schedule(sched: Schedule, name: str | None = None,
     """Lower a schedule to a verified loop-IR function named `name`."""
     name = name or f"tdsl_{sched.outputs[0].name}"
     model = build_model(sched)
-    func = verify(convert(model, build_ast(model), name))
+    ast, vectors = build_ast(model)
+    func = verify(convert(model, ast, vectors, name))
     if dump:
         dump("convert", func)
     for pass_name, run in PASSES:

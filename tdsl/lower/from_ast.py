@@ -1,9 +1,10 @@
 """isl AST -> loop IR.
 
-Walks the AST that isl built from the model's schedule tree: band marks give
-each loop its schedule name and kind, alloc marks place buffers, and each
-statement instance becomes a Store whose indices and value are written from
-the algorithm in terms of the loop variables.
+Walks the AST that isl built from the model's schedule map: each loop takes the
+name and kind of the band its schedule dimension is, and each statement
+instance becomes a Store whose indices and value are written from the
+algorithm in terms of the loop variables. Temp buffers are then placed by
+the allocation pass.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from ..compute import expr as cx
 from ..compute.tensor import BoundaryView, Tensor, identity, is_affine_index
 from . import ir
 from .affine import ast_expr_to_ir, pwaff_to_ir
-from .model import Model, Statement, _functions_map
+from .model import Band, Model, Statement, _functions_map
+from .passes.allocate import place_allocations
 
 _COMBINE = {"sum": "add", "prod": "mul", "max": "max", "min": "min"}
 
@@ -25,8 +27,9 @@ def _c(n: int) -> ir.Const:
 
 
 class Converter:
-    def __init__(self, model: Model, buffers: dict[Tensor, ir.Buffer]):
+    def __init__(self, model: Model, buffers: dict[Tensor, ir.Buffer], vectors):
         self.model = model
+        self.vectors = vectors
         self.buffers = buffers
         self.stmts = {s.name: s for s in model.statements}
         self.size_vars = {p: ir.Var(p) for p in model.params}
@@ -34,48 +37,66 @@ class Converter:
 
     # ---------------------------------------------------------- nodes
 
-    def node(self, n: isl.AstNode, env: dict[str, ir.Expr], band=None) -> ir.Stmt:
+    def node(self, n: isl.AstNode, env: dict[str, ir.Expr]) -> ir.Stmt:
         T = isl.ast_node_type
         t = n.get_type()
         if t == T.block:
             kids = n.block_get_children()
             return ir.Block(tuple(self.node(kids.get_at(k), env) for k in range(kids.n_ast_node())))
-        if t == T.mark:
-            name = n.mark_get_id().get_name()
-            child = n.mark_get_node()
-            if name.startswith("alloc:"):
-                stage = self.model.schedule.pipeline.by_name[name[len("alloc:"):]]
-                return ir.Allocate(self.buffers[stage], self.node(child, env))
-            return self.node(child, env, self.model.bands[name])
         if t == T.for_:
-            return self.loop(n, env, band)
+            return self.loop(n, env)
         if t == T.if_:
             cond = ast_expr_to_ir(n.if_get_cond(), self._names(env))
-            then = self.node(n.if_get_then_node(), env, band)
-            other = self.node(n.if_get_else_node(), env, band) if n.if_has_else_node() else None
+            then = self.node(n.if_get_then_node(), env)
+            other = self.node(n.if_get_else_node(), env) if n.if_has_else_node() else None
             return ir.If(cond, then, other)
         if t == T.user:
             return self.statement(n.user_get_expr(), env)
         raise AssertionError(f"unexpected isl AST node {n.to_C_str()}")
 
+    def _band(self, n: isl.AstNode, it: str) -> Band:
+        """The loop that schedule dimension `it` (c<K>) is, for the statements under `n`."""
+        depth = int(it[1:])
+        found = []
+
+        def visit(node):
+            if node.get_type() == isl.ast_node_type.user:
+                found.append(node.user_get_expr().get_op_arg(0).get_id().get_name())
+                return False
+            return not found
+
+        n.foreach_descendant_top_down(visit)
+        band = self.vectors[self.stmts[found[0]]][depth]
+        assert isinstance(band, Band), f"schedule dimension {it} is not a loop"
+        return band
+
     def _names(self, env) -> dict[str, ir.Expr]:
         return {**self.size_vars, **env}
 
-    def loop(self, n: isl.AstNode, env, band) -> ir.Stmt:
+    def loop(self, n: isl.AstNode, env) -> ir.Stmt:
         it = n.for_get_iterator().get_id().get_name()
+        band = self._band(n, it)
         names = self._names(env)
         start = ast_expr_to_ir(n.for_get_init(), names)
-        assert band is not None, "every isl loop comes from a marked band"
         var = ir.Var(band.var)
         inner = {**env, it: var}
         if n.for_is_degenerate():
             return ir.Let(band.var, start, self.node(n.for_get_body(), inner))
         inc = n.for_get_inc()
-        assert inc.get_type() == isl.ast_expr_type.int and inc.get_val().to_python() == 1
+        assert inc.get_type() == isl.ast_expr_type.int, inc.to_C_str()
+        step = int(inc.get_val().to_python())
         end = self._end(n.for_get_cond(), it, {**names, it: var})
         kind = ir.ForKind(band.kind)
-        return ir.For(band.var, start, end, kind, self.node(n.for_get_body(), inner),
-                      band.loop.extent)
+        body = self.node(n.for_get_body(), inner)
+        if step == 1:
+            return ir.For(band.var, start, end, kind, body, band.loop.extent)
+        # a strided loop (a fused loop over a box narrower than its inner extent)
+        # counts its iterations and binds the loop variable to start + step * count
+        count = f"{band.var}_n"
+        trips = ir.Binary("floordiv", ir.Binary("add", ir.Binary("sub", end, start, dt.index),
+                                                _c(step - 1), dt.index), _c(step), dt.index)
+        at = ir.Binary("add", start, ir.Binary("mul", _c(step), ir.Var(count), dt.index), dt.index)
+        return ir.For(count, _c(0), trips, kind, ir.Let(band.var, at, body), band.loop.extent)
 
     def _end(self, cond: isl.AstExpr, it: str, names) -> ir.Expr:
         O = isl.ast_expr_op_type
@@ -110,7 +131,7 @@ class Converter:
         if s.role == "init":
             return ir.Store(buf, idx, ir.Const(identity(stage.reduction.op, stage.dtype), stage.dtype))
         if s.role == "update":
-            red = stage.reduction
+            red = self.model.exprs[stage]
             acc = ir.Load(buf, idx)
             return ir.Store(buf, idx, ir.Binary(_COMBINE[red.op], acc, w.value(red.body), red.dtype))
         return ir.Store(buf, idx, w.value(self.model.exprs[stage]))
@@ -263,20 +284,22 @@ def _extent(pa: isl.PwAff, sizes) -> ir.Expr:
     return pwaff_to_ir(pa, [], sizes)
 
 
-def convert(model: Model, ast: isl.AstNode, name: str) -> ir.LoweredFunc:
+def convert(model: Model, ast: isl.AstNode, vectors, name: str) -> ir.LoweredFunc:
     pipeline = model.schedule.pipeline
     buffers = buffers_for(model)
-    conv = Converter(model, buffers)
-    body = conv.node(ast, {})
-    for stage in reversed(pipeline.stages):
-        b = buffers.get(stage)
-        if b is not None and b.kind == "temp" and model.boxes[stage].depth == 0:
-            body = ir.Allocate(b, body)
-    return ir.LoweredFunc(
+    conv = Converter(model, buffers, vectors)
+    func = ir.LoweredFunc(
         name,
         tuple(buffers[t] for t in pipeline.inputs),
         tuple(buffers[t] for t in pipeline.outputs),
         tuple(ir.Var(p) for p in model.params),
-        body,
+        conv.node(ast, {}),
     )
+    temps = []
+    for stage in pipeline.stages:
+        b = buffers.get(stage)
+        if b is not None and b.kind == "temp":
+            depth = model.boxes[stage].depth
+            temps.append((b, model.groups[stage].prefix[depth - 1].var if depth else None))
+    return place_allocations(func, temps)
 

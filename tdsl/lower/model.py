@@ -16,7 +16,7 @@ algorithm is proven in bounds (or a DefinitionError names it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import islpy as isl
 
@@ -24,6 +24,7 @@ from ..compute import expr as cx
 from ..compute.tensor import BoundaryView, Stage, Tensor, is_affine_index
 from ..errors import DefinitionError, ScheduleError
 from ..schedule import Loop, Schedule
+from ..schedule.state import LDim, LFuse, LInner, LOuter, initial_loops
 from .affine import Vars, loop_pwaff, pwaff, space
 from .inline import effective_exprs
 
@@ -121,6 +122,35 @@ class _Namer:
         return name
 
 
+def _dims_of(le) -> set:
+    match le:
+        case LDim(d):
+            return {d}
+        case LOuter(p) | LInner(p):
+            return _dims_of(p)
+        case LFuse(a, b):
+            return _dims_of(a) | _dims_of(b)
+    raise AssertionError(le)
+
+
+def _init_loops(stage: Stage, loops, split: int) -> list[Loop]:
+    """The init's loops after the shared ones: the update's pure loops, in order, plus a
+    plain loop over each pure dim that a loop fused with a reduction dim also covers
+    (the pure loops alone cannot reconstruct such a dim)."""
+    own = [lp for lp in loops[split:] if not lp.reduction]
+    mixed = set()
+    for lp in loops[split:]:
+        if lp.reduction:
+            mixed |= _dims_of(lp.expr) & set(stage.dims)
+    names = {lp.name for lp in loops}
+    extra = []
+    for n, d in enumerate(stage.dims):
+        if d in mixed:
+            name = d.name if d.name not in names else f"{d.name}_init"
+            extra.append(replace(initial_loops(stage)[n], name=name))
+    return own + extra
+
+
 def _structure(sched: Schedule, namer: _Namer, bands: dict[str, Band]):
     st = sched.state
     stages = [s for s in sched.pipeline.stages if st.compute[s].kind != "inline"]
@@ -150,9 +180,8 @@ def _structure(sched: Schedule, namer: _Namer, bands: dict[str, Band]):
         outer = prefix + shared
         init = []
         if stage.reduction is not None:
-            for lp in loops[split:]:
-                if not lp.reduction:
-                    init.append(band(stage, lp, outer + init))
+            for lp in _init_loops(stage, loops, split):
+                init.append(band(stage, lp, outer + init))
         update: list[Band] = []
         for lp in loops[split:]:
             update.append(band(stage, lp, outer + update))

@@ -23,9 +23,10 @@ def expr(e: ir.Expr, prec: int = 0) -> str:
             return f"{buf.name}[{', '.join(expr(i) for i in idx)}]"
         case ir.Binary("min" | "max", a, b):
             return f"{e.op}({expr(a)}, {expr(b)})"
-        case ir.Binary(op, a, b):
+        case ir.Binary(op, a, b, d):
             p = _PREC[op]
-            s = f"{expr(a, p)} {_SYM[op]} {expr(b, p + 1)}"
+            sym = op if d.is_bool and op in ("and", "or") else _SYM[op]
+            s = f"{expr(a, p)} {sym} {expr(b, p + 1)}"
             return f"({s})" if p < prec else s
         case ir.Compare(op, a, b):
             p = _PREC["cmp"]

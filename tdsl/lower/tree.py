@@ -1,90 +1,62 @@
-"""The isl schedule tree of a model, and the isl AST generated from it.
+"""The schedule of a model as one isl schedule map, and the isl AST generated from it.
 
-Each band (loop) becomes a one-member band node with an "atomic" AST loop
-type (one loop, not separated into pieces) under a mark naming the band;
-producers computed at a loop are sequenced before the rest of that loop's
-body; a mark "alloc:<stage>" wraps the subtree in which a buffer lives.
+Every statement gets a flat schedule vector: its enclosing loops' values,
+interleaved with constants that order siblings (producers computed at a loop
+before the rest of that loop's body; a reduction's init before its update;
+root stages in pipeline order). isl's AST builder turns the union of these
+maps into loops; `positions` tells which loop (band) each schedule dimension
+of each statement is, so the converter can name and mark the loops.
+
+(A flat map rather than an isl schedule tree: isl's tree-based generator
+mishandles nests of single-member bands over strided domains, while the map
+path generates the same loops correctly.)
 """
 
 from __future__ import annotations
 
 import islpy as isl
 
-from .model import Band, Group, Model, Statement
+from .model import Band, Group, Model, Statement, _functions_map
+
+Vector = list  # entries: int (sequence position) or Band (loop value)
 
 
-def _union_set(stmts: list[Statement]) -> isl.UnionSet:
-    u = isl.UnionSet.from_set(stmts[0].domain)
-    for s in stmts[1:]:
-        u = u.union(isl.UnionSet.from_set(s.domain))
-    return u
+def _chain(g: Group, bands: list[Band], inner: list[tuple[Statement, Vector]],
+           vectors) -> list[tuple[Statement, Vector]]:
+    items = inner
+    for b in reversed(bands):
+        parts = [_group(k, vectors) for k in g.children.get(b, [])] + [items]
+        items = [(s, [b, pos, *v]) for pos, part in enumerate(parts) for s, v in part]
+    return items
 
 
-def _under(sched: isl.Schedule) -> isl.ScheduleNode:
-    return sched.get_root().child(0)
+def _group(g: Group, vectors) -> list[tuple[Statement, Vector]]:
+    if g.stage.reduction is None:
+        return _chain(g, g.shared, [(g.stmts[0], [])], vectors)
+    init, upd = g.stmts
+    split = ([(init, [0, *v]) for _, v in _chain(g, g.init, [(init, [])], vectors)]
+             + [(upd, [1, *v]) for _, v in _chain(g, g.update, [(upd, [])], vectors)])
+    return _chain(g, g.shared, split, vectors)
 
 
-def _mark(sched: isl.Schedule, name: str) -> isl.Schedule:
-    return _under(sched).insert_mark(isl.Id(name)).get_schedule()
+def schedule_vectors(model: Model) -> dict[Statement, Vector]:
+    """Each statement's flat schedule, padded to one length."""
+    items = [(s, [pos, *v]) for pos, g in enumerate(model.roots) for s, v in _group(g, None)]
+    n = max(len(v) for _, v in items)
+    return {s: v + [0] * (n - len(v)) for s, v in items}
 
 
-def _sequence(parts: list[isl.Schedule]) -> isl.Schedule:
-    out = parts[0]
-    for p in parts[1:]:
-        out = out.sequence(p)
+def schedule_map(model: Model, vectors: dict[Statement, Vector]) -> isl.UnionMap:
+    out = None
+    for s, vec in vectors.items():
+        vals = [s.band_values[s.bands.index(e)] if isinstance(e, Band) else s.vars.const(e)
+                for e in vec]
+        m = isl.UnionMap.from_map(_functions_map(vals, s.domain))
+        out = m if out is None else out.union(m)
     return out
 
 
-class _TreeBuilder:
-    def __init__(self, model: Model):
-        self.model = model
-        self.stmts_under: dict[Band, list[Statement]] = {}
-        for s in model.statements:
-            for k, b in enumerate(s.bands):
-                self.stmts_under.setdefault(b, []).append(s)
-        self.stores_at: dict[Band, list] = {}
-        self.root_allocs = []
-        for stage, box in model.boxes.items():
-            g = model.groups[stage]
-            if box.depth > 0:
-                self.stores_at.setdefault(g.prefix[box.depth - 1], []).append(stage)
-
-    def band(self, sub: isl.Schedule, b: Band) -> isl.Schedule:
-        for stage in self.stores_at.get(b, []):
-            sub = _mark(sub, f"alloc:{stage.name}")
-        upa = None
-        for s in self.stmts_under[b]:
-            v = isl.UnionPwAff.from_pw_aff(s.band_values[s.bands.index(b)].intersect_domain(s.domain))
-            upa = v if upa is None else upa.union_add(v)
-        sub = sub.insert_partial_schedule(isl.MultiUnionPwAff.from_union_pw_aff(upa))
-        node = _under(sub).band_member_set_ast_loop_type(0, isl.ast_loop_type.atomic)
-        return node.insert_mark(isl.Id(b.mark)).get_schedule()
-
-    def chain(self, g: Group, bands: list[Band], leaf: isl.Schedule) -> isl.Schedule:
-        sub = leaf
-        for b in reversed(bands):
-            kids = g.children.get(b, [])
-            if kids:
-                sub = _sequence([self.group(k) for k in kids] + [sub])
-            sub = self.band(sub, b)
-        return sub
-
-    def group(self, g: Group) -> isl.Schedule:
-        if g.stage.reduction is None:
-            leaf = isl.Schedule.from_domain(_union_set(g.stmts))
-            return self.chain(g, g.shared, leaf)
-        init, upd = g.stmts
-        init_s = self.chain(g, g.init, isl.Schedule.from_domain(_union_set([init])))
-        upd_s = self.chain(g, g.update, isl.Schedule.from_domain(_union_set([upd])))
-        return self.chain(g, g.shared, init_s.sequence(upd_s))
-
-
-def build_schedule(model: Model) -> isl.Schedule:
-    tb = _TreeBuilder(model)
-    return _sequence([tb.group(g) for g in model.roots])
-
-
-def build_ast(model: Model) -> isl.AstNode:
-    sched = build_schedule(model)
+def build_ast(model: Model) -> tuple[isl.AstNode, dict[Statement, Vector]]:
+    vectors = schedule_vectors(model)
     build = isl.AstBuild.from_context(model.context)
-    return build.node_from_schedule(sched)
+    return build.node_from_schedule_map(schedule_map(model, vectors)), vectors

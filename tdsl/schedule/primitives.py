@@ -14,7 +14,7 @@ from typing import ClassVar
 from ..compute import Dim, Stage
 from ..compute.tensor import Tensor, tensors_read
 from ..errors import ScheduleError
-from .state import LDim, LFuse, LInner, Loop, LOuter, Placement, State, with_kind
+from .state import LFuse, LInner, Loop, LOuter, Placement, State, with_kind
 
 
 def _loop_name(x, prim: str) -> str:

@@ -1,0 +1,291 @@
+"""Loop-IR expressions to C expressions with numpy's semantics.
+
+Invariant: the C expression emitted for an IR expression of dtype T evaluates
+to the exact value of type T, though its C type may be wider (`a & b` on
+int8 is an `int` in C). Every operation whose result depends on the C type
+therefore says the type explicitly: wrapping arithmetic is done in an
+unsigned type of at least 32 bits and cast back, so nothing overflows a
+signed type and nothing is promoted to `int` by surprise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from ..dtypes import DType, index
+from ..lower.ir import (
+    Binary,
+    Buffer,
+    Call,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    Load,
+    Select,
+    Unary,
+    Var,
+)
+from . import helpers
+from .helpers import ctype, wrap_ctype
+from .writer import CExpr, Prec, atom, binary, call, cast, subscript, ternary, unary
+
+_COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_PLAIN = {"add": "+", "sub": "-", "mul": "*", "truediv": "/"}
+_BITWISE = {"and": "&", "or": "|", "xor": "^"}
+_WRAPPING = {"add": "+", "sub": "-", "mul": "*"}
+_HELPER_OPS = ("floordiv", "mod", "min", "max")
+_LIBM = ("exp", "log", "sqrt", "sin", "cos", "tanh", "floor", "ceil")
+_INT64_MIN = -(2**63)
+
+
+def literal(value, dtype: DType) -> CExpr:
+    """An exact C literal for a constant of `dtype`."""
+    if dtype.is_float:
+        return _float_literal(float(value), dtype)
+    v = int(value)
+    if dtype.is_bool:
+        return atom("1" if v else "0")
+    if v == _INT64_MIN:
+        return atom("INT64_MIN")
+    text = f"{v}u" if dtype.kind == "u" and v > 2**31 - 1 else str(v)
+    return CExpr(text, Prec.UNARY) if v < 0 else atom(text)
+
+
+def _float_literal(v: float, dtype: DType) -> CExpr:
+    if math.isnan(v):
+        return atom("NAN")
+    if math.isinf(v):
+        return CExpr("-INFINITY", Prec.UNARY) if v < 0 else atom("INFINITY")
+    if dtype.bits == 32:
+        text = str(np.float32(v))  # shortest text that reads back as this float32
+        text = f"{text}f" if any(c in text for c in ".e") else f"{text}.0f"
+    else:
+        text = repr(v)
+    return CExpr(text, Prec.UNARY) if text.startswith("-") else atom(text)
+
+
+class ExprEmitter:
+    """Renders expressions. `name_of(kind, ir_name)` resolves a variable ("var")
+    or buffer ("buf") to its C name; `use_helper` and `use_header` record the
+    helpers and headers the text needs."""
+
+    def __init__(
+        self,
+        name_of: Callable[[str, str], str],
+        use_helper: Callable[[str], None],
+        use_header: Callable[[str], None],
+    ):
+        self.name_of = name_of
+        self.use_helper = use_helper
+        self.use_header = use_header
+
+    # ------------------------------------------------------------ dispatch
+
+    def __call__(self, e: Expr) -> CExpr:
+        match e:
+            case Const(value, dtype):
+                if dtype.is_float and not math.isfinite(float(value)):
+                    self.use_header("math.h")
+                if dtype.is_int and int(value) == _INT64_MIN:
+                    self.use_header("stdint.h")
+                return literal(value, dtype)
+            case Var(name):
+                return atom(self.name_of("var", name))
+            case Load(buffer, indices):
+                return self.element(buffer, indices)
+            case Binary():
+                return self.binary(e)
+            case Compare(op, a, b):
+                return binary(_COMPARE[op], self(a), self(b))
+            case Unary():
+                return self.unary(e)
+            case Call():
+                return self.call(e)
+            case Select(cond, a, b, _):
+                return ternary(self(cond), self(a), self(b))
+            case Cast(a, dtype):
+                return self.cast(a, dtype)
+        raise TypeError(f"not a loop-IR expression: {e!r}")
+
+    # ------------------------------------------------------------ memory
+
+    def element(self, buffer: Buffer, indices: tuple[Expr, ...]) -> CExpr:
+        """`buf[flat]`: row-major in the buffer's declared dim order."""
+        return subscript(self.name_of("buf", buffer.name), self(flat_index(buffer, indices)))
+
+    # ------------------------------------------------------------ operators
+
+    def binary(self, e: Binary) -> CExpr:
+        op, t = e.op, e.dtype
+        if t == index:
+            return self._index_binary(e)
+        if t.is_bool:  # numpy: + is or, * is and; min is and, max is or on 0/1
+            op = {"add": "or", "mul": "and", "min": "and", "max": "or"}.get(op, op)
+            if op not in _BITWISE:
+                raise TypeError(f"{op} is not defined on bool in the loop IR")
+        if op in _BITWISE and not t.is_float:
+            return binary(_BITWISE[op], self(e.a), self(e.b))
+        if op in _HELPER_OPS:
+            return self._helper(op, t, e.a, e.b)
+        if t.is_float and op in _PLAIN:
+            return binary(_PLAIN[op], self(e.a), self(e.b))
+        if t.is_int and op in _WRAPPING:
+            return self._wrapped_result(e)
+        raise TypeError(f"the loop IR has no {op} on {t!r}")
+
+    def _index_binary(self, e: Binary) -> CExpr:
+        op, a, b = e.op, e.a, e.b
+        if op in ("add", "sub") and isinstance(b, Const) and b.value < 0:
+            op, b = ("sub" if op == "add" else "add"), Const(-b.value, index)
+        if op in _PLAIN and op != "truediv":
+            return binary(_PLAIN[op], self(a), self(b), exact=True)
+        if op in ("pdiv", "pmod"):
+            return binary("/" if op == "pdiv" else "%", self(a), self(b))
+        if op in _BITWISE:
+            return binary(_BITWISE[op], self(a), self(b))
+        if op in _HELPER_OPS:
+            return self._helper(op, index, a, b)
+        raise TypeError(f"the loop IR has no {op} on index")
+
+    def _helper(self, op: str, t: DType, *args: Expr) -> CExpr:
+        name = helpers.helper_name(op, t)
+        self.use_helper(name)
+        return call(name, *(self(a) for a in args))
+
+    # Wrapping arithmetic: the value is computed in U = uint32_t or uint64_t
+    # and cast back once; nested add/sub/mul/neg of the same dtype stay in U.
+
+    def _wrapped_result(self, e: Expr) -> CExpr:
+        inner = self._wrapped(e, e.dtype)
+        t = ctype(e.dtype)
+        return inner if t == wrap_ctype(e.dtype) else cast(t, inner)
+
+    def _wrapped(self, e: Expr, t: DType) -> CExpr:
+        """The value of `e` (of dtype `t`) modulo 2**bits, in t's unsigned type."""
+        u = wrap_ctype(t)
+        if e.dtype != t:
+            return cast(u, self(e))
+        match e:
+            case Binary(op, a, b, _) if op in _WRAPPING:
+                if op in ("add", "sub") and isinstance(b, Const) and int(b.value) < 0:
+                    op = "sub" if op == "add" else "add"
+                    negated = atom(f"{-int(b.value)}u")
+                    return binary(_WRAPPING[op], self._wrapped(a, t), negated, exact=True)
+                return binary(_WRAPPING[op], self._wrapped(a, t), self._wrapped(b, t), exact=True)
+            case Unary("neg", a, _):
+                return unary("-", self._wrapped(a, t))
+            case Const(value, _):
+                v = int(value)
+                return atom(f"{v}u") if v >= 0 else cast(u, literal(v, t))
+            case Load(buffer, _) if ctype(buffer.dtype) == u:
+                return self(e)
+        return cast(u, self(e))
+
+    def unary(self, e: Unary) -> CExpr:
+        t = e.dtype
+        if e.op == "neg":
+            if t.is_float or t == index:
+                return unary("-", self(e.a))
+            if t.is_int:
+                return self._wrapped_result(e)
+        elif e.op == "invert":
+            if t.is_bool:
+                return unary("!", self(e.a))
+            if t.is_int:
+                inverted = unary("~", self(e.a))
+                narrow = t.kind == "u" and t.bits < 32  # ~ on a promoted uint8 is negative
+                return cast(ctype(t), inverted) if narrow else inverted
+        raise TypeError(f"the loop IR has no {e.op} on {t!r}")
+
+    def call(self, e: Call) -> CExpr:
+        fn, t = e.fn, e.dtype
+        if len(e.args) != 1:
+            raise TypeError(f"{fn} takes one argument, got {len(e.args)}")
+        (a,) = e.args
+        if t.is_float:
+            self.use_header("math.h")
+            suffix = "f" if t.bits == 32 else ""
+            if fn == "abs":
+                return call(f"fabs{suffix}", self(a))
+            if fn in _LIBM:
+                return call(f"{fn}{suffix}", self(a))
+        elif fn == "abs":
+            if t.is_signed:
+                return self._helper("abs", t, a)
+            return self(a)  # unsigned and bool: identity
+        elif fn in ("floor", "ceil"):
+            return self(a)  # numpy keeps integers as they are
+        raise TypeError(f"the loop IR has no call {fn} on {t!r}")
+
+    def cast(self, a: Expr, to: DType) -> CExpr:
+        src = a.dtype
+        value = self(a)
+        if to.is_bool:
+            return value if src.is_bool else binary("!=", value, atom("0"))
+        if ctype(src) == ctype(to):
+            return value  # index <-> int64, bool -> uint8: same values
+        return cast(ctype(to), value)
+
+
+# ------------------------------------------------------------------ indexing
+
+
+def _const(e: Expr) -> int | None:
+    return int(e.value) if isinstance(e, Const) else None
+
+
+def index_mul(a: Expr, b: Expr) -> Expr:
+    ca, cb = _const(a), _const(b)
+    if ca is not None and cb is not None:
+        return Const(ca * cb, index)
+    if ca == 0 or cb == 0:
+        return Const(0, index)
+    if cb == 1:
+        return a
+    if ca == 1:
+        return b
+    return Binary("mul", a, b, index)
+
+
+def index_add(a: Expr, b: Expr) -> Expr:
+    ca, cb = _const(a), _const(b)
+    if ca is not None and cb is not None:
+        return Const(ca + cb, index)
+    if cb == 0:
+        return a
+    if ca == 0:
+        return b
+    return Binary("add", a, b, index)
+
+
+def element_count(shape: tuple[Expr, ...]) -> Expr:
+    """The product of `shape`, constant factors folded into one (last)."""
+    return _scaled(Const(1, index), shape)
+
+
+def _scaled(e: Expr, factors: tuple[Expr, ...]) -> Expr:
+    scale = 1
+    for f in factors:
+        c = _const(f)
+        if c is None:
+            e = index_mul(e, f)
+        else:
+            scale *= c
+    return index_mul(e, Const(scale, index))
+
+
+def flat_index(buffer: Buffer, indices: tuple[Expr, ...]) -> Expr:
+    """Row-major offset: `i * M * 4 + j * 4 + k` for shape (N, M, 4)."""
+    if len(indices) != len(buffer.shape):
+        raise ValueError(
+            f"buffer {buffer.name} has {len(buffer.shape)} dims but is indexed with "
+            f"{len(indices)} indices"
+        )
+    total: Expr = Const(0, index)
+    for k, idx in enumerate(indices):
+        total = index_add(total, _scaled(idx, buffer.shape[k + 1 :]))
+    return total

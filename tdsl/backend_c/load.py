@@ -1,0 +1,93 @@
+"""Load a compiled kernel through cffi (ABI mode) and call it on numpy arrays.
+
+`build(func)` is render + compile + load. Each shared library is opened once
+per process (cached by path) with its own `FFI`; the `CModule` keeps both
+alive.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+
+import cffi
+import numpy as np
+
+from ..lower.ir import LoweredFunc
+from .compile import DEFAULT_FLAGS, compile_source
+from .helpers import ctype
+from .render import entry_name, render, signature
+
+
+class _Library:
+    """An opened shared library: its FFI, the handle and the entry point."""
+
+    __slots__ = ("ffi", "lib", "fn")
+
+    def __init__(self, path: str, prototype: str, name: str):
+        self.ffi = cffi.FFI()
+        self.ffi.cdef(prototype)
+        self.lib = self.ffi.dlopen(path)
+        self.fn = getattr(self.lib, name)
+
+
+_LOADED: dict[str, _Library] = {}
+_LOCK = threading.Lock()
+
+
+def load(path: str, func: LoweredFunc) -> _Library:
+    """The library at `path` (built from `func`), opened once per process."""
+    with _LOCK:
+        lib = _LOADED.get(path)
+        if lib is None:
+            lib = _LOADED[path] = _Library(path, signature(func), entry_name(func))
+        return lib
+
+
+class CModule:
+    """A compiled kernel: `.source` (C text), `.path` (shared library), `.name`
+    (entry point) and `call(arrays, sizes)`."""
+
+    __slots__ = ("source", "path", "name", "func", "_library", "_fn", "_from_buffer", "_types")
+
+    def __init__(self, func: LoweredFunc, source: str, path: str):
+        self.func = func
+        self.source = source
+        self.path = path
+        self.name = entry_name(func)
+        self._library = load(path, func)
+        ffi = self._library.ffi
+        self._fn = self._library.fn
+        self._from_buffer = ffi.from_buffer
+        buffers = (*func.inputs, *func.outputs)
+        self._types = tuple(ffi.typeof(f"{ctype(b.dtype)}[]") for b in buffers)
+
+    def call(self, arrays: Sequence[np.ndarray], sizes: Sequence[int]) -> int:
+        """Run the kernel; returns its status (0 success, 1 out of memory).
+
+        `arrays` are C-contiguous, of the exact dtypes, inputs then outputs;
+        `sizes` are the size values in the function's order. Not checked here.
+        """
+        return self._fn(*map(self._from_buffer, self._types, arrays), *sizes)
+
+    def __repr__(self) -> str:
+        return f"<CModule {self.name} at {self.path}>"
+
+
+def build(
+    func: LoweredFunc,
+    *,
+    flags: Sequence[str] | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    compiler: str | None = None,
+) -> CModule:
+    """Render `func` as host C, compile it (cached) and load it."""
+    source = render(func, "host")
+    path = compile_source(
+        source,
+        tuple(flags) if flags is not None else DEFAULT_FLAGS,
+        cache_dir=cache_dir,
+        compiler=compiler,
+    )
+    return CModule(func, source, path)

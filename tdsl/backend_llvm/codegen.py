@@ -1,0 +1,529 @@
+"""Loop IR -> LLVM IR text, through llvmlite's IR builder.
+
+`emit_module(func)` renders one `LoweredFunc` as a module whose entry point is
+
+    i32 NAME(ptr noalias readonly IN..., ptr noalias OUT..., i64 SIZE...)
+
+(inputs, outputs and sizes in the LoweredFunc's order), returning 0, or 1
+when a heap allocation failed, in which case everything already allocated has
+been freed.
+
+- Loops are canonical: a header with a phi named after the loop variable, the
+  body, a latch. VECTORIZED loops carry `llvm.loop.vectorize.*` hints (width:
+  the largest power of two <= min(max_extent, 64)) when nothing but
+  UNROLLED loops is nested in them, since LLVM only vectorizes innermost
+  loops; UNROLLED loops carry `llvm.loop.unroll.full`.
+- A PARALLEL loop's body is outlined into `void NAME.VAR.body(i64 lo, i64 hi,
+  ptr env)`, which runs iterations [lo, hi); `env` is a struct
+  `{i64 lo, i64 hi, i32 failed, captured values...}` built by the caller. A
+  thunk `void NAME.VAR.omp(ptr env)` gives each thread its static share of
+  [lo, hi) and is started through `GOMP_parallel` (see runtime.py). A failure
+  inside the body frees what the body allocated, sets `failed` and ends that
+  thread's share; the caller checks the flag after the join.
+- Temps: a constant size of at most 64 KiB is an `alloca` (align 64) in the
+  entry block of the function that uses it (the outlined body for temps
+  inside a parallel loop); anything else is `malloc`/`free`.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from types import MappingProxyType
+
+from llvmlite import ir
+
+from ..dtypes import index
+from ..lower.ir import (
+    Allocate,
+    Block,
+    Buffer,
+    Call,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    For,
+    ForKind,
+    If,
+    Let,
+    LoweredFunc,
+    Select,
+    Stmt,
+    Store,
+    Unary,
+    Var,
+)
+from ..lower.ir import Binary as BinaryExpr
+from ..lower.ir import Load as LoadExpr
+from . import ops
+from .captures import all_buffers, free_names
+from .ops import I1, I8, I32, I64, PTR, VOID
+
+STACK_LIMIT = 64 * 1024  # bytes; larger or symbolic temps go to the heap
+MAX_VECTOR_WIDTH = 64
+ENV_LO, ENV_HI, ENV_FAILED = 0, 1, 2  # fields of a parallel loop's environment
+
+
+class _ArgAttributes(ir.values.ArgumentAttributes):
+    _known = MappingProxyType({**ir.values.ArgumentAttributes._known, "readonly": False})
+
+
+# malloc and free under names LLVM does not know (runtime.py binds them), so
+# it never elides a heap temp whose contents it can forward: an allocation
+# that cannot succeed is always reported, as by the C backend.
+_HEAP = {"malloc": ("tdsl_malloc", PTR, I64), "free": ("tdsl_free", VOID, PTR)}
+
+
+# Functions generated code, or LLVM's lowering of it, may call.
+_LIBM = "exp exp2 expm1 log log2 log10 log1p sin cos tan sinh cosh tanh asin acos atan atan2"
+_LIBM += " sqrt cbrt floor ceil trunc round rint nearbyint fabs fmod pow ldexp copysign fmin fmax"
+_LIBM += " fma sincos hypot"
+_RESERVED = frozenset(
+    {f"{fn}{suffix}" for fn in _LIBM.split() for suffix in ("", "f")}
+    | {"malloc", "free", "memset", "memcpy", "memmove", "memcmp", "bcmp"}
+    | {"GOMP_parallel", "omp_get_thread_num", "omp_get_num_threads"}
+    | {symbol for symbol, _, _ in _HEAP.values()}
+)
+
+
+def entry_symbol(name: str) -> str:
+    """The entry point's symbol: the kernel's name, or tdsl.NAME if that
+    could shadow a function the module calls (a kernel named `exp` that
+    calls exp, directly or through llvm.exp) or is not ASCII (escaped)."""
+    if not name.isascii():
+        return "tdsl." + name.encode("ascii", "backslashreplace").decode()
+    if name in _RESERVED or name.startswith(("llvm.", "__")):
+        return f"tdsl.{name}"
+    return name
+
+
+def emit_module(func: LoweredFunc) -> str:
+    """The LLVM IR text of `func` (see the module docstring for the ABI)."""
+    module = ir.Module(name=func.name)
+    _ModuleEmitter(module, func).emit()
+    return str(module)
+
+
+class _ModuleEmitter:
+    def __init__(self, module: ir.Module, func: LoweredFunc):
+        self.module = module
+        self.func = func
+        self._scopes: dict[str, ir.MDValue] = {}
+        self._alias: dict[str, tuple[ir.MDValue, ir.MDValue]] = {}
+
+    def emit(self) -> None:
+        func = self.func
+        buffers = func.inputs + func.outputs
+        fnty = ir.FunctionType(I32, [PTR] * len(buffers) + [I64] * len(func.sizes))
+        fn = ops.Function(self.module, fnty, entry_symbol(func.name))
+        fn.attributes.add("nounwind")
+        em = _FunctionEmitter(self, fn)
+        for arg, buf in zip(fn.args[: len(buffers)], buffers, strict=True):
+            arg.name = buf.name
+            arg.attributes = _ArgAttributes(
+                ["noalias"] + (["readonly"] if buf.kind == "input" else [])
+            )
+            em.ptrs[buf.name] = arg
+        for arg, var in zip(fn.args[len(buffers) :], func.sizes, strict=True):
+            arg.name = var.name
+            em.scope[var.name] = arg
+        em.stmt(func.body)
+        em.b.ret(ir.Constant(I32, 0))
+        em.finish()
+
+    def unique_base(self, base: str) -> str:
+        """`base`, or `base2`, ...: a prefix no outlined function uses yet."""
+        name, n = base, 1
+        while f"{name}.body" in self.module.globals:
+            n += 1
+            name = f"{base}{n}"
+        return name
+
+    def node(self, *operands) -> ir.MDValue:
+        """A new metadata node (not `add_metadata`'s cache, which hashes operands)."""
+        return ir.values.MDValue(self.module, operands, name=str(len(self.module.metadata)))
+
+    def self_referential(self, *operands) -> ir.MDValue:
+        """A metadata node whose first operand is itself, so it is never merged."""
+        node = self.node()
+        node.operands = (node, *operands)
+        return node
+
+    def loop_id(self, hints: list[tuple[str, int | None]]) -> ir.MDValue:
+        """An `llvm.loop` node: itself first, then the hints."""
+        props = []
+        for key, value in hints:
+            ops_ = [ir.MetaDataString(self.module, key)]
+            if value is not None:
+                ops_.append(ir.Constant(I1 if key.endswith("enable") else I32, value))
+            props.append(self.module.add_metadata(ops_))
+        return self.self_referential(*props)
+
+    def alias_metadata(self, buffer: str) -> tuple[ir.MDValue, ir.MDValue]:
+        """(`!alias.scope`, `!noalias`) for accesses to `buffer`.
+
+        Distinct buffers never overlap. Arguments say so with `noalias`; this
+        says it for pointers an outlined parallel body loads from its
+        environment too, so its loops vectorize without runtime alias checks.
+        """
+        if not self._scopes:
+            domain = self.self_referential(ir.MetaDataString(self.module, self.func.name))
+            for name in all_buffers(self.func):
+                self._scopes[name] = self.self_referential(
+                    domain, ir.MetaDataString(self.module, name)
+                )
+        if buffer not in self._alias:
+            others = [s for name, s in self._scopes.items() if name != buffer]
+            self._alias[buffer] = (self.node(self._scopes[buffer]), self.node(*others))
+        return self._alias[buffer]
+
+    def outline(
+        self, loop: For, scope: dict[str, ir.Value], ptrs: dict[str, ir.Value], env_ty: ir.Type
+    ) -> ir.Function:
+        """Outline a parallel loop; return its thunk `void (ptr env)`.
+
+        The body sees the variables in `scope` and the buffers in `ptrs`,
+        loaded from the environment's fields after (lo, hi, failed).
+        """
+        base = self.unique_base(f"{self.func.name}.{loop.var}")
+        fn = ops.Function(self.module, ir.FunctionType(VOID, [I64, I64, PTR]), f"{base}.body")
+        fn.linkage = "internal"
+        fn.attributes.add("nounwind")
+        lo, hi, env = fn.args
+        lo.name, hi.name, env.name = "lo", "hi", "env"
+        em = _FunctionEmitter(self, fn)
+        em.failed_flag = field(em.b, env, env_ty, ENV_FAILED)
+        k = ENV_FAILED
+        for outer, inner in ((scope, em.scope), (ptrs, em.ptrs)):
+            for name, value in outer.items():
+                k += 1
+                inner[name] = em.b.load(field(em.b, env, env_ty, k), name=name, typ=value.type)
+        em.counted_loop(loop.var, lo, hi, loop.body, hints=None)
+        em.b.ret_void()
+        em.finish()
+        return self._thunk(base, fn, env_ty)
+
+    def _thunk(self, base: str, body: ir.Function, env_ty: ir.Type) -> ir.Function:
+        """void BASE.omp(ptr env): run this thread's static share of [lo, hi)."""
+        fn = ops.Function(self.module, ir.FunctionType(VOID, [PTR]), f"{base}.omp")
+        fn.linkage = "internal"
+        fn.attributes.add("nounwind")
+        env = fn.args[0]
+        env.name = "env"
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        lo = b.load(field(b, env, env_ty, ENV_LO), name="lo", typ=I64)
+        hi = b.load(field(b, env, env_ty, ENV_HI), name="hi", typ=I64)
+        thread = b.sext(b.call(ops.declare(self.module, "omp_get_thread_num", I32, []), []), I64)
+        threads = b.sext(b.call(ops.declare(self.module, "omp_get_num_threads", I32, []), []), I64)
+        trips = b.sub(hi, lo, flags=("nsw",))
+        chunk = b.sdiv(b.add(trips, b.sub(threads, ir.Constant(I64, 1))), threads, name="chunk")
+        my_lo = b.add(lo, b.mul(thread, chunk), name="my_lo")
+        end = b.add(my_lo, chunk)
+        my_hi = b.select(b.icmp_signed("<", end, hi), end, hi, name="my_hi")
+        run = fn.append_basic_block("run")
+        done = fn.append_basic_block("done")
+        b.cbranch(b.icmp_signed("<", my_lo, my_hi), run, done)
+        b.position_at_end(run)
+        b.call(body, [my_lo, my_hi, env])
+        b.branch(done)
+        b.position_at_end(done)
+        b.ret_void()
+        return fn
+
+
+def field(b: ir.IRBuilder, env: ir.Value, env_ty: ir.Type, k: int) -> ir.Value:
+    """Pointer to field k of an environment struct."""
+    return b.gep(
+        env, [ir.Constant(I32, 0), ir.Constant(I32, k)], inbounds=True, source_etype=env_ty
+    )
+
+
+class _FunctionEmitter:
+    """Emits statements into one LLVM function.
+
+    `scope` maps variable names to SSA values, `ptrs` buffer names to
+    pointers; `heap` lists the live malloc'd pointers a failure must free.
+    A function with a `failed_flag` (an outlined parallel body) reports
+    failure through it; the entry point returns 1.
+    """
+
+    def __init__(self, mod: _ModuleEmitter, fn: ir.Function, failed_flag: ir.Value | None = None):
+        self.mod = mod
+        self.fn = fn
+        self.allocas = ir.IRBuilder(fn.append_basic_block("entry"))
+        self.start = fn.append_basic_block("start")
+        self.b = ir.IRBuilder(self.start)
+        self.scope: dict[str, ir.Value] = {}
+        self.ptrs: dict[str, ir.Value] = {}
+        self.heap: list[ir.Value] = []
+        self.failed_flag = failed_flag
+
+    def finish(self) -> None:
+        self.allocas.branch(self.start)
+
+    def alloca(self, ty: ir.Type, name: str, align: int) -> ir.Value:
+        """Stack memory in the entry block, allocated once per call."""
+        p = self.allocas.alloca(ty, name=name)
+        p.align = align
+        p.type = PTR  # opaque pointers throughout: each access names its type
+        return p
+
+    # ------------------------------------------------------------- blocks
+
+    def new_block(self, name: str) -> ir.Block:
+        """A block placed later (with `place`), so blocks read in program order."""
+        return ir.Block(parent=self.fn, name=name)
+
+    def place(self, block: ir.Block) -> None:
+        self.fn.blocks.append(block)
+        self.b.position_at_end(block)
+
+    @contextmanager
+    def bind(self, table: dict, name: str, value: ir.Value):
+        old = table.get(name)
+        table[name] = value
+        try:
+            yield
+        finally:
+            if old is None:
+                del table[name]
+            else:
+                table[name] = old
+
+    def heap_call(self, fn: str, arg: ir.Value, name: str = "") -> ir.Value:
+        """Call malloc or free (see `_HEAP`)."""
+        symbol, ret, param = _HEAP[fn]
+        decl = ops.declare(self.mod.module, symbol, ret, [param], ("nounwind",))
+        return self.b.call(decl, [arg], name=name)
+
+    def fail_here(self) -> None:
+        """Free the live heap temps and report failure (terminates the block)."""
+        for p in reversed(self.heap):
+            self.heap_call("free", p)
+        if self.failed_flag is None:
+            self.b.ret(ir.Constant(I32, 1))
+        else:
+            self.b.atomic_rmw("or", self.failed_flag, ir.Constant(I32, 1), "monotonic")
+            self.b.ret_void()
+
+    # --------------------------------------------------------- statements
+
+    def stmt(self, s: Stmt) -> None:
+        b = self.b
+        match s:
+            case Block(stmts=stmts):
+                for x in stmts:
+                    self.stmt(x)
+            case Store(buffer=buf, indices=idx, value=value):
+                value = self.typed(value, buf.dtype)
+                self.annotate(b.store(value, self.address(buf, idx), align=buf.dtype.itemsize), buf)
+            case Let(name=name, value=value, body=body):
+                v = self.expr(value)
+                if isinstance(v, ir.Instruction) and not v.name:
+                    v.name = name
+                with self.bind(self.scope, name, v):
+                    self.stmt(body)
+            case If():
+                self.branch(s)
+            case For(kind=ForKind.PARALLEL):
+                self.parallel(s)
+            case For():
+                lo, hi = self.expr(s.start), self.expr(s.end)
+                self.counted_loop(s.var, lo, hi, s.body, self.loop_hints(s))
+            case Allocate():
+                self.allocate(s)
+            case _:
+                raise TypeError(f"unknown loop-IR statement {s!r}")
+
+    def branch(self, s: If) -> None:
+        cond = self.cond(s.cond)
+        then = self.new_block("if.then")
+        other = self.new_block("if.else") if s.else_ is not None else None
+        end = self.new_block("if.end")
+        self.b.cbranch(cond, then, other or end)
+        self.place(then)
+        self.stmt(s.then)
+        self.b.branch(end)
+        if other is not None:
+            self.place(other)
+            self.stmt(s.else_)
+            self.b.branch(end)
+        self.place(end)
+
+    def counted_loop(self, var: str, lo: ir.Value, hi: ir.Value, body: Stmt, hints) -> None:
+        b = self.b
+        pre = b.block
+        header, exit_ = self.new_block(f"{var}.header"), self.new_block(f"{var}.exit")
+        b.branch(header)
+        self.place(header)
+        i = b.phi(I64, name=var)
+        i.add_incoming(lo, pre)
+        body_bb = self.new_block(f"{var}.body")
+        b.cbranch(b.icmp_signed("<", i, hi), body_bb, exit_)
+        self.place(body_bb)
+        with self.bind(self.scope, var, i):
+            self.stmt(body)
+        latch = self.new_block(f"{var}.latch")
+        b.branch(latch)
+        self.place(latch)
+        step = b.add(i, ir.Constant(I64, 1), name=f"{var}.next", flags=("nsw",))
+        i.add_incoming(step, latch)
+        backedge = b.branch(header)
+        if hints:
+            backedge.set_metadata("llvm.loop", self.mod.loop_id(hints))
+        self.place(exit_)
+
+    def loop_hints(self, s: For) -> list[tuple[str, int | None]]:
+        if s.kind is ForKind.UNROLLED:
+            return [("llvm.loop.unroll.full", None)]
+        if s.kind is not ForKind.VECTORIZED or not _only_unrolled_loops(s.body):
+            return []
+        if s.max_extent is None:
+            return [("llvm.loop.vectorize.enable", 1)]
+        width = min(s.max_extent, MAX_VECTOR_WIDTH)
+        if width < 2:
+            return []
+        width = 1 << (width.bit_length() - 1)
+        return [("llvm.loop.vectorize.enable", 1), ("llvm.loop.vectorize.width", width)]
+
+    def parallel(self, s: For) -> None:
+        b = self.b
+        var_names, buf_names = free_names(s.body, bound={s.var})
+        scope = {name: self.scope[name] for name in var_names}
+        ptrs = {name: self.ptrs[name] for name in buf_names}
+        values = [*scope.values(), *ptrs.values()]
+        env_ty = ir.LiteralStructType([I64, I64, I32] + [v.type for v in values])
+        thunk = self.mod.outline(s, scope, ptrs, env_ty)
+        lo, hi = self.expr(s.start), self.expr(s.end)
+        env = self.alloca(env_ty, f"{s.var}.env", align=8)
+        run, fail, after = (
+            self.new_block(f"{s.var}.{n}") for n in ("parallel", "failed", "joined")
+        )
+        b.cbranch(b.icmp_signed("<", lo, hi), run, after)
+        self.place(run)
+        for k, v in enumerate([lo, hi, ir.Constant(I32, 0), *values]):
+            b.store(v, field(b, env, env_ty, k))
+        gomp = ops.declare(self.mod.module, "GOMP_parallel", VOID, [PTR, PTR, I32, I32])
+        b.call(gomp, [thunk, env, ir.Constant(I32, 0), ir.Constant(I32, 0)])
+        failed = b.load(field(b, env, env_ty, ENV_FAILED), typ=I32, name=f"{s.var}.status")
+        b.cbranch(b.icmp_unsigned("!=", failed, ir.Constant(I32, 0)), fail, after)
+        self.place(fail)
+        self.fail_here()
+        self.place(after)
+
+    def allocate(self, s: Allocate) -> None:
+        buf = s.buffer
+        elty = ops.lltype(buf.dtype)
+        count = _constant_count(buf.shape)
+        if count is not None and count * buf.dtype.itemsize <= STACK_LIMIT:
+            p = self.alloca(ir.ArrayType(elty, count), buf.name, align=64)
+            with self.bind(self.ptrs, buf.name, p):
+                self.stmt(s.body)
+            return
+        b = self.b
+        nbytes, overflow = ir.Constant(I64, buf.dtype.itemsize), ir.Constant(I1, 0)
+        for extent in buf.shape:
+            product = b.smul_with_overflow(nbytes, self.typed(extent, index))
+            nbytes = b.extract_value(product, 0)
+            overflow = b.or_(overflow, b.extract_value(product, 1))
+        # A size beyond i64 asks malloc for SIZE_MAX bytes, which it refuses.
+        one, impossible = ir.Constant(I64, 1), ir.Constant(I64, -1)
+        nbytes = b.select(b.icmp_signed("<", nbytes, one), one, nbytes)
+        nbytes = b.select(overflow, impossible, nbytes, name=f"{buf.name}.bytes")
+        p = self.heap_call("malloc", nbytes, name=buf.name)
+        fail, ok = self.new_block(f"{buf.name}.failed"), self.new_block(f"{buf.name}.ok")
+        b.cbranch(b.icmp_unsigned("==", p, ir.Constant(PTR, None)), fail, ok)
+        self.place(fail)
+        self.fail_here()
+        self.place(ok)
+        self.heap.append(p)
+        with self.bind(self.ptrs, buf.name, p):
+            self.stmt(s.body)
+        self.heap.pop()
+        self.heap_call("free", p)
+
+    # -------------------------------------------------------- expressions
+
+    def address(self, buf: Buffer, indices: tuple[Expr, ...]) -> ir.Value:
+        """Row-major element address: strides come from `buf.shape`."""
+        b = self.b
+        offset = self.typed(indices[0], index) if indices else ir.Constant(I64, 0)
+        for extent, i in zip(buf.shape[1:], indices[1:], strict=True):
+            offset = b.mul(offset, self.typed(extent, index), flags=("nsw",))
+            offset = b.add(offset, self.typed(i, index), flags=("nsw",))
+        try:
+            base = self.ptrs[buf.name]
+        except KeyError:
+            raise ValueError(f"buffer {buf.name!r} is used outside its allocation") from None
+        return b.gep(base, [offset], inbounds=True, source_etype=ops.lltype(buf.dtype))
+
+    def annotate(self, access: ir.Instruction, buf: Buffer) -> ir.Instruction:
+        scope, noalias = self.mod.alias_metadata(buf.name)
+        access.set_metadata("alias.scope", scope)
+        access.set_metadata("noalias", noalias)
+        return access
+
+    def typed(self, e: Expr, dtype) -> ir.Value:
+        """`e` converted to `dtype` when it has another one."""
+        v = self.expr(e)
+        return v if e.dtype == dtype else ops.cast(self.b, v, e.dtype, dtype)
+
+    def cond(self, e: Expr) -> ir.Value:
+        """`e` as an i1 condition."""
+        if isinstance(e, Compare):
+            return ops.compare_i1(
+                self.b, e.op, e.a.dtype, self.expr(e.a), self.typed(e.b, e.a.dtype)
+            )
+        return ops.truth(self.b, self.expr(e), e.dtype)
+
+    def expr(self, e: Expr) -> ir.Value:
+        b = self.b
+        match e:
+            case Const(value=value, dtype=dtype):
+                return ops.const(value, dtype)
+            case Var(name=name):
+                try:
+                    return self.scope[name]
+                except KeyError:
+                    raise ValueError(f"variable {name!r} is used outside its scope") from None
+            case LoadExpr(buffer=buf, indices=idx):
+                ty = ops.lltype(buf.dtype)
+                ptr = self.address(buf, idx)
+                return self.annotate(b.load(ptr, typ=ty, align=buf.dtype.itemsize), buf)
+            case BinaryExpr(op=op, a=x, b=y, dtype=dtype):
+                return ops.binary(b, op, dtype, self.typed(x, dtype), self.typed(y, dtype))
+            case Compare():
+                return b.zext(self.cond(e), I8)
+            case Unary(op=op, a=x, dtype=dtype):
+                return ops.unary(b, op, dtype, self.typed(x, dtype))
+            case Call(fn=fn, args=(x,), dtype=dtype):
+                return ops.call(b, fn, dtype, self.typed(x, dtype))
+            case Select(cond=c, a=x, b=y, dtype=dtype):
+                return b.select(self.cond(c), self.typed(x, dtype), self.typed(y, dtype))
+            case Cast(a=x, dtype=dtype):
+                return ops.cast(b, self.expr(x), x.dtype, dtype)
+            case _:
+                raise TypeError(f"unknown loop-IR expression {e!r}")
+
+
+def _constant_count(shape: tuple[Expr, ...]) -> int | None:
+    count = 1
+    for extent in shape:
+        if not isinstance(extent, Const):
+            return None
+        count *= int(extent.value)
+    return max(count, 0)
+
+
+def _only_unrolled_loops(s: Stmt) -> bool:
+    """No loops in `s` but UNROLLED ones (LLVM vectorizes innermost loops only)."""
+    match s:
+        case For(kind=kind, body=body):
+            return kind is ForKind.UNROLLED and _only_unrolled_loops(body)
+        case Block(stmts=stmts):
+            return all(_only_unrolled_loops(x) for x in stmts)
+        case If(then=then, else_=else_):
+            return _only_unrolled_loops(then) and (else_ is None or _only_unrolled_loops(else_))
+        case Let(body=body) | Allocate(body=body):
+            return _only_unrolled_loops(body)
+    return True

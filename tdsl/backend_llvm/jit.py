@@ -1,0 +1,206 @@
+"""Compile LLVM IR for the host in process, and call it through cffi.
+
+`build(func)` renders the loop IR (codegen.emit_module), optimizes the
+module with LLVM's O3 pipeline for the host CPU (new pass manager, loop and
+SLP vectorization on), loads it with MCJIT and returns an `LLVMModule`.
+Builds are cached in process by the sha256 of the IR text.
+
+An `LLVMModule` owns its execution engine, which owns the target machine and
+the module: the kernel's code lives exactly as long as the LLVMModule.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import cffi
+import llvmlite.binding as llvm
+from llvmlite.binding.newpassmanagers import NewPassManager
+import numpy as np
+
+from ..errors import ArgumentError, CompileError
+from ..lower.ir import Binary, Buffer, Const, Expr, LoweredFunc, Var
+from . import runtime
+from .codegen import emit_module, entry_symbol
+
+CACHE_SIZE = 128  # compiled modules kept alive by the cache
+
+_ffi = cffi.FFI()
+_lock = threading.RLock()  # LLVM's global context is not thread safe
+_cache: OrderedDict[str, LLVMModule] = OrderedDict()
+_host: tuple[str, str] | None = None
+
+
+def build(func: LoweredFunc) -> LLVMModule:
+    """Compile `func` for the host, or return the cached build of the same IR."""
+    source = emit_module(func)
+    key = hashlib.sha256(source.encode()).hexdigest()
+    with _lock:
+        module = _cache.get(key)
+        if module is None:
+            module = LLVMModule(func, source)
+            _cache[key] = module
+            while len(_cache) > CACHE_SIZE:
+                _cache.popitem(last=False)
+        else:
+            _cache.move_to_end(key)
+        return module
+
+
+def clear_cache() -> None:
+    with _lock:
+        _cache.clear()
+
+
+class LLVMModule:
+    """A JIT-compiled kernel.
+
+    `source` is the LLVM IR as generated, `optimized_ir` the module after
+    optimization; `call` runs the kernel.
+    """
+
+    def __init__(self, func: LoweredFunc, source: str):
+        self.name = func.name
+        self.func = func
+        self.source = source
+        with _lock:
+            tm = _target_machine()
+            module = _parse(source, func.name)
+            module.triple = tm.triple
+            module.data_layout = str(tm.target_data)
+            _optimize(module, tm)
+            self.optimized_ir = str(module)
+            engine = llvm.create_mcjit_compiler(module, tm)
+            engine.finalize_object()
+        self._engine = engine
+        self._target_machine = tm
+        self._module = module
+        nargs = len(func.inputs) + len(func.outputs)
+        params = ", ".join(["void *"] * nargs + ["int64_t"] * len(func.sizes))
+        address = engine.get_function_address(entry_symbol(func.name))
+        if not address:
+            raise CompileError(f"the JIT did not define kernel {func.name!r}", log=source)
+        self._fn = _ffi.cast(f"int (*)({params})", address)
+
+    def call(self, arrays: Sequence[np.ndarray], sizes: Sequence[int]) -> int:
+        """Run the kernel on (inputs..., outputs...) and the sizes.
+
+        Returns the kernel's status: 0, or 1 when it ran out of memory.
+        """
+        func = self.func
+        buffers = func.inputs + func.outputs
+        if len(arrays) != len(buffers) or len(sizes) != len(func.sizes):
+            raise ArgumentError(
+                f"{self.name} takes {len(buffers)} arrays "
+                f"({', '.join(b.name for b in buffers)}) and {len(func.sizes)} sizes "
+                f"({', '.join(v.name for v in func.sizes)}); "
+                f"got {len(arrays)} arrays and {len(sizes)} sizes"
+            )
+        values = {v.name: int(s) for v, s in zip(func.sizes, sizes, strict=True)}
+        pointers = [_pointer(a, b, values, self.name) for a, b in zip(arrays, buffers, strict=True)]
+        return self._fn(*pointers, *values.values())
+
+    def __repr__(self) -> str:
+        return f"<LLVMModule {self.name}>"
+
+
+def _target_machine() -> llvm.TargetMachine:
+    global _host
+    if _host is None:
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        runtime.load()
+        _host = (llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten())
+    cpu, features = _host
+    target = llvm.Target.from_default_triple()
+    return target.create_target_machine(cpu=cpu, features=features, opt=3, jit=True)
+
+
+def _parse(source: str, name: str) -> llvm.ModuleRef:
+    try:
+        module = llvm.parse_assembly(source)
+        module.verify()
+    except RuntimeError as e:
+        fd, path = tempfile.mkstemp(prefix=f"{name}.", suffix=".ll", text=True)
+        with os.fdopen(fd, "w") as f:
+            f.write(source)
+        raise CompileError(
+            f"LLVM rejected the IR generated for kernel {name!r} (kept in {path}): {e}",
+            source_path=path,
+            log=str(e),
+        ) from None
+    return module
+
+
+def _optimize(module: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pb = llvm.create_pass_builder(tm, pto)
+    mpm = pb.getModulePassManager()
+    try:
+        mpm.run(module, pb)
+    finally:
+        # llvmlite 0.50's ModulePassManager never frees its pipeline (in its
+        # MRO ObjectRef._dispose, a no-op, shadows NewPassManager._dispose):
+        # about 100 KB per build. Free it here.
+        NewPassManager._dispose(mpm)
+        mpm.detach()
+
+
+def _pointer(array, buf: Buffer, sizes: dict[str, int], kernel: str):
+    where = f"{kernel}: argument {buf.name!r}"
+    if not isinstance(array, np.ndarray):
+        raise ArgumentError(f"{where} must be a numpy array, got {type(array).__name__}")
+    if array.dtype != buf.dtype.np:
+        raise ArgumentError(f"{where} must have dtype {buf.dtype.name}, got {array.dtype}")
+    if not array.flags.c_contiguous:
+        raise ArgumentError(f"{where} must be C-contiguous (np.ascontiguousarray makes a copy)")
+    output = buf.kind == "output"
+    if output and not array.flags.writeable:
+        raise ArgumentError(f"{where} is an output and must be writeable")
+    count = _element_count(buf.shape, sizes)
+    if count is not None and array.size != count:
+        raise ArgumentError(f"{where} must have {count} elements, got {array.size}")
+    return _ffi.from_buffer(array, require_writable=output)
+
+
+def _element_count(shape: tuple[Expr, ...], sizes: dict[str, int]) -> int | None:
+    """The number of elements for these sizes; None if a shape is beyond this evaluator."""
+    count = 1
+    for extent in shape:
+        value = _evaluate(extent, sizes)
+        if value is None:
+            return None
+        count *= max(value, 0)
+    return count
+
+
+_INDEX_OPS = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "floordiv": lambda a, b: a // b if b else 0,
+    "mod": lambda a, b: a % b if b else 0,
+    "pdiv": lambda a, b: a // b if b else 0,
+    "pmod": lambda a, b: a % b if b else 0,
+    "min": min,
+    "max": max,
+}
+
+
+def _evaluate(e: Expr, sizes: dict[str, int]) -> int | None:
+    match e:
+        case Const(value=value):
+            return int(value)
+        case Var(name=name):
+            return sizes.get(name)
+        case Binary(op=op, a=a, b=b) if op in _INDEX_OPS:
+            x, y = _evaluate(a, sizes), _evaluate(b, sizes)
+            return None if x is None or y is None else _INDEX_OPS[op](x, y)
+    return None
