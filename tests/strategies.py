@@ -93,7 +93,7 @@ def pipelines(draw) -> Case:
         a = inp("a", {y: H, x: W}, (h, w))
         f = td.compute("f", {y: H, x: W}, a[y, x] * 2 + 1)
         g = td.compute("g", {y: H, x: W}, _combine(draw, f[y, x], td.clamp(f)[y, x + 1], dtype))
-        out = td.compute("out", {y: H, x: W}, td.sum(g[y, k], over={k: W}) + a[y, x])
+        out = td.compute("out", {y: H, x: W}, td.sum(g[y, k] + a[y, x], over={k: W}))
         stages = [f, g, out]
     else:
         K = draw(st.sampled_from(EXTENTS))

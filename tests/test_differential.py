@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import pipelines, schedules
 
 import tdsl as td
-from strategies import pipelines, schedules
 
 # Limitations a random schedule may legitimately hit; anything else is a bug.
 ALLOWED_REJECTIONS = (
@@ -35,7 +35,9 @@ def check(case, sched, backend):
         np.testing.assert_array_equal(got, want, err_msg=repr(sched))
 
 
-@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=max(150, settings.default.max_examples),
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                               HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_schedule_invariance(backend, data):
     case = data.draw(pipelines(), label="pipeline")

@@ -35,6 +35,7 @@ from .tensor import (
     Pipeline,
     Stage,
     Tensor,
+    Update,
     clamp,
     compute,
     dim,
@@ -47,12 +48,13 @@ from .tensor import (
     prod,
     size,
     sum,
+    update,
 )
 
 __all__ = [
     "Access", "Axis", "Binary", "BoundaryView", "Call", "Cast", "Compare", "Const", "Dim", "Expr",
-    "Input", "Pipeline", "Reduce", "Select", "Size", "Stage", "Tensor", "Unary", "abs_", "cast",
+    "Input", "Pipeline", "Reduce", "Select", "Size", "Stage", "Tensor", "Unary", "Update", "abs_", "cast",
     "ceil", "clamp", "compute", "const", "cos", "dim", "dims", "exp", "floor", "identity", "input",
     "log", "max", "maximum", "min", "minimum", "pad", "prod", "sin", "size", "sqrt", "sum", "tanh",
-    "where",
+    "update", "where",
 ]

@@ -149,6 +149,7 @@ class Stage(Tensor):
         e = const(expr) if not isinstance(expr, Expr) else expr
         super().__init__(name, shape, e.dtype, "stage")
         self.expr = e
+        self.updates: list[Update] = []
         self._validate()
 
     @property
@@ -200,6 +201,103 @@ class Stage(Tensor):
                 f"over; its loops are {valid} (reduce with td.sum(..., over=dim) or add the dim "
                 "to the stage's shape)"
             )
+
+
+class Update:
+    """`td.update(y[r], y[r - 1] + x[r], over={r: (1, N)})`: an in-place definition.
+
+    For each point of `over` in lexicographic order (first dim outermost), the
+    target element gets the value. Updates of a stage apply in creation order,
+    after its `td.compute` definition; consumers see the final values. An update
+    is schedulable like a stage; its loops are its `over` dims.
+    """
+
+    def __init__(self, target, value, over):
+        if not isinstance(target, Access) or isinstance(target.tensor, BoundaryView) or not isinstance(
+                target.tensor, Stage):
+            raise DefinitionError(
+                f"td.update: the target must be an element of a stage made by td.compute, e.g. "
+                f"y[r]; got {target!r}")
+        stage: Stage = target.tensor
+        self.stage = stage
+        self.index = len(stage.updates)
+        self.name = f"{stage.name}.u{self.index}"
+        what = f"td.update of {stage.name}"
+        if not isinstance(over, dict) or not over:
+            raise DefinitionError(f"{what}: over= must be a dict {{dim: extent or (lo, hi)}}")
+        axes = []
+        for d, ext in over.items():
+            if not isinstance(d, Dim):
+                raise DefinitionError(f"{what}: over= key {d!r} is not a td.dim")
+            if isinstance(ext, tuple):
+                if len(ext) != 2:
+                    raise DefinitionError(f"{what}: bounds of {d.name} must be (lo, hi), got {ext!r}")
+                lo, hi = (_bound(b, f"{what} over {d.name}") for b in ext)
+            else:
+                lo, hi = const(0, dt.int64), _extent(ext, f"{what} over {d.name}")
+            axes.append(Axis(d, lo, hi))
+        self.axes = tuple(axes)
+        names = [d.name for d in self.loop_dims]
+        if len(set(names)) != len(names):
+            raise DefinitionError(f"{what}: dimension names {names} repeat")
+        v = const(value) if not isinstance(value, Expr) else value
+        if any(isinstance(n, Reduce) for n in walk(v)):
+            raise DefinitionError(
+                f"{what}: reductions inside an update's value are not supported; compute the "
+                "reduction as its own stage, or accumulate with an update over the reduction dim")
+        self.indices = target.indices
+        self.value = _coerce(v, stage.dtype)
+        self._validate(what)
+        self.order = next(_order)
+        stage.updates.append(self)
+
+    def _validate(self, what: str) -> None:
+        allowed: list[Dim] = []
+        for ax in self.axes:
+            for b in (ax.lo, ax.hi):
+                stray = [d.name for d in free_dims(b) if d not in allowed]
+                if stray:
+                    raise DefinitionError(
+                        f"{what}: bound {b!r} of {ax.dim.name} uses {stray}, which are not dims "
+                        "listed before it in over=")
+            allowed.append(ax.dim)
+        for e in (*self.indices, self.value):
+            stray = [d.name for d in free_dims(e) if d not in allowed]
+            if stray:
+                raise DefinitionError(
+                    f"{what} uses dim(s) {stray} that are not listed in over= "
+                    f"({', '.join(d.name for d in allowed)}); every dim of the target and value "
+                    "must be in over=")
+
+    @property
+    def dtype(self) -> DType:
+        return self.stage.dtype
+
+    @property
+    def loop_dims(self) -> tuple[Dim, ...]:
+        return tuple(ax.dim for ax in self.axes)
+
+    @property
+    def reduce_axes(self) -> tuple:
+        return ()
+
+    @property
+    def reduction(self):
+        return None
+
+    def target(self) -> Access:
+        return Access(self.stage, self.indices)
+
+    def __repr__(self) -> str:
+        over = ", ".join(f"{ax.dim.name}: ({ax.lo!r}, {ax.hi!r})" for ax in self.axes)
+        return f"td.update({self.target()!r}, {self.value!r}, over={{{over}}})"
+
+    __hash__ = object.__hash__
+
+
+def update(target, value, over) -> Update:
+    """In-place definition: `td.update(y[r], y[r - 1] + x[r], over={r: (1, N)})`."""
+    return Update(target, value, over)
 
 
 class BoundaryView(TensorLike):
@@ -350,6 +448,16 @@ def identity(op: str, d: DType):
 # ---------------------------------------------------------------- pipelines
 
 
+def stage_reads(s: Stage) -> list[Tensor]:
+    """Tensors a stage's definition and its updates read (not the stage itself)."""
+    out = dict.fromkeys(tensors_read(s.expr))
+    for u in s.updates:
+        for e in (*u.indices, u.value):
+            out.update(dict.fromkeys(tensors_read(e)))
+    out.pop(s, None)
+    return list(out)
+
+
 def tensors_read(e: Expr) -> list[Tensor]:
     out: dict[Tensor, None] = {}
     for n in walk(e):
@@ -382,11 +490,11 @@ class Pipeline:
                 continue
             seen[t] = None
             if isinstance(t, Stage):
-                stack.extend(tensors_read(t.expr))
-        # definition order is a topological order: a stage can only read tensors made before it
-        self.tensors: tuple[Tensor, ...] = tuple(sorted(seen, key=lambda t: t.order))
+                stack.extend(stage_reads(t))
+        self.tensors: tuple[Tensor, ...] = _topological(list(seen))
         self.inputs = tuple(t for t in self.tensors if isinstance(t, Input))
         self.stages = tuple(t for t in self.tensors if isinstance(t, Stage))
+        self.updates = tuple(u for s in self.stages for u in s.updates)
         by_name: dict[str, Tensor] = {}
         for t in self.tensors:
             if t.name in by_name:
@@ -396,6 +504,8 @@ class Pipeline:
         sizes: dict[str, Size] = {}
         for t in self.tensors:
             exprs = list(t.shape) + ([t.expr] if isinstance(t, Stage) else [])
+            for u in getattr(t, "updates", ()):
+                exprs += [u.value, *u.indices, *(b for ax in u.axes for b in (ax.lo, ax.hi))]
             for e in exprs:
                 for s in sizes_in(e):
                     if sizes.setdefault(s.name, s) is not s:
@@ -405,14 +515,44 @@ class Pipeline:
         self.sizes: tuple[Size, ...] = tuple(sizes[n] for n in sorted(sizes))
 
     def consumers(self, t: Tensor) -> list[Stage]:
-        return [s for s in self.stages if t in tensors_read(s.expr)]
+        return [s for s in self.stages if t in stage_reads(s)]
 
-    def stage(self, name: str) -> Stage:
-        t = self.by_name.get(name)
-        if not isinstance(t, Stage):
-            valid = ", ".join(s.name for s in self.stages)
-            raise DefinitionError(f"no stage named {name!r} in this pipeline; stages are: {valid}")
-        return t
+    @property
+    def schedulables(self) -> tuple:
+        """Everything with loops: stages, then each stage's updates in order."""
+        return tuple(x for s in self.stages for x in (s, *s.updates))
+
+    def stage(self, name: str):
+        """The stage (or update, named like "y.u0") called `name`."""
+        for x in self.schedulables:
+            if x.name == name:
+                return x
+        valid = ", ".join(x.name for x in self.schedulables)
+        raise DefinitionError(f"no stage named {name!r} in this pipeline; stages are: {valid}")
+
+
+def _topological(tensors: list[Tensor]) -> tuple[Tensor, ...]:
+    """Producers before consumers, ties broken by creation order; cycles are refused."""
+    deps = {t: [d for d in stage_reads(t) if d in tensors] if isinstance(t, Stage) else []
+            for t in tensors}
+    done: dict[Tensor, None] = {}
+    visiting: list[Tensor] = []
+
+    def visit(t: Tensor) -> None:
+        if t in done:
+            return
+        if t in visiting:
+            cycle = " -> ".join(x.name for x in visiting[visiting.index(t):] + [t])
+            raise DefinitionError(f"the pipeline has a cycle through updates: {cycle}")
+        visiting.append(t)
+        for d in sorted(deps[t], key=lambda x: x.order):
+            visit(d)
+        visiting.pop()
+        done[t] = None
+
+    for t in sorted(tensors, key=lambda x: x.order):
+        visit(t)
+    return tuple(done)
 
 
 def is_affine_index(e: Expr) -> bool:

@@ -21,27 +21,27 @@ from .model import Band, Group, Model, Statement, _functions_map
 Vector = list  # entries: int (sequence position) or Band (loop value)
 
 
-def _chain(g: Group, bands: list[Band], inner: list[tuple[Statement, Vector]],
-           vectors) -> list[tuple[Statement, Vector]]:
+def _chain(g: Group, bands: list[Band],
+           inner: list[tuple[Statement, Vector]]) -> list[tuple[Statement, Vector]]:
     items = inner
     for b in reversed(bands):
-        parts = [_group(k, vectors) for k in g.children.get(b, [])] + [items]
+        parts = [_group(k) for k in g.children.get(b, [])] + [items]
         items = [(s, [b, pos, *v]) for pos, part in enumerate(parts) for s, v in part]
     return items
 
 
-def _group(g: Group, vectors) -> list[tuple[Statement, Vector]]:
+def _group(g: Group) -> list[tuple[Statement, Vector]]:
     if g.stage.reduction is None:
-        return _chain(g, g.shared, [(g.stmts[0], [])], vectors)
+        return _chain(g, g.shared, [(g.stmts[0], [])])
     init, upd = g.stmts
-    split = ([(init, [0, *v]) for _, v in _chain(g, g.init, [(init, [])], vectors)]
-             + [(upd, [1, *v]) for _, v in _chain(g, g.update, [(upd, [])], vectors)])
-    return _chain(g, g.shared, split, vectors)
+    split = ([(s, [0, *v]) for s, v in _chain(g, g.init, [(init, [])])]
+             + [(s, [1, *v]) for s, v in _chain(g, g.update, [(upd, [])])])
+    return _chain(g, g.shared, split)
 
 
 def schedule_vectors(model: Model) -> dict[Statement, Vector]:
     """Each statement's flat schedule, padded to one length."""
-    items = [(s, [pos, *v]) for pos, g in enumerate(model.roots) for s, v in _group(g, None)]
+    items = [(s, [pos, *v]) for pos, g in enumerate(model.roots) for s, v in _group(g)]
     n = max(len(v) for _, v in items)
     return {s: v + [0] * (n - len(v)) for s, v in items}
 
