@@ -23,6 +23,7 @@ from .compute import (
     prod,
     size,
     sum,
+    update,
     where,
 )
 from .compute.evaluate import evaluate
@@ -61,5 +62,5 @@ __all__ = [
     "cast", "ceil", "clamp", "compute", "cos", "dim", "dims", "dtypes", "evaluate", "exp",
     "float32", "float64", "floor", "input", "int8", "int16", "int32", "int64", "log", "lower",
     "max", "maximum", "min", "minimum", "pad", "prod", "schedule", "sin", "size", "sqrt", "sum",
-    "tanh", "uint8", "uint16", "uint32", "where",
+    "tanh", "uint8", "uint16", "uint32", "update", "where",
 ]

@@ -3,7 +3,9 @@
 The whole compiler front to back, one pass per line:
 
     model    the polyhedral model: statements, isl domains, bands, buffer boxes
-    tree     the flat isl schedule of every statement, and isl's AST of it
+    tree     the flat isl schedule of every statement
+    legality dependences (isl) kept by the schedule; parallel loops race-free
+    ast      isl's AST of the schedule
     convert  the isl AST as loop IR (tdsl's own nodes, with the schedule's names)
     simplify constant folding and index simplification
     unroll   unrolled loops become copies of their bodies
@@ -17,11 +19,12 @@ from collections.abc import Callable
 from ..schedule import Schedule
 from . import ir
 from .from_ast import convert
+from .legality import check_legality
 from .model import build_model
 from .passes.simplify import simplify
 from .passes.unroll import unroll
 from .passes.verify import verify
-from .tree import build_ast
+from .tree import build_ast, schedule_vectors
 
 PASSES: tuple[tuple[str, Callable[[ir.LoweredFunc], ir.LoweredFunc]], ...] = (
     ("simplify", simplify),
@@ -34,7 +37,9 @@ def lower_schedule(sched: Schedule, name: str | None = None,
     """Lower a schedule to a verified loop-IR function named `name`."""
     name = name or f"tdsl_{sched.outputs[0].name}"
     model = build_model(sched)
-    ast, vectors = build_ast(model)
+    vectors = schedule_vectors(model)
+    check_legality(model, vectors)
+    ast = build_ast(model, vectors)
     func = verify(convert(model, ast, vectors, name))
     if dump:
         dump("convert", func)

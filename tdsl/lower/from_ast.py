@@ -126,6 +126,10 @@ class Converter:
         dims = {d: coords[d.name] for d in s.dims}
         w = _StmtWriter(self, s, coords, dims, env)
         stage = s.stage
+        if s.role == "assign":
+            target = self.model.targets[stage]
+            buf = self.buffers[stage.stage]
+            return ir.Store(buf, w.indices_for(target), w.value(self.model.exprs[stage]))
         idx = w.store_indices()
         buf = self.buffers[stage]
         if s.role == "init":
@@ -181,9 +185,23 @@ class _StmtWriter:
     def index(self, e: cx.Expr) -> ir.Expr:
         return index_expr(e, self.dims)
 
+    def indices_for(self, acc: cx.Access) -> tuple[ir.Expr, ...]:
+        """Buffer indices of a plain (non-view) access: affine, or clamped if data-dependent."""
+        base = acc.tensor
+        raw = []
+        for ix, e in zip(acc.indices, base.shape):
+            if is_affine_index(ix):
+                raw.append(self.index(ix))
+            else:
+                last = ir.Binary("sub", self.index(e), _c(1), dt.index)
+                raw.append(_clamp(ir.Cast(self.value(ix), dt.index), last))
+        return self._relative(base, raw)
+
     def load(self, acc: cx.Access) -> ir.Expr:
         t = acc.tensor
-        base: Tensor = t.tensor if isinstance(t, BoundaryView) else t
+        if not isinstance(t, BoundaryView):
+            return ir.Load(self.conv.buffers[t], self.indices_for(acc))
+        base: Tensor = t.tensor
         exts = [self.index(e) for e in base.shape]
         raw, inside = [], []
         for ix, ext in zip(acc.indices, exts):
@@ -263,7 +281,7 @@ def buffers_for(model: Model) -> dict[Tensor, ir.Buffer]:
 
     for t in pipeline.inputs:
         out[t] = ir.Buffer(t.name, t.dtype, shape_of(t), "input")
-    for t in model.groups:
+    for t in model.boxes:
         if t in pipeline.outputs:
             out[t] = ir.Buffer(t.name, t.dtype, shape_of(t), "output")
             continue

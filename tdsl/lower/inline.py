@@ -19,8 +19,9 @@ def _in_range(idx, shape) -> cx.Expr:
     return out
 
 
-def effective_exprs(stages, inlined: set[Stage]) -> dict[Stage, cx.Expr]:
-    """Each stage's definition with every inlined producer substituted in."""
+def effective_exprs(stages, inlined: set[Stage]) -> tuple[dict, dict]:
+    """Each stage's definition and each update's value (first dict), and each update's
+    target Access (second dict), with every inlined producer substituted in."""
     done: dict[Stage, cx.Expr] = {}
 
     def value_at(p: Stage, idx: tuple[cx.Expr, ...]) -> cx.Expr:
@@ -44,4 +45,9 @@ def effective_exprs(stages, inlined: set[Stage]) -> dict[Stage, cx.Expr]:
 
     for s in stages:  # in dependency order, so producers are rewritten first
         done[s] = cx.transform(s.expr, rewrite)
-    return done
+    targets = {}
+    for s in stages:
+        for u in s.updates:
+            done[u] = cx.transform(u.value, rewrite)
+            targets[u] = cx.transform(u.target(), rewrite)
+    return done, targets

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 import islpy as isl
 
 from ..compute import expr as cx
-from ..compute.tensor import BoundaryView, Stage, Tensor, is_affine_index
+from ..compute.tensor import BoundaryView, Stage, Tensor, Update, is_affine_index
 from ..errors import DefinitionError, ScheduleError
 from ..schedule import Loop, Schedule
 from ..schedule.state import LDim, LFuse, LInner, LOuter, initial_loops
@@ -90,7 +90,8 @@ class BufferBox:
 @dataclass(eq=False)
 class Model:
     schedule: Schedule
-    exprs: dict[Stage, cx.Expr]
+    exprs: dict
+    targets: dict
     roots: list[Group]
     groups: dict[Stage, Group]
     boxes: dict[Stage, BufferBox]
@@ -153,7 +154,7 @@ def _init_loops(stage: Stage, loops, split: int) -> list[Loop]:
 
 def _structure(sched: Schedule, namer: _Namer, bands: dict[str, Band]):
     st = sched.state
-    stages = [s for s in sched.pipeline.stages if st.compute[s].kind != "inline"]
+    stages = [s for s in sched.pipeline.schedulables if st.compute[s].kind != "inline"]
     placed: dict[tuple[Stage, str], list[Stage]] = {}
     for s in stages:
         p = st.compute[s]
@@ -304,10 +305,24 @@ def _between(los, his) -> isl.Map:
     return m
 
 
+def _stmt_name(u: Update) -> str:
+    return f"{u.stage.name}_u{u.index}"
+
+
+def _declared_update(u: Update, vs: Vars) -> isl.Set:
+    s = vs.universe()
+    names = {d: d.name for d in u.loop_dims}
+    for ax in u.axes:
+        k = vs[ax.dim.name]
+        s = s & k.ge_set(pwaff(ax.lo, vs, names)) & k.lt_set(pwaff(ax.hi, vs, names))
+    return s
+
+
 class _Builder:
-    def __init__(self, sched: Schedule, exprs, groups, params, context):
+    def __init__(self, sched: Schedule, exprs, targets, groups, params, context):
         self.sched = sched
         self.exprs = exprs
+        self.targets = targets
         self.groups = groups
         self.params = params
         self.context = context
@@ -317,6 +332,15 @@ class _Builder:
         stage = g.stage
         for ax in stage.reduce_axes:
             _check_bounds_affine(ax, stage)
+        if isinstance(stage, Update):
+            for ax in stage.axes:
+                _check_bounds_affine(ax, stage)
+            dims = stage.loop_dims
+            vs = Vars(space(_stmt_name(stage), [d.name for d in dims], self.params))
+            dom = _declared_update(stage, vs)
+            g.stmts = [self._stmt(g, _stmt_name(stage), "assign", dims, g.shared, dom, vs)]
+            self.stmts_of[stage] = g.stmts
+            return
         m = len(g.prefix)
         pure_dom = self._pure_domain(g)
         if stage.reduction is None:
@@ -369,6 +393,8 @@ class _Builder:
         for other, stmts in self.stmts_of.items():
             for s in stmts:
                 accs = reads(self.exprs[other], stage) if s.role != "init" else []
+                if s.role == "assign":
+                    accs += [a for ix in self.targets[other].indices for a in reads(ix, stage)]
                 if accs:
                     out.append((s, accs))
         return out
@@ -456,7 +482,7 @@ def check_accesses(stmt_decl: Statement, expr: cx.Expr, context: isl.Set, params
             pt = bad.sample_point()
             where = _point_text(pt, stmt_decl, n)
             raise DefinitionError(
-                f"stage {stmt_decl.stage.name} reads {n!r} out of range{where}; indices must stay "
+                f"{stmt_decl.stage.name} accesses {n!r} out of range{where}; indices must stay "
                 f"within {n.tensor!r}; use td.clamp({n.tensor.name}) or td.pad({n.tensor.name}, 0) "
                 "to read past the edges")
 
@@ -479,20 +505,26 @@ def build_model(sched: Schedule) -> Model:
     st = sched.state
     params = [s.name for s in pipeline.sizes]
     inlined = {s for s in pipeline.stages if st.compute[s].kind == "inline"}
-    exprs = effective_exprs(pipeline.stages, inlined)
+    exprs, targets = effective_exprs(pipeline.stages, inlined)
     context = _context(pipeline, params)
     taken = set(params) | {t.name for t in pipeline.tensors}
     bands: dict[str, Band] = {}
     roots, groups = _structure(sched, _Namer(taken), bands)
-    b = _Builder(sched, exprs, groups, params, context)
-    for stage in reversed([s for s in pipeline.stages if s in groups]):
-        _check_definition(stage, exprs[stage], params, context)
+    b = _Builder(sched, exprs, targets, groups, params, context)
+    for stage in reversed([s for s in pipeline.schedulables if s in groups]):
+        _check_definition(stage, exprs[stage], targets.get(stage), params, context)
         b.statements(groups[stage])
-    boxes = {s: b.buffer_box(g) for s, g in groups.items()}
-    return Model(sched, exprs, roots, groups, boxes, params, context, bands)
+    boxes = {s: b.buffer_box(g) for s, g in groups.items() if isinstance(s, Stage)}
+    return Model(sched, exprs, targets, roots, groups, boxes, params, context, bands)
 
 
-def _check_definition(stage: Stage, expr: cx.Expr, params, context) -> None:
+def _check_definition(stage, expr: cx.Expr, target, params, context) -> None:
+    if isinstance(stage, Update):
+        vs = Vars(space(_stmt_name(stage), [d.name for d in stage.loop_dims], params))
+        decl = Statement(stage.name, stage, "decl", stage.loop_dims, [], 0, vs,
+                         _declared_update(stage, vs), [])
+        check_accesses(decl, cx.Select(cx.const(True), target, expr, expr.dtype), context, params)
+        return
     rdims = tuple(ax.dim for ax in stage.reduce_axes)
     names = [d.name for d in stage.dims + rdims]
     vs = Vars(space(stage.name, names, params))

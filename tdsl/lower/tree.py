@@ -56,7 +56,6 @@ def schedule_map(model: Model, vectors: dict[Statement, Vector]) -> isl.UnionMap
     return out
 
 
-def build_ast(model: Model) -> tuple[isl.AstNode, dict[Statement, Vector]]:
-    vectors = schedule_vectors(model)
+def build_ast(model: Model, vectors: dict[Statement, Vector]) -> isl.AstNode:
     build = isl.AstBuild.from_context(model.context)
-    return build.node_from_schedule_map(schedule_map(model, vectors)), vectors
+    return build.node_from_schedule_map(schedule_map(model, vectors))

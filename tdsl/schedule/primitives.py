@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
-from ..compute import Dim, Stage
-from ..compute.tensor import Tensor, tensors_read
+from ..compute import Dim, Stage, Update
+from ..compute.tensor import Tensor, stage_reads
 from ..errors import ScheduleError
 from .state import LFuse, LInner, Loop, LOuter, Placement, State, with_kind
 
@@ -44,7 +44,7 @@ class Primitive:
         d: dict = {"type": type(self).__name__}
         for f in fields(self):
             v = getattr(self, f.name)
-            if isinstance(v, Tensor):
+            if isinstance(v, (Tensor, Update)):
                 v = v.name
             elif isinstance(v, tuple):
                 v = [list(x) if isinstance(x, tuple) else x for x in v]
@@ -57,7 +57,7 @@ class Primitive:
             v = getattr(self, f.name)
             if f.name == "names" and v is None or f.name == "name" and v is None:
                 continue
-            args.append(v.name if isinstance(v, Tensor) else repr(v))
+            args.append(v.name if isinstance(v, (Tensor, Update)) else repr(v))
         return f"{self.method}({', '.join(args)})"
 
     def apply(self, st: State) -> None:
@@ -69,7 +69,7 @@ def _err(prim: Primitive, msg: str) -> ScheduleError:
 
 
 def _stage(prim: Primitive, st: State, stage) -> Stage:
-    if not isinstance(stage, Stage) or stage not in st.loops:
+    if not isinstance(stage, (Stage, Update)) or stage not in st.loops:
         valid = ", ".join(s.name for s in st.pipeline.stages)
         what = f"{stage.name!r} is an input" if isinstance(stage, Tensor) else f"{stage!r} is not a stage"
         raise _err(prim, f"{what} of this pipeline; schedulable stages are: {valid}")
@@ -312,6 +312,12 @@ class Parallel(Primitive):
 
 def _producer(prim, st: State, stage) -> Stage:
     stage = _stage(prim, st, stage)
+    if isinstance(stage, Update):
+        raise _err(prim, f"{stage.name} is an update; it runs at root right after "
+                         f"{stage.stage.name} and its earlier updates")
+    if stage.updates:
+        raise _err(prim, f"{stage.name} has updates ({', '.join(u.name for u in stage.updates)}), "
+                         "so it is computed and updated in full at root")
     if stage in st.pipeline.outputs:
         raise _err(prim, f"{stage.name} is an output of the pipeline and is always stored in full; "
                          "only intermediate stages can be inlined or computed inside another stage")
@@ -327,7 +333,7 @@ def _depends_on(pipeline, consumer: Stage, producer: Stage) -> bool:
         if t in seen or not isinstance(t, Stage):
             continue
         seen.add(t)
-        stack.extend(tensors_read(t.expr))
+        stack.extend(stage_reads(t))
     return False
 
 
@@ -354,6 +360,9 @@ class ComputeInline(Primitive):
 
 def _placement(prim, st: State, producer: Stage, consumer, loop: str) -> Placement:
     consumer = _stage(prim, st, consumer)
+    if isinstance(consumer, Update):
+        raise _err(prim, f"stages cannot be computed inside the loops of an update "
+                         f"({consumer.name}); compute {producer.name} at root")
     if consumer is producer:
         raise _err(prim, "a stage cannot be computed inside its own loops")
     if not _depends_on(st.pipeline, consumer, producer):

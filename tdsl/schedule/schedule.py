@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from ..compute import Stage
+from ..compute import Stage, Update
 from ..compute.tensor import Pipeline
 from ..errors import ScheduleError
 from .primitives import (
@@ -68,12 +68,19 @@ class Schedule:
 
     def _stage(self, s) -> Stage:
         if isinstance(s, str):
-            t = self.pipeline.by_name.get(s)
-            if t is None:
-                valid = ", ".join(x.name for x in self.pipeline.stages)
-                raise ScheduleError(f"no stage named {s!r} in this pipeline; stages are: {valid}")
-            return t
+            for x in self.pipeline.schedulables:
+                if x.name == s:
+                    return x
+            valid = ", ".join(x.name for x in self.pipeline.schedulables)
+            raise ScheduleError(f"no stage named {s!r} in this pipeline; stages are: {valid}")
         return s
+
+    def check(self) -> None:
+        """Prove this schedule legal (dependences kept, parallel loops race-free), or raise
+        ScheduleError naming the primitive, the dependence and a conflicting pair."""
+        from ..lower.legality import check_schedule  # the facade reaches down to lowering
+
+        check_schedule(self)
 
     # ------------------------------------------------------------ primitives
 
@@ -167,7 +174,7 @@ def _from_dict(rec: dict, pipeline: Pipeline) -> Primitive:
         if k == "type":
             continue
         if k in ("stage", "consumer"):
-            v = pipeline.stage(v) if v in pipeline.by_name else _missing(v, pipeline)
+            v = _lookup(v, pipeline)
         elif isinstance(v, list):
             v = tuple(tuple(x) if isinstance(x, list) else x for x in v)
         kwargs[k] = v
@@ -177,29 +184,37 @@ def _from_dict(rec: dict, pipeline: Pipeline) -> Primitive:
         raise ScheduleError(f"bad {rec['type']} record {rec!r}: {e}") from None
 
 
-def _missing(name, pipeline):
-    valid = ", ".join(s.name for s in pipeline.stages)
+def _lookup(name, pipeline):
+    for x in pipeline.schedulables:
+        if x.name == name:
+            return x
+    valid = ", ".join(s.name for s in pipeline.schedulables)
     raise ScheduleError(f"schedule JSON names stage {name!r}, which is not in the pipeline ({valid})")
+
+
+def _ref(x) -> str:
+    """Python code naming a stage or update, given variables named like the stages."""
+    return f"{x.stage.name}.updates[{x.index}]" if isinstance(x, Update) else x.name
 
 
 def _method_call(p: Primitive) -> str:
     match p:
         case Tile(stage, factors):
-            return f"tile({stage.name}, {', '.join(f'{n}={f}' for n, f in factors)})"
+            return f"tile({_ref(stage)}, {', '.join(f'{n}={f}' for n, f in factors)})"
         case Split(stage, loop, factor, names):
             extra = f", names={names!r}" if names else ""
-            return f"split({stage.name}, {loop!r}, {factor}{extra})"
+            return f"split({_ref(stage)}, {loop!r}, {factor}{extra})"
         case Reorder(stage, loops):
-            return f"reorder({stage.name}, {' '.join(loops)!r})"
+            return f"reorder({_ref(stage)}, {' '.join(loops)!r})"
         case Fuse(stage, outer, inner, name):
             extra = f", name={name!r}" if name else ""
-            return f"fuse({stage.name}, {outer!r}, {inner!r}{extra})"
+            return f"fuse({_ref(stage)}, {outer!r}, {inner!r}{extra})"
         case ComputeInline(stage):
-            return f"compute_inline({stage.name})"
+            return f"compute_inline({_ref(stage)})"
         case ComputeAt(stage, consumer, loop) | StoreAt(stage, consumer, loop):
-            return f"{p.method}({stage.name}, {consumer.name}, {loop!r})"
+            return f"{p.method}({_ref(stage)}, {_ref(consumer)}, {loop!r})"
         case Vectorize(stage, loop) | Unroll(stage, loop) | Parallel(stage, loop):
-            return f"{p.method}({stage.name}, {loop!r})"
+            return f"{p.method}({_ref(stage)}, {loop!r})"
     raise AssertionError(p)
 
 

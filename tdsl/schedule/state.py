@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .. import dtypes as dt
-from ..compute import Dim, Stage
+from ..compute import Dim, Stage, Update
 from ..compute.expr import Const, Expr
 from ..compute.tensor import Pipeline
 
@@ -88,7 +88,7 @@ class State:
     @classmethod
     def initial(cls, pipeline: Pipeline) -> State:
         st = cls(pipeline)
-        for s in pipeline.stages:
+        for s in pipeline.schedulables:
             st.loops[s] = initial_loops(s)
             st.compute[s] = ROOT
         return st
@@ -119,15 +119,21 @@ def _const_int(e: Expr) -> int | None:
     return int(e.value) if isinstance(e, Const) else None
 
 
-def initial_loops(stage: Stage) -> tuple[Loop, ...]:
+def initial_loops(stage) -> tuple[Loop, ...]:
+    """A stage's loops are its dims then its reduction dims; an update's, its over= dims."""
+    if isinstance(stage, Update):
+        return tuple(_axis_loop(ax, False) for ax in stage.axes)
     zero = Const(0, dt.int64)
     loops = [Loop(d.name, LDim(d, zero), _const_int(ext), False)
              for d, ext in zip(stage.dims, stage.shape)]
-    for ax in stage.reduce_axes:
-        lo, hi = _const_int(ax.lo), _const_int(ax.hi)
-        extent = hi - lo if lo is not None and hi is not None else None
-        loops.append(Loop(ax.dim.name, LDim(ax.dim, ax.lo), extent, True, zero_based=lo == 0))
+    loops += [_axis_loop(ax, True) for ax in stage.reduce_axes]
     return tuple(loops)
+
+
+def _axis_loop(ax, reduction: bool) -> Loop:
+    lo, hi = _const_int(ax.lo), _const_int(ax.hi)
+    extent = hi - lo if lo is not None and hi is not None else None
+    return Loop(ax.dim.name, LDim(ax.dim, ax.lo), extent, reduction, zero_based=lo == 0)
 
 
 def with_kind(loop: Loop, kind: str) -> Loop:

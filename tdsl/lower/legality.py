@@ -1,0 +1,173 @@
+"""Dependence analysis and the legality of a schedule.
+
+The reference semantics is sequential: root stages in pipeline order; in a
+reduction, each element's init before its accumulations, which run in
+increasing index order; an update visits its domain in lexicographic order.
+Dependences are memory-based (flow, anti, output) between statement
+instances that touch the same element, computed exactly with isl from the
+access relations (data-dependent indices count as touching the whole axis).
+
+Only instances inside one root group can conflict: root groups run in
+pipeline order under every schedule, and producers computed inside a
+consumer's loops are pure and recomputed per iteration. A schedule is legal
+when every dependence keeps its direction under the new schedule and no
+parallel or vectorized loop carries one. Otherwise `ScheduleError` names the
+primitive, the dependence kind, the tensor and one conflicting pair.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+from ..compute import expr as cx
+from ..compute.tensor import Update
+from ..errors import ScheduleError
+from ..schedule import Parallel, Vectorize
+from .model import Band, Group, Model, Statement, access_map, build_model, reads
+from .tree import Vector, schedule_map, schedule_vectors
+
+
+@dataclass
+class _Access:
+    stmt: Statement
+    write: bool
+    text: str
+    rel: isl.Map  # statement instance -> element
+
+
+def _writes_and_reads(model: Model, g: Group) -> tuple[object, list[_Access]]:
+    owner = g.stage
+    tensor = owner.stage if isinstance(owner, Update) else owner
+    out: list[_Access] = []
+    for s in g.stmts:
+        if s.role == "assign":
+            target = model.targets[owner]
+            out.append(_Access(s, True, repr(target), access_map(s, target)))
+            srcs = [model.exprs[owner], *target.indices]
+        else:
+            own = cx.Access(tensor, tuple(s.dims[: len(tensor.dims)]))
+            out.append(_Access(s, True, repr(own), access_map(s, own)))
+            if s.role == "update":  # the accumulator is read as well as written
+                out.append(_Access(s, False, repr(own), access_map(s, own)))
+            srcs = [model.exprs[owner]] if s.role != "init" else []
+        for e in srcs:
+            for acc in reads(e, tensor):
+                out.append(_Access(s, False, repr(acc), access_map(s, acc)))
+    return tensor, out
+
+
+def _reference(stmts: list[Statement]) -> isl.UnionMap:
+    """The sequential order of one root group's statements."""
+    vecs = {}
+    for s in stmts:
+        dims = [s.vars[d.name] for d in s.dims]
+        if s.role == "init":
+            vecs[s] = dims + [s.vars.const(0)]
+        elif s.role == "update":
+            n = len(s.stage.dims)
+            vecs[s] = dims[:n] + [s.vars.const(1)] + dims[n:]
+        else:
+            vecs[s] = dims
+    width = max(len(v) for v in vecs.values())
+    out = None
+    for s, v in vecs.items():
+        v = v + [s.vars.const(0)] * (width - len(v))
+        m = isl.Map.from_pw_aff(v[0])
+        for x in v[1:]:
+            m = m.flat_range_product(isl.Map.from_pw_aff(x))
+        m = isl.UnionMap.from_map(m.intersect_domain(s.domain))
+        out = m if out is None else out.union(m)
+    return out
+
+
+def _carried_at(depth: int, width: int) -> isl.Map:
+    a = [f"a{k}" for k in range(width)]
+    b = [f"b{k}" for k in range(width)]
+    eq = [f"{a[k]} = {b[k]}" for k in range(depth)] + [f"{a[depth]} != {b[depth]}"]
+    return isl.Map(f"{{ [{', '.join(a)}] -> [{', '.join(b)}] : {' and '.join(eq)} }}")
+
+
+def _point(m: isl.UnionMap, stmts: dict[str, Statement]) -> tuple[str, str]:
+    one = m.get_map_list().get_at(0)
+    src = stmts[one.get_tuple_name(isl.dim_type.in_)]
+    dst = stmts[one.get_tuple_name(isl.dim_type.out)]
+    pt = one.wrap().sample_point()
+    n_in = one.dim(isl.dim_type.in_)
+
+    def show(s: Statement, off: int) -> str:
+        vals = [pt.get_coordinate_val(isl.dim_type.set, off + k).to_python()
+                for k in range(len(s.dims))]
+        return ", ".join(f"{d.name}={v}" for d, v in zip(s.dims, vals))
+
+    return show(src, 0), show(dst, n_in)
+
+
+def _kind(a: _Access, b: _Access) -> str:
+    return "output" if a.write and b.write else "flow" if a.write else "anti"
+
+
+def _marking(model: Model, band: Band) -> str:
+    prims = [p for p in model.schedule.primitives if isinstance(p, (Parallel, Vectorize))
+             and p.stage is band.owner and p.loop == band.loop.name]
+    return prims[-1].describe() if prims else f"{band.kind} loop {band.loop.name}"
+
+
+def _check_group(model: Model, g: Group, vectors: dict[Statement, Vector]) -> None:
+    tensor, accesses = _writes_and_reads(model, g)
+    if not any(not a.write for a in accesses) and len(g.stmts) == 1:
+        return  # each instance writes its own element and reads none of it: nothing to keep
+    stmts = {s.name: s for s in g.stmts}
+    before = _reference(g.stmts)
+    before = before.lex_lt_union_map(before)
+    new = schedule_map(model, {s: vectors[s] for s in g.stmts})
+    backwards = new.lex_ge_union_map(new)
+    width = len(next(iter(vectors.values())))
+    marked = sorted({(k, e) for s in g.stmts for k, e in enumerate(vectors[s])
+                     if isinstance(e, Band) and e.kind in ("parallel", "vectorized")},
+                    key=lambda x: x[0])
+    carried = {k: new.apply_range(isl.UnionMap.from_map(_carried_at(k, width)))
+               .apply_range(new.reverse()) for k, _ in marked}
+    name = g.stage.name
+    for a in accesses:
+        for b in accesses:
+            if not (a.write or b.write):
+                continue
+            same = isl.UnionMap.from_map(a.rel).apply_range(isl.UnionMap.from_map(b.rel).reverse())
+            dep = same.intersect(before)
+            if dep.is_empty():
+                continue
+            bad = dep.intersect(backwards)
+            if not bad.is_empty():
+                loops = " ".join(lp.name for lp in model.schedule.state.loops[g.stage])
+                raise ScheduleError(
+                    f"the loop order of {name} ({loops}) reverses a {_pair(a, b, tensor, bad, stmts)}"
+                    f", but this schedule runs the second first; keep the loops that carry this "
+                    f"dependence in their original order")
+            for k, band in marked:
+                bad = dep.intersect(carried[k])
+                if not bad.is_empty():
+                    how = "in parallel" if band.kind == "parallel" else "as vector lanes"
+                    raise ScheduleError(
+                        f"{_marking(model, band)}: {_pair(a, b, tensor, bad, stmts)}, in different "
+                        f"iterations of {band.loop.name}, so {band.loop.name} cannot run {how}")
+
+
+def _pair(a: _Access, b: _Access, tensor, bad: isl.UnionMap, stmts) -> str:
+    p, q = _point(bad, stmts)
+    verb = {True: "written", False: "read"}
+    return (f"{_kind(a, b)} dependence on {tensor.name} — {a.text} {verb[a.write]} at {p} "
+            f"is {verb[b.write]} as {b.text} at {q}")
+
+
+def check_legality(model: Model, vectors: dict[Statement, Vector]) -> None:
+    """Raise ScheduleError unless the schedule keeps every dependence of the algorithm."""
+    for g in model.roots:
+        if isinstance(g.stage, Update) or g.stage.reduction is not None:
+            _check_group(model, g, vectors)
+
+
+def check_schedule(sched) -> None:
+    model = build_model(sched)
+    check_legality(model, schedule_vectors(model))
