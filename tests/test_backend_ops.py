@@ -45,7 +45,7 @@ from tdsl.lower.ir import (
     Var,
 )
 
-BACKENDS = ["c"]
+BACKENDS = ["c", "llvm"]
 
 INTS = [dt.int8, dt.int16, dt.int32, dt.int64, dt.uint8, dt.uint16, dt.uint32]
 FLOATS = [dt.float32, dt.float64]
@@ -95,6 +95,10 @@ def build_for(target: str, func: LoweredFunc):
     """Something with `.call(arrays, sizes) -> status` for `func` on `target`."""
     if target == "c":
         return build(func)
+    if target == "llvm":
+        from tdsl import backend_llvm
+
+        return backend_llvm.build(func)
     raise ValueError(f"unknown backend {target!r}")
 
 

@@ -1,8 +1,9 @@
 """The LLVM backend: loop IR -> LLVM IR (llvmlite's builder) -> MCJIT, called through cffi.
 
-module = build(lowered_func)          # cached by the IR's sha256
-module.source                         # LLVM IR as generated
-status = module.call([a, b, out], [n])
+module = build(lowered_func)            # cached by the sha256 of the IR
+module.source                           # the LLVM IR as generated
+module.optimized_ir                     # ... and after optimization
+status = module.call([a, b, out], [n])  # 0, or 1 when out of memory
 """
 
 from .codegen import emit_module

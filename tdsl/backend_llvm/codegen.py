@@ -22,7 +22,12 @@ been freed.
   thread's share; the caller checks the flag after the join.
 - Temps: a constant size of at most 64 KiB is an `alloca` (align 64) in the
   entry block of the function that uses it (the outlined body for temps
-  inside a parallel loop); anything else is `malloc`/`free`.
+  inside a parallel loop); anything else is `malloc`/`free` (see `_HEAP`),
+  with the byte count checked for overflow.
+- Every load and store carries `!alias.scope`/`!noalias` metadata, one scope
+  per buffer: distinct buffers never overlap.
+- The entry point's symbol is NAME unless that could shadow a function the
+  module calls (`entry_symbol`).
 """
 
 from __future__ import annotations
@@ -100,6 +105,7 @@ def entry_symbol(name: str) -> str:
 def emit_module(func: LoweredFunc) -> str:
     """The LLVM IR text of `func` (see the module docstring for the ABI)."""
     module = ir.Module(name=func.name)
+    module.triple = ""  # the JIT targets the host
     _ModuleEmitter(module, func).emit()
     return str(module)
 
@@ -247,7 +253,7 @@ class _FunctionEmitter:
     failure through it; the entry point returns 1.
     """
 
-    def __init__(self, mod: _ModuleEmitter, fn: ir.Function, failed_flag: ir.Value | None = None):
+    def __init__(self, mod: _ModuleEmitter, fn: ir.Function):
         self.mod = mod
         self.fn = fn
         self.allocas = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -256,7 +262,7 @@ class _FunctionEmitter:
         self.scope: dict[str, ir.Value] = {}
         self.ptrs: dict[str, ir.Value] = {}
         self.heap: list[ir.Value] = []
-        self.failed_flag = failed_flag
+        self.failed_flag: ir.Value | None = None
 
     def finish(self) -> None:
         self.allocas.branch(self.start)

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 import cffi
 import llvmlite.binding as llvm
-from llvmlite.binding.newpassmanagers import NewPassManager
 import numpy as np
+from llvmlite.binding.newpassmanagers import NewPassManager
 
 from ..errors import ArgumentError, CompileError
 from ..lower.ir import Binary, Buffer, Const, Expr, LoweredFunc, Var
@@ -126,7 +126,7 @@ def _parse(source: str, name: str) -> llvm.ModuleRef:
         module = llvm.parse_assembly(source)
         module.verify()
     except RuntimeError as e:
-        fd, path = tempfile.mkstemp(prefix=f"{name}.", suffix=".ll", text=True)
+        fd, path = tempfile.mkstemp(prefix="tdsl-llvm-", suffix=".ll", text=True)
         with os.fdopen(fd, "w") as f:
             f.write(source)
         raise CompileError(

@@ -170,7 +170,7 @@ def binary(b: ir.IRBuilder, op: str, dtype: DType, x: ir.Value, y: ir.Value) -> 
         table, special = BOOL_BINARY, {}
     elif dtype.is_float:
         table, special = FLOAT_BINARY, _FLOAT_SPECIAL
-    elif dtype is index:
+    elif dtype == index:
         table, special = INDEX_BINARY, _INT_SPECIAL
     else:
         table, special = INT_BINARY, _INT_SPECIAL
