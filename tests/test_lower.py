@@ -81,3 +81,14 @@ def test_split_tail_is_guarded_by_bounds():
     b = td.compute("b", {x: 10}, a[x] + 1)
     text = str(td.lower(td.schedule(b).split(b, "x", 4)))
     assert "for x_i in 0 .. min(4, -4 * x_o + 10)" in text or "min(4, 10 - 4 * x_o)" in text
+
+
+@pytest.mark.parametrize("name", ["matmul_tiled", "blur_compute_at", "blur_inline"])
+def test_generated_c_golden(name, update_golden):
+    from tdsl.backend_c import render
+
+    text = render(td.lower(cases()[name]))
+    path = GOLDEN / f"{name}.c"
+    if update_golden or not path.exists():
+        path.write_text(text)
+    assert text == path.read_text()

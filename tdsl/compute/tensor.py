@@ -556,7 +556,8 @@ def _topological(tensors: list[Tensor]) -> tuple[Tensor, ...]:
 
 
 def is_affine_index(e: Expr) -> bool:
-    """True when `e` is quasi-affine in dims and sizes (what isl can model exactly)."""
+    """True when `e` is quasi-affine in dims and sizes, or a min/max of such (what isl
+    models exactly, as piecewise affine functions)."""
     match e:
         case Const(v, d):
             return d.is_int
@@ -566,7 +567,7 @@ def is_affine_index(e: Expr) -> bool:
             return d.is_int and d.bits >= 32 and is_affine_index(a)
         case Unary("neg", a):
             return is_affine_index(a)
-        case Binary("add" | "sub", a, b):
+        case Binary("add" | "sub" | "min" | "max", a, b):
             return is_affine_index(a) and is_affine_index(b)
         case Binary("mul", a, b):
             return (is_affine_index(a) and isinstance(b, Const)) or (

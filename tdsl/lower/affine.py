@@ -62,6 +62,10 @@ def pwaff(e: cx.Expr, vs: Vars, dim_names: dict) -> isl.PwAff:
             return pwaff(a, vs, dim_names) + pwaff(b, vs, dim_names)
         case cx.Binary("sub", a, b):
             return pwaff(a, vs, dim_names) - pwaff(b, vs, dim_names)
+        case cx.Binary("min", a, b):
+            return pwaff(a, vs, dim_names).min(pwaff(b, vs, dim_names))
+        case cx.Binary("max", a, b):
+            return pwaff(a, vs, dim_names).max(pwaff(b, vs, dim_names))
         case cx.Binary("mul", cx.Const(c), b):
             return pwaff(b, vs, dim_names).scale_val(val(c))
         case cx.Binary("mul", a, cx.Const(c)):
