@@ -162,9 +162,16 @@ def _pair(a: _Access, b: _Access, tensor, bad: isl.UnionMap, stmts) -> str:
 
 
 def check_legality(model: Model, vectors: dict[Statement, Vector]) -> None:
-    """Raise ScheduleError unless the schedule keeps every dependence of the algorithm."""
+    """Raise ScheduleError unless the schedule keeps every dependence of the algorithm.
+
+    Only updates need the analysis. A pure stage writes each element once and
+    reads only other tensors. A reduction's init precedes its accumulations by
+    construction (it is sequenced before them inside the loops they share), its
+    accumulation order may be changed freely (reductions are reassociable by
+    definition), and loops over its reduction dims are refused as parallel or
+    vector loops when the schedule is written."""
     for g in model.roots:
-        if isinstance(g.stage, Update) or g.stage.reduction is not None:
+        if isinstance(g.stage, Update):
             _check_group(model, g, vectors)
 
 
