@@ -27,16 +27,32 @@ def lower(s, name: str | None = None) -> ir.LoweredFunc:
     return lower_schedule(_as_schedule(s), name)
 
 
+_BUILT: dict = {}
+_BUILT_LIMIT = 256
+
+
 def build(s, target: str = "c", name: str | None = None) -> Kernel:
-    """Compile a schedule into a callable Kernel. target: "c" (default) or "llvm"."""
+    """Compile a schedule into a callable Kernel. target: "c" (default) or "llvm".
+
+    Building the same schedule again in one process returns a kernel sharing the
+    first one's compiled code (schedules are immutable values; the key also
+    covers updates added to the pipeline's stages since)."""
     sched = _as_schedule(s)
     if target not in TARGETS:
         raise TdslError(f"unknown target {target!r}; valid targets are {', '.join(TARGETS)}")
     t0 = time.perf_counter()
+    key = (sched, target, name, tuple(len(x.updates) for x in sched.pipeline.stages))
+    hit = _BUILT.get(key)
+    if hit is not None:
+        func, module = hit
+        return Kernel(sched, func, module, target, time.perf_counter() - t0)
     func = lower_schedule(sched, name)
     if target == "c":
         from .backend_c import build as backend_build
     else:
         from .backend_llvm import build as backend_build
     module = backend_build(func)
+    if len(_BUILT) >= _BUILT_LIMIT:
+        _BUILT.pop(next(iter(_BUILT)))
+    _BUILT[key] = (func, module)
     return Kernel(sched, func, module, target, time.perf_counter() - t0)
