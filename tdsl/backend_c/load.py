@@ -7,6 +7,7 @@ alive.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 from collections.abc import Sequence
@@ -28,10 +29,23 @@ class _Library:
     def __init__(self, path: str, prototype: str, name: str):
         self.ffi = cffi.FFI()
         self.ffi.cdef(prototype)
-        self.lib = self.ffi.dlopen(path)
+        # never unmapped: OpenMP worker threads may still be parked in (or returning
+        # through) the kernel's code when the interpreter exits
+        self.lib = self.ffi.dlopen(path, self.ffi.RTLD_NOW | self.ffi.RTLD_NODELETE)
         self.fn = getattr(self.lib, name)
 
 
+def _keep_openmp_runtime() -> object | None:
+    """Load libgomp once for the whole process, never to be unloaded, before any kernel:
+    kernels built with -fopenmp share it, and unloading it while its worker threads spin
+    (OMP_WAIT_POLICY=active) would crash the interpreter at exit."""
+    try:
+        return ctypes.CDLL("libgomp.so.1", mode=os.RTLD_GLOBAL | os.RTLD_NODELETE)
+    except OSError:
+        return None  # no libgomp here; -fopenmp kernels then fail to build or load clearly
+
+
+_OPENMP = _keep_openmp_runtime()
 _LOADED: dict[str, _Library] = {}
 _LOCK = threading.Lock()
 
