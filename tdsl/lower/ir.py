@@ -70,7 +70,8 @@ class Load(Expr):
 @_node
 class Binary(Expr):
     # add sub mul truediv floordiv mod min max and or xor
-    # index only: pdiv pmod (C semantics; both operands known non-negative)
+    # index only: pdiv pmod (C semantics; numerator known non-negative, divisor a
+    # positive constant)
     op: str
     a: Expr
     b: Expr
@@ -165,7 +166,7 @@ class Store(Stmt):
 
 @_node
 class Let(Stmt):
-    """Bind an index-typed name for the rest of `body`."""
+    """Bind `name` to `value` for `body`; uses are `Var(name, value.dtype)`."""
 
     name: str
     value: Expr
@@ -185,7 +186,8 @@ class LoweredFunc:
     """A whole kernel: arguments in call order, then its body.
 
     inputs and outputs are buffers (kind "input"/"output") in declaration
-    order; sizes are index Vars in alphabetical order.
+    order; sizes are index Vars in alphabetical order. A buffer name names one
+    buffer throughout the function.
     """
 
     name: str

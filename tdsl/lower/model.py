@@ -36,7 +36,6 @@ class Band:
     owner: Stage
     loop: Loop
     var: str
-    mark: str
 
     @property
     def kind(self) -> str:
@@ -97,7 +96,6 @@ class Model:
     boxes: dict[Stage, BufferBox]
     params: list[str]
     context: isl.Set
-    bands: dict[str, Band]
 
     @property
     def statements(self) -> list[Statement]:
@@ -152,7 +150,7 @@ def _init_loops(stage: Stage, loops, split: int) -> list[Loop]:
     return own + extra
 
 
-def _structure(sched: Schedule, namer: _Namer, bands: dict[str, Band]):
+def _structure(sched: Schedule, namer: _Namer):
     st = sched.state
     stages = [s for s in sched.pipeline.schedulables if st.compute[s].kind != "inline"]
     placed: dict[tuple[Stage, str], list[Stage]] = {}
@@ -168,9 +166,7 @@ def _structure(sched: Schedule, namer: _Namer, bands: dict[str, Band]):
     groups: dict[Stage, Group] = {}
 
     def band(stage: Stage, loop: Loop, enclosing: list[Band]) -> Band:
-        b = Band(stage, loop, namer.loop_var(loop, stage, enclosing), f"b{len(bands)}")
-        bands[b.mark] = b
-        return b
+        return Band(stage, loop, namer.loop_var(loop, stage, enclosing))
 
     def make(stage: Stage, prefix: list[Band]) -> Group:
         loops = st.loops[stage]
@@ -508,14 +504,13 @@ def build_model(sched: Schedule) -> Model:
     exprs, targets = effective_exprs(pipeline.stages, inlined)
     context = _context(pipeline, params)
     taken = set(params) | {t.name for t in pipeline.tensors}
-    bands: dict[str, Band] = {}
-    roots, groups = _structure(sched, _Namer(taken), bands)
+    roots, groups = _structure(sched, _Namer(taken))
     b = _Builder(sched, exprs, targets, groups, params, context)
     for stage in reversed([s for s in pipeline.schedulables if s in groups]):
         _check_definition(stage, exprs[stage], targets.get(stage), params, context)
         b.statements(groups[stage])
     boxes = {s: b.buffer_box(g) for s, g in groups.items() if isinstance(s, Stage)}
-    return Model(sched, exprs, targets, roots, groups, boxes, params, context, bands)
+    return Model(sched, exprs, targets, roots, groups, boxes, params, context)
 
 
 def _check_definition(stage, expr: cx.Expr, target, params, context) -> None:

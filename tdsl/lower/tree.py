@@ -5,7 +5,7 @@ interleaved with constants that order siblings (producers computed at a loop
 before the rest of that loop's body; a reduction's init before its update;
 root stages in pipeline order). isl's AST builder turns the union of these
 maps into loops; `positions` tells which loop (band) each schedule dimension
-of each statement is, so the converter can name and mark the loops.
+of each statement is, so the converter can name the loops and give them their kinds.
 
 (A flat map rather than an isl schedule tree: isl's tree-based generator
 mishandles nests of single-member bands over strided domains, while the map

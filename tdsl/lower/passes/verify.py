@@ -4,14 +4,14 @@ Checks: every variable is declared before use (sizes, loop variables,
 lets); loop variables are not redeclared in their own scope; indices have
 the index dtype and match the buffer's rank; Binary/Compare operands share
 a dtype; vectorized and unrolled loops have a constant max extent; every
-temp buffer is used only inside its Allocate.
+temp buffer is used only inside its Allocate; a name names one buffer.
 """
 
 from __future__ import annotations
 
 from ... import dtypes as dt
 from .. import ir
-from ..rewrite import expr_children
+from ..rewrite import expr_children, walk_stmts
 
 
 class VerifyError(AssertionError):
@@ -86,7 +86,16 @@ def _stmt(s: ir.Stmt, scope: set[str], bufs: set[str]) -> None:
             raise VerifyError(f"unknown statement {s!r}")
 
 
+def _unique_buffers(func: ir.LoweredFunc) -> None:
+    seen: dict[str, ir.Buffer] = {}
+    for b in func.inputs + func.outputs + tuple(
+            s.buffer for s in walk_stmts(func.body) if isinstance(s, ir.Allocate)):
+        if seen.setdefault(b.name, b) is not b and seen[b.name] != b:
+            raise VerifyError(f"two different buffers are named {b.name}")
+
+
 def verify(func: ir.LoweredFunc) -> ir.LoweredFunc:
+    _unique_buffers(func)
     scope = {v.name for v in func.sizes}
     for b in func.inputs + func.outputs:
         for e in b.shape:
