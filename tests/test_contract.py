@@ -1,0 +1,94 @@
+"""The user-facing contract of DESIGN.md, run as written, on both backends."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tdsl as td
+
+
+@pytest.fixture
+def contract():
+    i, j, k = td.dims("i j k")
+    N = td.size("N")
+    A = td.input("A", {i: N, k: 512}, td.float32)
+    B = td.input("B", {k: 512, j: 256}, td.float32)
+    C = td.compute("C", {i: N, j: 256}, td.sum(A[i, k] * B[k, j], over=k))
+    s = (td.schedule(C)
+         .tile(C, i=32, j=64)
+         .split(C, k, 4)
+         .reorder(C, "i_o j_o k_o i_i k_i j_i")
+         .vectorize(C, "j_i")
+         .parallel(C, "i_o"))
+    return A, B, C, s
+
+
+def test_contract_example(contract, backend):
+    A, B, C, s = contract
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (70, 512)).astype(np.float32)  # 70: a tail tile in i
+    b = rng.uniform(-1, 1, (512, 256)).astype(np.float32)
+    f = td.build(s, target=backend)
+    c = f(A=a, B=b)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+    out = np.zeros((70, 256), np.float32)
+    assert f(A=a, B=b, C=out) is out
+    np.testing.assert_array_equal(out, c)
+    assert f.args == ["A", "B", "C", "N"]
+    assert "i_o" in f.source and "j_i" in f.source
+    nest = str(td.lower(s))
+    assert "for i_o in" in nest and "# parallel" in nest and "# vectorized" in nest
+    ref = td.evaluate(C, A=a, B=b)
+    np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4)
+    t = f.benchmark(A=a, B=b, runs=3)
+    assert t.runs >= 3 and 0 < t.min <= t.median
+    assert "Loop nest" in f._repr_html_()
+
+
+def test_schedule_from_records_and_json(contract):
+    A, B, C, s = contract
+    again = td.schedule(C, list(s.primitives))
+    assert again == s
+    assert td.Schedule.from_json(s.to_json(), C) == s
+
+
+def test_several_outputs_return_a_tuple(backend):
+    x = td.dim("x")
+    a = td.input("a", {x: 10}, td.int32)
+    p = td.compute("p", {x: 10}, a[x] + 1)
+    q = td.compute("q", {x: 10}, p[x] * 3)
+    f = td.build(td.schedule((q, p)), target=backend)
+    av = np.arange(10, dtype=np.int32)
+    got_q, got_p = f(a=av)
+    np.testing.assert_array_equal(got_p, av + 1)
+    np.testing.assert_array_equal(got_q, (av + 1) * 3)
+    assert f.args == ["a", "q", "p"]
+
+
+def test_argument_checks_happen_before_native_code(contract, backend):
+    A, B, C, s = contract
+    f = td.build(s, target=backend)
+    a = np.zeros((3, 512), np.float32)
+    b = np.zeros((512, 256), np.float32)
+    with pytest.raises(td.ArgumentError, match="float32"):
+        f(A=a.astype(np.float64), B=b)
+    with pytest.raises(td.ArgumentError, match="missing|not given|required"):
+        f(A=a)
+    with pytest.raises(td.ArgumentError, match="unknown argument"):
+        f(A=a, B=b, Q=a)
+    with pytest.raises(td.ArgumentError):
+        f(A=np.zeros((3, 511), np.float32), B=b)
+    with pytest.raises(td.ArgumentError):
+        f(A=a, B=b, C=np.zeros((4, 256), np.float32))
+    # a non-contiguous input is copied, and the answer is still right
+    big = np.ones((3, 1024), np.float32)
+    np.testing.assert_allclose(f(A=big[:, ::2], B=b), np.zeros((3, 256)))
+
+
+def test_compile_error_keeps_source():
+    from tdsl.backend_c import compile_source
+
+    with pytest.raises(td.CompileError) as e:
+        compile_source("int broken( {")
+    assert e.value.source_path and "error" in e.value.log
