@@ -14,6 +14,7 @@ import tdsl.backend_llvm
 from tdsl import dtypes
 from tdsl.backend_llvm import LLVMModule, build, clear_cache, emit_module
 from tdsl.backend_llvm import runtime as llvm_runtime
+from tdsl.compute.expr import NUMPY_BINARY, NUMPY_COMPARE
 from tdsl.errors import ArgumentError
 from tdsl.lower.ir import (
     Allocate,
@@ -107,27 +108,6 @@ def float_pairs(dtype: dtypes.DType) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([a, float_values(dtype)]), np.concatenate([b, float_values(dtype)[::-1]])
 
 
-NUMPY_BINARY = {
-    "add": np.add,
-    "sub": np.subtract,
-    "mul": np.multiply,
-    "truediv": np.true_divide,
-    "floordiv": np.floor_divide,
-    "mod": np.remainder,
-    "min": np.minimum,
-    "max": np.maximum,
-    "and": np.bitwise_and,
-    "or": np.bitwise_or,
-    "xor": np.bitwise_xor,
-}
-NUMPY_COMPARE = {
-    "eq": np.equal,
-    "ne": np.not_equal,
-    "lt": np.less,
-    "le": np.less_equal,
-    "gt": np.greater,
-    "ge": np.greater_equal,
-}
 
 
 def binary_kernel(op: str, dtype: dtypes.DType) -> LoweredFunc:

@@ -22,6 +22,7 @@ from tdsl.backend_c import build, compile_source, render
 from tdsl.backend_c import compile as c_compile
 from tdsl.backend_c.expr import literal
 from tdsl.backend_c.writer import atom, binary, cast, ternary, unary
+from tdsl.compute.expr import NUMPY_BINARY, NUMPY_COMPARE
 from tdsl.errors import CompileError
 from tdsl.lower.ir import (
     Allocate,
@@ -51,27 +52,8 @@ INTS = [dt.int8, dt.int16, dt.int32, dt.int64, dt.uint8, dt.uint16, dt.uint32]
 FLOATS = [dt.float32, dt.float64]
 ALL = [*FLOATS, *INTS, dt.bool_]
 
-NP_BINARY = {
-    "add": np.add,
-    "sub": np.subtract,
-    "mul": np.multiply,
-    "truediv": np.true_divide,
-    "floordiv": np.floor_divide,
-    "mod": np.remainder,
-    "min": np.minimum,
-    "max": np.maximum,
-    "and": np.bitwise_and,
-    "or": np.bitwise_or,
-    "xor": np.bitwise_xor,
-}
-NP_COMPARE = {
-    "eq": np.equal,
-    "ne": np.not_equal,
-    "lt": np.less,
-    "le": np.less_equal,
-    "gt": np.greater,
-    "ge": np.greater_equal,
-}
+NP_BINARY = NUMPY_BINARY
+NP_COMPARE = NUMPY_COMPARE
 NP_UNARY = {"neg": np.negative, "invert": np.invert, "abs": np.abs, "floor": np.floor}
 NP_CALL = {
     "exp": np.exp,

@@ -47,8 +47,9 @@ import numpy as np
 from ..errors import DefinitionError
 from .binding import allocate_outputs, bind_arguments, eval_extent
 from .expr import (
-    _NP_BINARY,
-    _NP_CALL,
+    NUMPY_BINARY,
+    NUMPY_CALL,
+    NUMPY_COMPARE,
     Access,
     Binary,
     Call,
@@ -65,14 +66,7 @@ from .expr import (
 )
 from .tensor import BoundaryView, Pipeline, Stage, Tensor, Update, identity, is_affine_index
 
-_COMPARE = {
-    "eq": np.equal,
-    "ne": np.not_equal,
-    "lt": np.less,
-    "le": np.less_equal,
-    "gt": np.greater,
-    "ge": np.greater_equal,
-}
+_COMPARE = NUMPY_COMPARE
 _COMBINE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
@@ -185,7 +179,7 @@ class _Evaluation:
             case Access():
                 return self.access(e)
             case Binary(op, a, b):
-                return _NP_BINARY[op](self.value(a), self.value(b))
+                return NUMPY_BINARY[op](self.value(a), self.value(b))
             case Compare(op, a, b):
                 return _COMPARE[op](self.value(a), self.value(b))
             case Unary("neg", a):
@@ -193,7 +187,7 @@ class _Evaluation:
             case Unary("invert", a):
                 return np.invert(self.value(a))
             case Call(fn, args):
-                return _NP_CALL[fn](*(self.value(a) for a in args))
+                return NUMPY_CALL[fn](*(self.value(a) for a in args))
             case Select(c, a, b):
                 return np.where(self.value(c), self.value(a), self.value(b))
             case Cast(a, d):
@@ -214,7 +208,7 @@ class _Evaluation:
             case Unary("neg", a):
                 return np.negative(self.affine(a))
             case Binary(op, a, b):
-                return _NP_BINARY[op](self.affine(a), self.affine(b))
+                return NUMPY_BINARY[op](self.affine(a), self.affine(b))
         raise AssertionError(f"{e!r} is not an affine index")
 
     # ------------------------------------------------------------ accesses
@@ -484,7 +478,7 @@ class _UpdateRun:
             case Access():
                 return self._access(e)
             case Binary(op, a, b):
-                fn, fa, fb = _NP_BINARY[op], self._compile(a), self._compile(b)
+                fn, fa, fb = NUMPY_BINARY[op], self._compile(a), self._compile(b)
                 return lambda: fn(fa(), fb())
             case Compare(op, a, b):
                 fn, fa, fb = _COMPARE[op], self._compile(a), self._compile(b)
@@ -496,7 +490,7 @@ class _UpdateRun:
                 fa = self._compile(a)
                 return lambda: np.invert(fa())
             case Call(fn, args):
-                f, fs = _NP_CALL[fn], tuple(self._compile(a) for a in args)
+                f, fs = NUMPY_CALL[fn], tuple(self._compile(a) for a in args)
                 return lambda: f(*[g() for g in fs])
             case Select(c, a, b):
                 fc, fa, fb = self._compile(c), self._compile(a), self._compile(b)

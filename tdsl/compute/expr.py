@@ -246,7 +246,10 @@ class Reduce(Expr):
 
 # ---------------------------------------------------------------- builders
 
-_NP_BINARY = {
+# What each operation means: numpy's ufunc of that name. The reference evaluator
+# and the backend tests use these same tables.
+
+NUMPY_BINARY = {
     "add": np.add,
     "sub": np.subtract,
     "mul": np.multiply,
@@ -259,7 +262,15 @@ _NP_BINARY = {
     "or": np.bitwise_or,
     "xor": np.bitwise_xor,
 }
-_NP_CALL = {
+NUMPY_COMPARE = {
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+}
+NUMPY_CALL = {
     "exp": np.exp,
     "log": np.log,
     "sqrt": np.sqrt,
@@ -352,7 +363,7 @@ def binary(op: str, a, b) -> Expr:
     a, b = _operand(a), _operand(b)
     _check_scalar_range(a, b)
     try:
-        res = dt.numpy_result(_NP_BINARY[op], [_probe(a), _probe(b)])
+        res = dt.numpy_result(NUMPY_BINARY[op], [_probe(a), _probe(b)])
     except DefinitionError as e:
         raise DefinitionError(f"{a!r} {_SYMBOL.get(op, op)} {b!r}: {e}") from None
     if op in ("and", "or", "xor") and res.is_float:
@@ -387,7 +398,7 @@ def call(fn: str, *args) -> Expr:
     ops = [_operand(x) for x in args]
     ops = [x if isinstance(x, Expr) else const(x) for x in ops]
     try:
-        res = dt.numpy_result(_NP_CALL[fn], [o.dtype for o in ops])
+        res = dt.numpy_result(NUMPY_CALL[fn], [o.dtype for o in ops])
     except DefinitionError as e:
         raise DefinitionError(f"td.{fn}({', '.join(map(repr, ops))}): {e}") from None
     if fn == "abs":
@@ -432,7 +443,7 @@ def _math(fn):
         return call(fn, x)
 
     f.__name__ = fn
-    f.__doc__ = f"Elementwise {fn}, with numpy's result dtype (np.{_NP_CALL[fn].__name__})."
+    f.__doc__ = f"Elementwise {fn}, with numpy's result dtype (np.{NUMPY_CALL[fn].__name__})."
     return f
 
 
