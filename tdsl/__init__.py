@@ -29,6 +29,7 @@ from .compute import (
 from .compute.evaluate import evaluate
 from .compute.expr import cast, ceil, cos, exp, floor, log, sin, sqrt, tanh
 from .dtypes import bool_, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32
+from .emit import emit_c
 from .errors import (
     ArgumentError,
     CompileError,
@@ -59,7 +60,7 @@ __all__ = [
     "ArgumentError", "CompileError", "ComputeAt", "ComputeInline", "DefinitionError", "Fuse",
     "Kernel", "Parallel", "Reorder", "RuntimeFailure", "Schedule", "ScheduleError", "Split",
     "StoreAt", "TdslError", "Tile", "Timing", "Unroll", "Vectorize", "abs", "bool_", "build",
-    "cast", "ceil", "clamp", "compute", "cos", "dim", "dims", "dtypes", "evaluate", "exp",
+    "cast", "ceil", "clamp", "compute", "cos", "dim", "dims", "dtypes", "emit_c", "evaluate", "exp",
     "float32", "float64", "floor", "input", "int8", "int16", "int32", "int64", "log", "lower",
     "max", "maximum", "min", "minimum", "pad", "prod", "schedule", "sin", "size", "sqrt", "sum",
     "tanh", "uint8", "uint16", "uint32", "update", "where",

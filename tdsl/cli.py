@@ -26,6 +26,7 @@ import numpy as np
 import tdsl as td
 
 from .api import TARGETS
+from .emit import add_emit_c_parser
 
 # ---------------------------------------------------------------- the kernels
 
@@ -322,6 +323,7 @@ def parser() -> argparse.ArgumentParser:
         "-v", "--verbose", action="store_true", help="print each schedule and its loop nest"
     )
     d.set_defaults(run=demo)
+    add_emit_c_parser(sub)
     return p
 
 

@@ -2,12 +2,14 @@
 
 Three steps, each usable alone: `render(func, flavour)` gives the C source,
 `compile_source(src, flags)` a cached shared library, and `CModule` loads it
-through cffi. `build(func)` does all three.
+through cffi. `build(func)` does all three. `render_standalone(func)` gives
+the C99 of a kernel for embedded targets (see `tdsl.emit`).
 """
 
 from .compile import DEFAULT_FLAGS, compile_source, default_cache_dir
 from .load import CModule, build
 from .render import render, signature
+from .standalone import render_standalone, workspace_layout
 
 __all__ = [
     "DEFAULT_FLAGS",
@@ -16,5 +18,7 @@ __all__ = [
     "compile_source",
     "default_cache_dir",
     "render",
+    "render_standalone",
     "signature",
+    "workspace_layout",
 ]

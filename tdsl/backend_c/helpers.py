@@ -3,7 +3,8 @@
 A kernel's source contains only the helpers it uses. Each gives an IR
 operation numpy's meaning where plain C would differ: floor division and
 modulo (never trapping), NaN-propagating min/max, wrapping abs, and aligned
-temporary storage.
+temporary storage (host C) or sizing a workspace with saturating arithmetic
+(standalone C).
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ _SUFFIX_CTYPE = {s: CTYPE[name] for name, s in SUFFIX.items()}
 
 OPS = ("floordiv", "mod", "min", "max", "abs")
 ALLOC = "alloc_temp"
-NAMES = frozenset({f"{op}_{s}" for op in OPS for s in _SUFFIX_CTYPE} | {ALLOC})
+MUL_SAT, ADD_SAT = "mul_sat_u64", "add_sat_u64"  # sizing a workspace without overflow
+NAMES = frozenset({f"{op}_{s}" for op in OPS for s in _SUFFIX_CTYPE} | {ALLOC, MUL_SAT, ADD_SAT})
 
 
 def ctype(dtype: DType) -> str:
@@ -64,6 +66,8 @@ def definition(name: str) -> tuple[str, frozenset[str]]:
     """C text of helper `name` and the headers it needs."""
     if name == ALLOC:
         return _ALLOC.strip() + "\n", frozenset({"stdint.h", "stdlib.h"})
+    if name in _SATURATING:
+        return _SATURATING[name].strip() + "\n", frozenset({"stdint.h"})
     op, sfx = name.split("_")
     t = _SUFFIX_CTYPE[sfx]
     if sfx[0] == "f":
@@ -202,3 +206,18 @@ static void *alloc_temp(int64_t count, size_t size) {
     return aligned_alloc(64, ((size_t)count * size + 63) & ~(size_t)63);
 }
 """
+
+_SATURATING = {
+    MUL_SAT: """
+/* a * b, or UINT64_MAX when the product does not fit. */
+static inline uint64_t mul_sat_u64(uint64_t a, uint64_t b) {
+    return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+""",
+    ADD_SAT: """
+/* a + b, or UINT64_MAX when the sum does not fit. */
+static inline uint64_t add_sat_u64(uint64_t a, uint64_t b) {
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+""",
+}

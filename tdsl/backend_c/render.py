@@ -12,7 +12,9 @@ itself; the status is checked after the loop).
 
 Flavours: "host" (C11, OpenMP pragmas, GCC extensions, heap temporaries) and
 "portable" (C99, no pragmas or extensions; temporaries that do not fit on the
-stack are not supported yet).
+stack are refused). `standalone.render_standalone` builds on the portable
+flavour for embedded targets: every temporary in a caller-provided workspace,
+size arguments checked.
 """
 
 from __future__ import annotations
