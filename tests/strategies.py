@@ -122,8 +122,11 @@ def _loop_ops(draw, s, stage):
             elif op == "fuse" and len(loops) >= 2:
                 n = draw(st.integers(0, len(loops) - 2))
                 s = s.fuse(stage, loops[n], loops[n + 1])
-            elif op in ("vectorize", "unroll", "parallel"):
-                s = getattr(s, op)(stage, draw(st.sampled_from(loops)))
+            elif op == "unroll":
+                s = s.unroll(stage, draw(st.sampled_from(loops)))
+            elif op in ("vectorize", "parallel"):
+                s = getattr(s, op)(stage, draw(st.sampled_from(loops)),
+                                   reassociate=draw(st.booleans()))
         except td.ScheduleError:
             pass  # an invalid pick; the primitive's own checks are tested elsewhere
     return s

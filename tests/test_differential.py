@@ -16,6 +16,7 @@ ALLOWED_REJECTIONS = (
     "stored outside the parallel loop",
     "store level must be a loop that encloses",
     "after the later primitives",
+    "reassociate=True needs every iteration",  # a reassociated loop with its stage's loops inside
 )
 
 

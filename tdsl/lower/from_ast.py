@@ -18,6 +18,7 @@ from . import ir
 from .affine import ast_expr_to_ir, pwaff_to_ir
 from .model import Band, Model, Statement, _functions_map
 from .passes.allocate import place_allocations
+from .passes.reassociate import privatize
 
 _COMBINE = {"sum": "add", "prod": "mul", "max": "max", "min": "min"}
 
@@ -89,7 +90,8 @@ class Converter:
         kind = ir.ForKind(band.kind)
         body = self.node(n.for_get_body(), inner)
         if step == 1:
-            return ir.For(band.var, start, end, kind, body, band.loop.extent)
+            loop = ir.For(band.var, start, end, kind, body, band.loop.extent)
+            return self._reassociated(loop, band) if band.loop.reassociate else loop
         # a strided loop (a fused loop over a box narrower than its inner extent)
         # counts its iterations and binds the loop variable to start + step * count
         count = f"{band.var}_n"
@@ -97,6 +99,13 @@ class Converter:
                                                 _c(step - 1), dt.index), _c(step), dt.index)
         at = ir.Binary("add", start, ir.Binary("mul", _c(step), ir.Var(count), dt.index), dt.index)
         return ir.For(count, _c(0), trips, kind, ir.Let(band.var, at, body), band.loop.extent)
+
+    def _reassociated(self, loop: ir.For, band: Band) -> ir.Stmt:
+        stage = band.owner
+        red = self.model.exprs[stage]
+        what = f"{band.kind.replace('vectorized', 'vectorize')}({stage.name}, {band.loop.name!r}, reassociate=True)"
+        return privatize(loop, self.buffers[stage], _COMBINE[red.op], identity(red.op, red.dtype),
+                         what)
 
     def _end(self, cond: isl.AstExpr, it: str, names) -> ir.Expr:
         O = isl.ast_expr_op_type

@@ -55,7 +55,10 @@ class Primitive:
         args = []
         for f in fields(self):
             v = getattr(self, f.name)
-            if f.name == "names" and v is None or f.name == "name" and v is None:
+            if f.name in ("names", "name") and v is None or f.name == "reassociate" and not v:
+                continue
+            if f.name == "reassociate":
+                args.append("reassociate=True")
                 continue
             args.append(v.name if isinstance(v, (Tensor, Update)) else repr(v))
         return f"{self.method}({', '.join(args)})"
@@ -262,21 +265,36 @@ def _mark(prim, st: State, kind: str, need_const: bool) -> None:
         raise _err(prim, f"loop {lp.name} of {stage.name} has no constant extent; split it by a "
                          f"constant first, e.g. split({stage.name}, {lp.name!r}, 8), and "
                          f"{prim.method} the inner loop")
-    if kind in ("parallel", "vectorized") and lp.reduction:
+    reassociate = getattr(prim, "reassociate", False)
+    if kind in ("parallel", "vectorized") and lp.reduction and not reassociate:
         raise _err(prim, f"loop {lp.name} of {stage.name} is a reduction loop: its iterations "
                          f"accumulate into the same elements of {stage.name}, so running them "
                          f"{'in parallel' if kind == 'parallel' else 'as vector lanes'} would race; "
-                         f"{prim.method} a loop over {stage.name}'s own dims instead")
-    st.set_loop(stage, pos, with_kind(lp, kind))
+                         f"{prim.method} a loop over {stage.name}'s own dims instead, or pass "
+                         f"reassociate=True to accumulate partial results per iteration and "
+                         f"combine them after the loop (float sums then round differently)")
+    if reassociate:
+        if not lp.reduction:
+            raise _err(prim, f"reassociate=True is for reduction loops; {lp.name} is a loop over "
+                             f"{stage.name}'s own dims and needs no reassociation")
+        if lp.extent is None:
+            raise _err(prim, f"reassociating loop {lp.name} needs a constant extent (one partial "
+                             f"result per iteration); split it by a constant first")
+    st.set_loop(stage, pos, with_kind(lp, kind, reassociate))
     _touch(prim, st, stage)
 
 
 @dataclass(frozen=True)
 class Vectorize(Primitive):
-    """Run a constant-extent loop as vector lanes (its whole body, if it has inner loops)."""
+    """Run a constant-extent loop as vector lanes (its whole body, if it has inner loops).
+
+    On a reduction loop only with reassociate=True: each lane accumulates its own
+    partial result, and the partials are combined in order after the loop.
+    """
 
     stage: Stage
     loop: str
+    reassociate: bool = False
     method: ClassVar[str] = "vectorize"
     loop_fields: ClassVar[tuple[str, ...]] = ("loop",)
 
@@ -299,10 +317,13 @@ class Unroll(Primitive):
 
 @dataclass(frozen=True)
 class Parallel(Primitive):
-    """Run the iterations of a loop on several threads."""
+    """Run the iterations of a loop on several threads.
+
+    On a reduction loop only with reassociate=True (see Vectorize)."""
 
     stage: Stage
     loop: str
+    reassociate: bool = False
     method: ClassVar[str] = "parallel"
     loop_fields: ClassVar[tuple[str, ...]] = ("loop",)
 

@@ -101,14 +101,14 @@ class Schedule:
     def fuse(self, stage, outer, inner, name: str | None = None) -> Schedule:
         return self.append(Fuse(self._stage(stage), outer, inner, name))
 
-    def vectorize(self, stage, loop) -> Schedule:
-        return self.append(Vectorize(self._stage(stage), loop))
+    def vectorize(self, stage, loop, reassociate: bool = False) -> Schedule:
+        return self.append(Vectorize(self._stage(stage), loop, reassociate))
 
     def unroll(self, stage, loop) -> Schedule:
         return self.append(Unroll(self._stage(stage), loop))
 
-    def parallel(self, stage, loop) -> Schedule:
-        return self.append(Parallel(self._stage(stage), loop))
+    def parallel(self, stage, loop, reassociate: bool = False) -> Schedule:
+        return self.append(Parallel(self._stage(stage), loop, reassociate))
 
     def compute_inline(self, stage) -> Schedule:
         return self.append(ComputeInline(self._stage(stage)))
@@ -213,6 +213,8 @@ def _method_call(p: Primitive) -> str:
             return f"compute_inline({_ref(stage)})"
         case ComputeAt(stage, consumer, loop) | StoreAt(stage, consumer, loop):
             return f"{p.method}({_ref(stage)}, {_ref(consumer)}, {loop!r})"
+        case Vectorize(stage, loop, True) | Parallel(stage, loop, True):
+            return f"{p.method}({_ref(stage)}, {loop!r}, reassociate=True)"
         case Vectorize(stage, loop) | Unroll(stage, loop) | Parallel(stage, loop):
             return f"{p.method}({_ref(stage)}, {loop!r})"
     raise AssertionError(p)

@@ -63,6 +63,7 @@ class Loop:
     reduction: bool
     kind: str = "serial"  # serial | parallel | vectorized | unrolled
     zero_based: bool = True
+    reassociate: bool = False  # a reduction loop run as partial results combined after it
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,5 +137,5 @@ def _axis_loop(ax, reduction: bool) -> Loop:
     return Loop(ax.dim.name, LDim(ax.dim, ax.lo), extent, reduction, zero_based=lo == 0)
 
 
-def with_kind(loop: Loop, kind: str) -> Loop:
-    return replace(loop, kind=kind)
+def with_kind(loop: Loop, kind: str, reassociate: bool = False) -> Loop:
+    return replace(loop, kind=kind, reassociate=reassociate)

@@ -1,0 +1,67 @@
+"""Reassociated reduction loops: partial results per iteration, combined after.
+
+`vectorize(C, k, reassociate=True)` / `parallel(...)` on a reduction loop
+becomes
+
+    for l in 0..W: part[l] = identity
+    for k in lo..hi (vectorized|parallel): part[k - lo] = part[k - lo] op value
+    for l in 0..W: C[I] = C[I] op part[l]
+
+Guarantees: every iteration of the marked loop writes its own element of a
+private buffer, so the loop carries no dependence; the result is the
+reduction with its terms regrouped (exact for integers and min/max, rounded
+differently for float sums and products).
+"""
+
+from __future__ import annotations
+
+from ... import dtypes as dt
+from ...errors import ScheduleError
+from .. import ir
+from ..rewrite import Rewriter, walk_exprs, walk_stmts
+
+
+def _c(n) -> ir.Const:
+    return ir.Const(int(n), dt.index)
+
+
+def _bound_names(s: ir.Stmt) -> set[str]:
+    return {x.var if isinstance(x, ir.For) else x.name for x in walk_stmts(s)
+            if isinstance(x, (ir.For, ir.Let))}
+
+
+def privatize(loop: ir.For, buf: ir.Buffer, op: str, identity, what: str) -> ir.Stmt:
+    """Rewrite a reassociated reduction loop (see the module docstring)."""
+    stores = [x for x in walk_stmts(loop.body) if isinstance(x, ir.Store)]
+    store = stores[0] if len(stores) == 1 else None
+    ok = (store is not None and store.buffer == buf and isinstance(store.value, ir.Binary)
+          and store.value.op == op and store.value.a == ir.Load(buf, store.indices))
+    if ok:
+        used = {v.name for i in store.indices for v in walk_exprs(i) if isinstance(v, ir.Var)}
+        ok = not (used & (_bound_names(loop.body) | {loop.var}))
+    if not ok:
+        raise ScheduleError(
+            f"{what}: reassociate=True needs every iteration of loop {loop.var} to accumulate "
+            f"into one element of {buf.name} that does not change inside it; put the loops over "
+            f"{buf.name}'s own dims outside {loop.var}")
+    width = loop.max_extent
+    part = ir.Buffer(f"{buf.name}_{loop.var}_part", buf.dtype, (_c(width),), "temp")
+    lane = (ir.Binary("sub", ir.Var(loop.var), loop.start, dt.index),)
+
+    class _ToPart(Rewriter):
+        def stmt(self, s):
+            if s is store or s == store:
+                return ir.Store(part, lane, ir.Binary(op, ir.Load(part, lane), store.value.b,
+                                                      buf.dtype))
+            return None
+
+    l_var = f"{loop.var}_part"
+    init = ir.For(l_var, _c(0), _c(width), ir.ForKind.SERIAL,
+                  ir.Store(part, (ir.Var(l_var),), ir.Const(identity, buf.dtype)), width)
+    main = ir.For(loop.var, loop.start, loop.end, loop.kind, _ToPart().visit(loop.body), width)
+    acc = ir.Load(buf, store.indices)
+    combine = ir.For(l_var, _c(0), _c(width), ir.ForKind.SERIAL,
+                     ir.Store(buf, store.indices,
+                              ir.Binary(op, acc, ir.Load(part, (ir.Var(l_var),)), buf.dtype)),
+                     width)
+    return ir.Allocate(part, ir.Block((init, main, combine)))
