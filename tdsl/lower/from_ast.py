@@ -15,8 +15,9 @@ from .. import dtypes as dt
 from ..compute import expr as cx
 from ..compute.tensor import BoundaryView, Tensor, identity, is_affine_index
 from . import ir
+from .access import functions_map
 from .affine import ast_expr_to_ir, pwaff_to_ir
-from .model import Band, Model, Statement, _functions_map
+from .model import Band, Model, Statement
 from .passes.allocate import place_allocations
 from .passes.reassociate import privatize
 
@@ -165,7 +166,7 @@ class Converter:
                     for lo in box.lo]
         out = []
         coord_list = [coords[n] for n in s.isl_names]
-        m = _functions_map(s.band_values[: box.depth], s.domain)
+        m = functions_map(s.band_values[: box.depth], s.domain)
         for lo in box.lo:
             pa = m.apply_range(isl.Map.from_pw_aff(lo)).as_pw_multi_aff().get_pw_aff(0)
             out.append(pwaff_to_ir(pa.coalesce(), coord_list, self.size_vars))

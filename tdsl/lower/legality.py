@@ -25,7 +25,8 @@ from ..compute import expr as cx
 from ..compute.tensor import Update
 from ..errors import ScheduleError
 from ..schedule import Parallel, Vectorize
-from .model import Band, Group, Model, Statement, access_map, build_model, reads
+from .access import access_map, reads
+from .model import Band, Group, Model, Statement, build_model
 from .tree import Vector, schedule_map, schedule_vectors
 
 

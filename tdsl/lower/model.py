@@ -21,10 +21,11 @@ from dataclasses import dataclass, field, replace
 import islpy as isl
 
 from ..compute import expr as cx
-from ..compute.tensor import BoundaryView, Stage, Tensor, Update, is_affine_index
+from ..compute.tensor import Stage, Update, is_affine_index
 from ..errors import DefinitionError, ScheduleError
 from ..schedule import Loop, Schedule
 from ..schedule.state import LDim, LFuse, LInner, LOuter, initial_loops
+from .access import access_map, check_accesses, functions_map, reads, tensor_set
 from .affine import Vars, loop_pwaff, pwaff, space
 from .inline import effective_exprs
 
@@ -228,59 +229,6 @@ def _to_map(s: isl.Set, n_in: int) -> isl.Map:
     return isl.Map.from_domain(s).move_dims(isl.dim_type.out, 0, isl.dim_type.in_, n_in, n - n_in)
 
 
-def _functions_map(vals: list[isl.PwAff], domain: isl.Set) -> isl.Map:
-    m = isl.Map.from_pw_aff(vals[0])
-    for v in vals[1:]:
-        m = m.flat_range_product(isl.Map.from_pw_aff(v))
-    return m.intersect_domain(domain)
-
-
-def access_map(stmt: Statement, acc: cx.Access) -> isl.Map:
-    """The elements of the accessed tensor that `acc` may read, per statement instance."""
-    t = acc.tensor
-    base: Tensor = t.tensor if isinstance(t, BoundaryView) else t
-    vs, names = stmt.vars, stmt.dim_names
-    m = None
-    for ix, ext in zip(acc.indices, base.shape):
-        e = pwaff(ext, vs, names)
-        if is_affine_index(ix):
-            f = pwaff(ix, vs, names)
-            if isinstance(t, BoundaryView):
-                f = f.max(vs.const(0)).min(e - 1)
-            part = isl.Map.from_pw_aff(f)
-        else:  # data-dependent: any element along this axis
-            anyx = isl.Set("{ [o] : }").align_params(vs.space.params())
-            lo = isl.Map.from_pw_aff(vs.const(0)).apply_range(isl.Map("{ [a] -> [b] : b >= a }"))
-            hi = isl.Map.from_pw_aff(e - 1).apply_range(isl.Map("{ [a] -> [b] : b <= a }"))
-            part = (lo & hi).intersect_range(anyx)
-        m = part if m is None else m.flat_range_product(part)
-    return m.intersect_domain(stmt.domain).set_tuple_name(isl.dim_type.out, base.name)
-
-
-def reads(e: cx.Expr, tensor: Tensor) -> list[cx.Access]:
-    out = []
-    for n in cx.walk(e):
-        if isinstance(n, cx.Access):
-            t = n.tensor.tensor if isinstance(n.tensor, BoundaryView) else n.tensor
-            if t is tensor:
-                out.append(n)
-    return out
-
-
-def _tensor_set(t: Tensor, params: list[str]) -> isl.Set:
-    names = [d.name for d in t.dims]
-    vs = Vars(space(t.name, names, params))
-    return _declared_tensor(t, vs)
-
-
-def _declared_tensor(t: Tensor, vs: Vars) -> isl.Set:
-    s = vs.universe()
-    for d, ext in zip(t.dims, t.shape):
-        x = vs[d.name]
-        s = s & x.ge_set(vs.const(0)) & x.lt_set(pwaff(ext, vs, {}))
-    return s
-
-
 def _box(rel: isl.Map) -> tuple[list[isl.PwAff], list[isl.PwAff]]:
     n = rel.dim(isl.dim_type.out)
     los, his = [], []
@@ -407,12 +355,12 @@ class _Builder:
                     f"read by {s.stage.name}, which is not computed inside {p.consumer.name}'s loop "
                     f"{p.loop}; compute {stage.name} at a loop that encloses all of its consumers "
                     f"({', '.join(sorted({r.stage.name for r, _ in self.readers(stage)}))}), or at root")
-            pm = _functions_map(s.band_values[:m], s.domain)
+            pm = functions_map(s.band_values[:m], s.domain)
             for acc in accs:
                 r = pm.reverse().apply_range(access_map(s, acc))
                 rel = r if rel is None else rel.union(r)
         assert rel is not None, f"no reader of {stage.name} inside its compute level"
-        decl = _tensor_set(stage, self.params)
+        decl = tensor_set(stage, self.params)
         return rel.intersect_range(decl).coalesce()
 
     def buffer_box(self, g: Group) -> BufferBox:
@@ -451,7 +399,7 @@ class _Builder:
             ext = isl.Map.from_pw_aff((hi - lo + 1).coalesce()).range().dim_max(0)
             extents.append(ext.intersect_params(self.context).coalesce())
         assert len(extents) == n_dims
-        return BufferBox(extents, los if depth > 0 else los, depth)
+        return BufferBox(extents, los, depth)
 
 
 def _context(pipeline, params) -> isl.Set:
@@ -463,37 +411,6 @@ def _context(pipeline, params) -> isl.Set:
         for ext in t.shape:
             ctx = ctx & pwaff(ext, vs, {}).ge_set(vs.const(1))
     return ctx.params()
-
-
-def check_accesses(stmt_decl: Statement, expr: cx.Expr, context: isl.Set, params) -> None:
-    """Every affine read of a plain tensor stays inside it, for every size."""
-    for n in cx.walk(expr):
-        if not isinstance(n, cx.Access) or isinstance(n.tensor, BoundaryView):
-            continue
-        if not all(is_affine_index(i) for i in n.indices):
-            continue
-        img = access_map(stmt_decl, n).intersect_params(context).range()
-        bad = img - _tensor_set(n.tensor, params)
-        if not bad.is_empty():
-            pt = bad.sample_point()
-            where = _point_text(pt, stmt_decl, n)
-            raise DefinitionError(
-                f"{stmt_decl.stage.name} accesses {n!r} out of range{where}; indices must stay "
-                f"within {n.tensor!r}; use td.clamp({n.tensor.name}) or td.pad({n.tensor.name}, 0) "
-                "to read past the edges")
-
-
-def _point_text(pt: isl.Point, stmt: Statement, acc: cx.Access) -> str:
-    try:
-        sp = pt.get_space()
-        vals = [f"{sp.get_dim_name(isl.dim_type.set, k)}={pt.get_coordinate_val(isl.dim_type.set, k).to_python()}"
-                for k in range(sp.dim(isl.dim_type.set))]
-        pars = [f"{sp.get_dim_name(isl.dim_type.param, k)}={pt.get_coordinate_val(isl.dim_type.param, k).to_python()}"
-                for k in range(sp.dim(isl.dim_type.param))]
-        return f" (it reads {acc.tensor.name}[{', '.join(vals)}] when {', '.join(pars)})" if pars else \
-            f" (it reads {acc.tensor.name}[{', '.join(vals)}])"
-    except Exception:  # the point is only decoration for the message
-        return ""
 
 
 def build_model(sched: Schedule) -> Model:

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import islpy as isl
 
-from .model import Band, Group, Model, Statement, _functions_map
+from .access import functions_map
+from .model import Band, Group, Model, Statement
 
 Vector = list  # entries: int (sequence position) or Band (loop value)
 
@@ -51,7 +52,7 @@ def schedule_map(model: Model, vectors: dict[Statement, Vector]) -> isl.UnionMap
     for s, vec in vectors.items():
         vals = [s.band_values[s.bands.index(e)] if isinstance(e, Band) else s.vars.const(e)
                 for e in vec]
-        m = isl.UnionMap.from_map(_functions_map(vals, s.domain))
+        m = isl.UnionMap.from_map(functions_map(vals, s.domain))
         out = m if out is None else out.union(m)
     return out
 
