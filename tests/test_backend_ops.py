@@ -731,7 +731,7 @@ def test_portable_flavour(tmp_path):
     compile_source(src, flags, cache_dir=tmp_path)
     stack = render(_window_sum((c(4),), ForKind.PARALLEL, "portable_stack"), "portable")
     assert "double tmp[4];" in stack
-    with pytest.raises(NotImplementedError, match="tmp"):
+    with pytest.raises(ValueError, match="tmp.*workspace"):
         render(_window_sum((Var("m"),), ForKind.SERIAL, "portable_heap"), "portable")
 
 

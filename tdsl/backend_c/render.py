@@ -264,9 +264,10 @@ class _Renderer:
                 self.stmt(s.body)
             return
         if not self.flavour.heap:
-            raise NotImplementedError(
-                f"temporary {buf.name} needs symbolic or large storage, which the "
-                f"{self.flavour.name} C flavour does not support yet"
+            raise ValueError(
+                f"temporary {buf.name} needs symbolic or large storage: the "
+                f"{self.flavour.name} C flavour has no heap; render_standalone (td.emit_c) "
+                "places temporaries in a caller-provided workspace"
             )
         self._use_helper(helpers.ALLOC)
         size = self.expr(element_count(buf.shape))
