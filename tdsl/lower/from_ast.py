@@ -24,10 +24,6 @@ from .passes.reassociate import privatize
 _COMBINE = {"sum": "add", "prod": "mul", "max": "max", "min": "min"}
 
 
-def _c(n: int) -> ir.Const:
-    return ir.Const(int(n), dt.index)
-
-
 class Converter:
     def __init__(self, model: Model, buffers: dict[Tensor, ir.Buffer], vectors):
         self.model = model
@@ -97,9 +93,9 @@ class Converter:
         # counts its iterations and binds the loop variable to start + step * count
         count = f"{band.var}_n"
         trips = ir.Binary("floordiv", ir.Binary("add", ir.Binary("sub", end, start, dt.index),
-                                                _c(step - 1), dt.index), _c(step), dt.index)
-        at = ir.Binary("add", start, ir.Binary("mul", _c(step), ir.Var(count), dt.index), dt.index)
-        return ir.For(count, _c(0), trips, kind, ir.Let(band.var, at, body), band.loop.extent)
+                                                ir.index_const(step - 1), dt.index), ir.index_const(step), dt.index)
+        at = ir.Binary("add", start, ir.Binary("mul", ir.index_const(step), ir.Var(count), dt.index), dt.index)
+        return ir.For(count, ir.index_const(0), trips, kind, ir.Let(band.var, at, body), band.loop.extent)
 
     def _reassociated(self, loop: ir.For, band: Band) -> ir.Stmt:
         stage = band.owner
@@ -121,7 +117,7 @@ class Converter:
         assert lhs.get_type() == isl.ast_expr_type.id and lhs.get_id().get_name() == it, cond.to_C_str()
         rhs = ast_expr_to_ir(cond.get_op_arg(1), names)
         if op == O.le:
-            return ir.Binary("add", rhs, _c(1), dt.index)
+            return ir.Binary("add", rhs, ir.index_const(1), dt.index)
         assert op == O.lt, cond.to_C_str()
         return rhs
 
@@ -203,7 +199,7 @@ class _StmtWriter:
             if is_affine_index(ix):
                 raw.append(self.index(ix))
             else:
-                last = ir.Binary("sub", self.index(e), _c(1), dt.index)
+                last = ir.Binary("sub", self.index(e), ir.index_const(1), dt.index)
                 raw.append(_clamp(ir.Cast(self.value(ix), dt.index), last))
         return self._relative(base, raw)
 
@@ -215,12 +211,12 @@ class _StmtWriter:
         exts = [self.index(e) for e in base.shape]
         raw, inside = [], []
         for ix, ext in zip(acc.indices, exts):
-            last = ir.Binary("sub", ext, _c(1), dt.index)
+            last = ir.Binary("sub", ext, ir.index_const(1), dt.index)
             if is_affine_index(ix):
                 v = self.index(ix)
                 if isinstance(t, BoundaryView):
                     if t.mode == "pad":
-                        inside.append(ir.Binary("and", ir.Compare("ge", v, _c(0)),
+                        inside.append(ir.Binary("and", ir.Compare("ge", v, ir.index_const(0)),
                                                 ir.Compare("lt", v, ext), dt.bool_))
                     v = _clamp(v, last)
             else:
@@ -263,7 +259,7 @@ def index_expr(e: cx.Expr, dims: dict) -> ir.Expr:
     """An affine algorithm index as a loop-IR index expression (`dims`: Dim -> value)."""
     match e:
         case cx.Const(v):
-            return _c(v)
+            return ir.index_const(v)
         case cx.Dim():
             return dims[e]
         case cx.Size(name):
@@ -278,7 +274,7 @@ def index_expr(e: cx.Expr, dims: dict) -> ir.Expr:
 
 
 def _clamp(v: ir.Expr, last: ir.Expr) -> ir.Expr:
-    return ir.Binary("min", ir.Binary("max", v, _c(0), dt.index), last, dt.index)
+    return ir.Binary("min", ir.Binary("max", v, ir.index_const(0), dt.index), last, dt.index)
 
 
 def buffers_for(model: Model) -> dict[Tensor, ir.Buffer]:
@@ -308,7 +304,7 @@ def _extent(pa: isl.PwAff, sizes) -> ir.Expr:
     """A buffer extent: a constant when isl can bound it, else an expression of sizes."""
     bound = pa.max_val()
     if bound.is_int():
-        return _c(bound.to_python())
+        return ir.index_const(bound.to_python())
     return pwaff_to_ir(pa, [], sizes)
 
 

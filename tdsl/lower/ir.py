@@ -35,6 +35,11 @@ class Const(Expr):
     dtype: DType
 
 
+def index_const(n: int) -> Const:
+    """An integer constant of the index type."""
+    return Const(int(n), index)
+
+
 @_node
 class Var(Expr):
     """A loop variable, symbolic size or offset (dtype index)."""

@@ -21,10 +21,6 @@ from .. import ir
 from ..rewrite import Rewriter, walk_exprs, walk_stmts
 
 
-def _c(n) -> ir.Const:
-    return ir.Const(int(n), dt.index)
-
-
 def _bound_names(s: ir.Stmt) -> set[str]:
     return {x.var if isinstance(x, ir.For) else x.name for x in walk_stmts(s)
             if isinstance(x, (ir.For, ir.Let))}
@@ -45,7 +41,7 @@ def privatize(loop: ir.For, buf: ir.Buffer, op: str, identity, what: str) -> ir.
             f"into one element of {buf.name} that does not change inside it; put the loops over "
             f"{buf.name}'s own dims outside {loop.var}")
     width = loop.max_extent
-    part = ir.Buffer(f"{buf.name}_{loop.var}_part", buf.dtype, (_c(width),), "temp")
+    part = ir.Buffer(f"{buf.name}_{loop.var}_part", buf.dtype, (ir.index_const(width),), "temp")
     lane = (ir.Binary("sub", ir.Var(loop.var), loop.start, dt.index),)
 
     class _ToPart(Rewriter):
@@ -56,11 +52,11 @@ def privatize(loop: ir.For, buf: ir.Buffer, op: str, identity, what: str) -> ir.
             return None
 
     l_var = f"{loop.var}_part"
-    init = ir.For(l_var, _c(0), _c(width), ir.ForKind.SERIAL,
+    init = ir.For(l_var, ir.index_const(0), ir.index_const(width), ir.ForKind.SERIAL,
                   ir.Store(part, (ir.Var(l_var),), ir.Const(identity, buf.dtype)), width)
     main = ir.For(loop.var, loop.start, loop.end, loop.kind, _ToPart().visit(loop.body), width)
     acc = ir.Load(buf, store.indices)
-    combine = ir.For(l_var, _c(0), _c(width), ir.ForKind.SERIAL,
+    combine = ir.For(l_var, ir.index_const(0), ir.index_const(width), ir.ForKind.SERIAL,
                      ir.Store(buf, store.indices,
                               ir.Binary(op, acc, ir.Load(part, (ir.Var(l_var),)), buf.dtype)),
                      width)
