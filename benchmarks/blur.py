@@ -1,0 +1,108 @@
+"""blur: two-stage 3x3 box blur of a 4096^2 float32 image (valid region), tdsl against numpy.
+
+    python benchmarks/blur.py --peer tdsl-c
+    python benchmarks/blur.py --peer tdsl-llvm --search
+
+bx averages 3 pixels along x, by averages 3 rows of bx. The rate counts the
+bytes a perfect implementation moves: the image read once and the result
+written once (a memory-bound kernel; compare with the STREAM copy).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import harness
+import numpy as np
+
+import tdsl as td
+
+SIZES = {"4096": (4096, 4096), "tiny": (37, 41)}
+DEFAULT_SIZE = "4096"
+VARIANTS = ("best",)
+
+
+def algorithm(h: int, w: int):
+    x, y = td.dims("x y")
+    inp = td.input("inp", {y: h, x: w}, td.float32)
+    bx = td.compute("bx", {y: h, x: w - 2}, (inp[y, x] + inp[y, x + 1] + inp[y, x + 2]) / 3)
+    by = td.compute("by", {y: h - 2, x: w - 2}, (bx[y, x] + bx[y + 1, x] + bx[y + 2, x]) / 3)
+    return by, bx
+
+
+def strip_schedule(size, ys: int, v: int, xs: int | None = None) -> td.Schedule:
+    """Strips of ys output rows on threads; bx computed per strip (ys + 2 rows,
+    recomputing 2 rows per strip) or, with xs, per ys x xs tile; both stages
+    vectorized by v along x."""
+    by, bx = algorithm(*size)
+    s = td.schedule(by)
+    if xs is None:
+        s = s.split(by, "y", ys).split(by, "x", v).vectorize(by, "x_i").compute_at(bx, by, "y_o")
+    else:
+        s = (s.tile(by, y=ys, x=xs).split(by, "x_i", v, names=("x_u", "x_v"))
+             .vectorize(by, "x_v").compute_at(bx, by, "x_o"))
+    return s.split(bx, "x", v).vectorize(bx, "x_i").parallel(by, "y_o")
+
+
+BEST = {
+    ("c", "best"): dict(ys=64, v=32),
+    ("llvm", "best"): dict(ys=64, v=8),
+}
+
+
+def candidates(target: str, variant: str, size: str):
+    dims = SIZES[size]
+    out = []
+    for ys in (8, 16, 32, 64):
+        for v in (8, 16, 32):
+            out.append((f"strip {ys} v{v}", lambda a=ys, b=v: strip_schedule(dims, a, b)))
+    for ys, xs in ((32, 1024), (64, 512), (128, 256), (16, 2048)):
+        for v in (8, 16):
+            out.append((f"tile {ys}x{xs} v{v}",
+                        lambda a=ys, b=v, c=xs: strip_schedule(dims, a, b, c)))
+    return out
+
+
+def inputs(size: str) -> dict[str, np.ndarray]:
+    return {"inp": np.random.default_rng(0).random(SIZES[size], dtype=np.float32)}
+
+
+def reference(inp: np.ndarray) -> np.ndarray:
+    third = np.float32(3)
+    bx = (inp[:, :-2] + inp[:, 1:-1] + inp[:, 2:]) / third
+    return (bx[:-2] + bx[1:-1] + bx[2:]) / third
+
+
+def _work(size: str) -> float:
+    h, w = SIZES[size]
+    return 4.0 * (h * w + (h - 2) * (w - 2))
+
+
+def kernel_name(size: str) -> str:
+    h, w = SIZES[size]
+    return f"blur 3x3 {h}x{w}"
+
+
+def case(target: str, variant: str, size: str) -> harness.Case:
+    dims = SIZES[size]
+    arrays = inputs(size)
+    params = BEST[(target, variant)]
+    return harness.Case(
+        kernel=kernel_name(size),
+        schedule_fn=lambda: strip_schedule(dims, **params),
+        inputs=arrays,
+        reference=lambda: reference(arrays["inp"]),
+        work=_work(size),
+        unit="GB/s",
+        rtol=1e-6,
+        atol=1e-7,
+    )
+
+
+def numpy_peer(size: str) -> harness.Peer:
+    img = inputs(size)["inp"]
+    return harness.Peer(kernel_name(size), lambda: reference(img), _work(size), "GB/s")
+
+
+if __name__ == "__main__":
+    sys.exit(harness.main(sys.modules[__name__]))

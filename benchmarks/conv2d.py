@@ -1,0 +1,185 @@
+"""conv2d: 3x3 convolution, 64 -> 64 channels, 56x56, NCHW (batch 1), zero padding 1.
+
+    python benchmarks/conv2d.py --peer tdsl-c
+    python benchmarks/conv2d.py --peer tdsl-llvm --search
+
+out[k, y, x] = sum over (c, ry, rx) of inp[c, y + ry - 1, x + rx - 1] * w[k, c, ry, rx],
+with inp read as zero outside the image (td.pad). numpy's baseline is im2col
+(a padded copy and 9 shifted slices) followed by one sgemm.
+
+Variants:
+
+best   four stages: P, the zero-padded input (58 x 58 per channel, so the main
+       loop has no bounds tests); Wp, the weights re-laid-out as [c, ry, rx, k] so
+       output channels are contiguous vector lanes; Acc, the reduction stored
+       [y, x, k] and computed per register tile (ty x tx pixels x tk channels,
+       held in vector registers over the whole (c, ry, rx) reduction); out, the
+       NCHW copy of Acc.
+plain  the one-stage reduction over the td.pad view, vectorized along x.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import harness
+import numpy as np
+
+import tdsl as td
+
+# (channels in, channels out, height, width)
+SIZES = {"56x56": (64, 64, 56, 56), "tiny": (8, 24, 9, 11)}
+DEFAULT_SIZE = "56x56"
+VARIANTS = ("best", "plain")
+
+
+def algorithm(ci: int, co: int, h: int, w: int):
+    c, k, y, x, ry, rx = td.dims("c k y x ry rx")
+    inp = td.input("inp", {c: ci, y: h, x: w}, td.float32)
+    wt = td.input("w", {k: co, c: ci, ry: 3, rx: 3}, td.float32)
+    P = td.compute("P", {c: ci, y: h + 2, x: w + 2}, td.pad(inp, 0.0)[c, y - 1, x - 1])
+    Wp = td.compute("Wp", {c: ci, ry: 3, rx: 3, k: co}, wt[k, c, ry, rx])
+    Acc = td.compute("Acc", {y: h, x: w, k: co},
+                     td.sum(P[c, y + ry, x + rx] * Wp[c, ry, rx, k], over=(c, ry, rx)))
+    out = td.compute("out", {k: co, y: h, x: w}, Acc[y, x, k])
+    return out, Acc, P, Wp
+
+
+def plain_algorithm(ci: int, co: int, h: int, w: int):
+    c, k, y, x, ry, rx = td.dims("c k y x ry rx")
+    inp = td.input("inp", {c: ci, y: h, x: w}, td.float32)
+    wt = td.input("w", {k: co, c: ci, ry: 3, rx: 3}, td.float32)
+    padded = td.pad(inp, 0.0)
+    return td.compute("out", {k: co, y: h, x: w},
+                      td.sum(padded[c, y + ry - 1, x + rx - 1] * wt[k, c, ry, rx],
+                             over=(c, ry, rx)))
+
+
+def tiled_schedule(size, ty: int, tx: int, tk: int, v: int, par: str = "k_o",
+                   order: str = "k_o y_o x_o") -> td.Schedule:
+    """out tiled ty x tx pixels x tk channels; Acc computed per tile with
+    (c, ry, rx) outside the unrolled tile and channels as vector lanes of v."""
+    out, Acc, P, Wp = algorithm(*size)
+    return (
+        td.schedule(out)
+        .tile(out, y=ty, x=tx)
+        .split(out, "k", tk)
+        .reorder(out, f"{order} k_i y_i x_i")
+        .parallel(out, par)
+        .vectorize(out, "x_i")
+        .compute_at(Acc, out, order.split()[-1])
+        # split Acc's loops by the tile again so the register-tile loops start at 0
+        .split(Acc, "k", tk)
+        .split(Acc, "y", ty)
+        .split(Acc, "x", tx)
+        .split(Acc, "k_i", v, names=("k_u", "k_v"))
+        .reorder(Acc, "k_o y_o x_o c ry rx y_i x_i k_u k_v")
+        .unroll(Acc, "y_i")
+        .unroll(Acc, "x_i")
+        .unroll(Acc, "k_u")
+        .vectorize(Acc, "k_v")
+        .parallel(P, "c")
+        .vectorize(P, "x")
+        .vectorize(Wp, "k")
+    )
+
+
+def plain_schedule(size, tx: int, ty: int = 1, par: str = "k") -> td.Schedule:
+    out = plain_algorithm(*size)
+    return (
+        td.schedule(out)
+        .tile(out, y=ty, x=tx)
+        .reorder(out, "k y_o x_o c ry rx y_i x_i")
+        .unroll(out, "y_i")
+        .vectorize(out, "x_i")
+        .parallel(out, par)
+    )
+
+
+BEST = {
+    ("c", "best"): dict(ty=1, tx=7, tk=32, v=8, par="y_o", order="y_o k_o x_o"),
+    ("llvm", "best"): dict(ty=1, tx=7, tk=32, v=8, par="y_o", order="y_o k_o x_o"),
+    ("c", "plain"): dict(tx=8),
+    ("llvm", "plain"): dict(tx=8),
+}
+
+
+def _build_schedule(variant: str, dims, params) -> td.Schedule:
+    return (tiled_schedule if variant == "best" else plain_schedule)(dims, **params)
+
+
+def candidates(target: str, variant: str, size: str):
+    dims = SIZES[size]
+    if variant == "plain":
+        return [(f"plain {ty}x{tx}", lambda a=tx, b=ty: plain_schedule(dims, a, b))
+                for ty, tx in ((1, 8), (1, 14), (1, 28), (1, 56), (2, 28), (4, 14))]
+    grid = [(1, 4, 32, 8), (1, 7, 32, 8), (2, 4, 16, 8), (1, 8, 16, 8), (2, 7, 16, 8),
+            (1, 7, 32, 16), (2, 7, 32, 16), (1, 14, 32, 16), (4, 7, 16, 16), (2, 4, 32, 16),
+            (1, 8, 32, 16), (1, 14, 16, 8), (4, 7, 8, 8), (2, 7, 64, 16)]
+    out = [(f"tile {ty}x{tx}x{tk} v{v}",
+            lambda a=ty, b=tx, c=tk, d=v: tiled_schedule(dims, a, b, c, d))
+           for ty, tx, tk, v in grid]
+    for ty, tx, tk, v in ((1, 7, 32, 8), (2, 7, 16, 8), (1, 7, 32, 16), (2, 4, 32, 16)):
+        out.append((f"tile {ty}x{tx}x{tk} v{v} par y_o",
+                    lambda a=ty, b=tx, c=tk, d=v: tiled_schedule(
+                        dims, a, b, c, d, par="y_o", order="y_o k_o x_o")))
+    return out
+
+
+def inputs(size: str) -> dict[str, np.ndarray]:
+    ci, co, h, w = SIZES[size]
+    rng = np.random.default_rng(0)
+    return {
+        "inp": rng.standard_normal((ci, h, w), dtype=np.float32),
+        "w": rng.standard_normal((co, ci, 3, 3), dtype=np.float32),
+    }
+
+
+def im2col_conv(inp: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """numpy's convolution: zero-pad, gather the 9 shifted images (im2col), one sgemm."""
+    ci, h, wd = inp.shape
+    co = w.shape[0]
+    padded = np.pad(inp, ((0, 0), (1, 1), (1, 1)))
+    cols = np.empty((ci, 3, 3, h, wd), np.float32)
+    for ry in range(3):
+        for rx in range(3):
+            cols[:, ry, rx] = padded[:, ry:ry + h, rx:rx + wd]
+    return (w.reshape(co, ci * 9) @ cols.reshape(ci * 9, h * wd)).reshape(co, h, wd)
+
+
+def _work(size: str) -> float:
+    ci, co, h, w = SIZES[size]
+    return 2.0 * co * ci * 9 * h * w
+
+
+def kernel_name(size: str) -> str:
+    ci, co, h, w = SIZES[size]
+    return f"conv2d 3x3 {ci}->{co} {h}x{w}"
+
+
+def case(target: str, variant: str, size: str) -> harness.Case:
+    dims = SIZES[size]
+    arrays = inputs(size)
+    params = BEST[(target, variant)]
+    ci = dims[0]
+    return harness.Case(
+        kernel=kernel_name(size),
+        schedule_fn=lambda: _build_schedule(variant, dims, params),
+        inputs=arrays,
+        reference=lambda: im2col_conv(arrays["inp"], arrays["w"]),
+        work=_work(size),
+        unit="GFLOP/s",
+        rtol=1e-4,
+        atol=1e-5 * np.sqrt(9 * ci) * 3,
+        note="staged: padded P, packed Wp, Acc register tile" if variant == "best" else "",
+    )
+
+
+def numpy_peer(size: str) -> harness.Peer:
+    arrays = inputs(size)
+    a, w = arrays["inp"], arrays["w"]
+    return harness.Peer(kernel_name(size), lambda: im2col_conv(a, w), _work(size), "GFLOP/s")
+
+
+if __name__ == "__main__":
+    sys.exit(harness.main(sys.modules[__name__]))

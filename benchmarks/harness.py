@@ -1,0 +1,271 @@
+"""Shared parts of the benchmark scripts: cases, timing, checking, the command line.
+
+Each kernel script (sgemm.py, conv2d.py, blur.py, softmax.py) defines
+
+    VARIANTS            the tdsl variants run.py measures, best first ("best", "plain")
+    EXTRA_VARIANTS      (optional) variants available with --peer but not run by run.py
+    SIZES               named problem sizes; DEFAULT_SIZE is the one measured by default
+    BEST                (target, variant) -> the schedule parameters found by --search
+    case(target, variant, size) -> Case     the fixed schedule, its inputs, numpy's answer
+    numpy_peer(size) -> Peer                the numpy baseline
+    candidates(target, variant, size) -> [(label, schedule function)]   the search space
+
+and ends with `sys.exit(harness.main(sys.modules[__name__]))`. One invocation
+measures one peer and prints one JSON line (see `measure`), which is what
+run.py collects; `--search` times every candidate schedule instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import tdsl as td
+
+# Peers a script can be asked for; tdsl peers are "tdsl-<target>[-<variant>]".
+NUMPY = "numpy"
+EXTERNAL = ("halide", "tvm")
+
+
+@dataclass
+class Case:
+    """One tdsl kernel to measure: a schedule, its inputs and numpy's answer."""
+
+    kernel: str  # e.g. "sgemm 1024^3"
+    schedule_fn: Callable[[], td.Schedule]  # builds the schedule (algorithm included)
+    inputs: dict[str, np.ndarray]
+    reference: Callable[[], np.ndarray]  # numpy's result, same shape as the kernel's output
+    work: float  # flops or bytes per call
+    unit: str  # "GFLOP/s" or "GB/s"
+    rtol: float
+    atol: float
+    note: str = ""
+
+
+@dataclass
+class Peer:
+    """A non-tdsl implementation: a no-argument callable returning the result."""
+
+    kernel: str
+    fn: Callable[[], np.ndarray]
+    work: float
+    unit: str
+    info: dict = field(default_factory=dict)
+
+
+def rate(work: float, seconds: float) -> float:
+    return work / seconds / 1e9
+
+
+def time_calls(fn: Callable[[], object], runs: int, warmup: int, min_seconds: float) -> td.Timing:
+    """Median and minimum wall time of `fn` over at least `runs` calls (and `min_seconds`)."""
+    for _ in range(warmup):
+        fn()
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < runs or time.perf_counter() - start < min_seconds:
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return td.Timing(statistics.median(times), min(times), len(times), tuple(times))
+
+
+def check(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> str | None:
+    """None when `got` matches `want`, else numpy's message."""
+    try:
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+    except AssertionError as e:
+        return str(e)
+    return None
+
+
+def blas_info() -> dict:
+    """Which BLAS numpy calls, and its kernel (core type) when threadpoolctl is installed."""
+    info: dict = {}
+    try:
+        cfg = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        info["blas"] = f"{cfg.get('name')} {cfg.get('version')}"
+    except Exception:  # numpy < 1.26 or an unusual build
+        info["blas"] = "unknown"
+    if importlib.util.find_spec("threadpoolctl") is None:
+        info["blas_kernel"] = "(threadpoolctl not installed)"
+        return info
+    from threadpoolctl import threadpool_info
+
+    np.ones((64, 64)) @ np.ones((64, 64))  # make sure the BLAS is loaded
+    for lib in threadpool_info():
+        if lib.get("user_api") == "blas":
+            info["blas_kernel"] = (
+                f"{lib.get('internal_api')} {lib.get('version')} "
+                f"{lib.get('architecture', '?')}, {lib.get('num_threads')} threads"
+            )
+            break
+    return info
+
+
+# ---------------------------------------------------------------- one measurement
+
+
+def measure_tdsl(case: Case, target: str, runs: int, warmup: int, min_seconds: float) -> dict:
+    sched = case.schedule_fn()
+    t0 = time.perf_counter()
+    f = td.build(sched, target=target)
+    build_s = time.perf_counter() - t0
+    got = f(**case.inputs)
+    mismatch = check(got, case.reference(), case.rtol, case.atol)
+    result = {"check": "ok" if mismatch is None else "WRONG", "build_s": round(build_s, 3),
+              "schedule": repr(sched)}
+    if mismatch is not None:
+        result["mismatch"] = mismatch
+        return result
+    timing = f.benchmark(runs=runs, warmup=warmup, min_seconds=min_seconds, **case.inputs)
+    result.update(ms=timing.median * 1e3, min_ms=timing.min * 1e3, runs=timing.runs,
+                  rate=rate(case.work, timing.median))
+    return result
+
+
+def measure_peer(peer: Peer, want: np.ndarray | None, rtol: float, atol: float, runs: int,
+                 warmup: int, min_seconds: float) -> dict:
+    got = peer.fn()
+    result: dict = {"check": "ok"}
+    if want is not None:
+        mismatch = check(got, want, rtol, atol)
+        if mismatch is not None:
+            return {"check": "WRONG", "mismatch": mismatch}
+    timing = time_calls(peer.fn, runs, warmup, min_seconds)
+    result.update(ms=timing.median * 1e3, min_ms=timing.min * 1e3, runs=timing.runs,
+                  rate=rate(peer.work, timing.median), **peer.info)
+    return result
+
+
+def tdsl_peers(module, extra: bool = False) -> list[str]:
+    """The tdsl peers of a kernel: each variant on each target (with `extra`, also
+    the variants run.py leaves out of its table)."""
+    variants = module.VARIANTS + (getattr(module, "EXTRA_VARIANTS", ()) if extra else ())
+    names = []
+    for variant in variants:
+        for target in ("c", "llvm"):
+            names.append(f"tdsl-{target}" + ("" if variant == "best" else f"-{variant}"))
+    return names
+
+
+def parse_tdsl_peer(name: str) -> tuple[str, str]:
+    """"tdsl-c" -> ("c", "best"); "tdsl-llvm-plain" -> ("llvm", "plain")."""
+    parts = name.split("-", 2)
+    return parts[1], parts[2] if len(parts) > 2 else "best"
+
+
+def measure(module, peer: str, size: str, runs: int, warmup: int, min_seconds: float) -> dict:
+    """One peer on one problem size, as a JSON-able dict (rate in the case's unit)."""
+    base = {"peer": peer, "size": size}
+    if peer in EXTERNAL:
+        installed = importlib.util.find_spec(peer) is not None
+        return {**base, "check": "installed, no schedule in this suite" if installed
+                else "not installed"}
+    if peer == NUMPY:
+        p = module.numpy_peer(size)
+        # the numpy peer is the reference itself: nothing to check it against
+        return {**base, "kernel": p.kernel, "unit": p.unit,
+                **measure_peer(p, None, 0, 0, runs, warmup, min_seconds), **blas_info()}
+    target, variant = parse_tdsl_peer(peer)
+    c = module.case(target, variant, size)
+    return {**base, "kernel": c.kernel, "unit": c.unit, "note": c.note,
+            **measure_tdsl(c, target, runs, warmup, min_seconds)}
+
+
+# ---------------------------------------------------------------- search
+
+
+def search(module, target: str, variant: str, size: str, runs: int,
+           refine: int = 4) -> list[tuple[float, str, str]]:
+    """Time every candidate schedule once, then re-time the `refine` fastest in
+    interleaved rounds; print and return (ms, label, repr), fastest first."""
+    base = module.case(target, variant, size)
+    results = []
+    for label, schedule_fn in module.candidates(target, variant, size):
+        c = Case(base.kernel, schedule_fn, base.inputs, base.reference, base.work, base.unit,
+                 base.rtol, base.atol)
+        try:
+            r = measure_tdsl(c, target, runs, 1, 0.0)
+        except td.TdslError as e:
+            print(f"  {label:44s} rejected: {type(e).__name__}: {str(e).splitlines()[0]}",
+                  flush=True)
+            continue
+        if r["check"] != "ok":
+            print(f"  {label:44s} WRONG", flush=True)
+            continue
+        print(f"  {label:44s} {r['ms']:9.3f} ms  {r['rate']:7.1f} {c.unit}  "
+              f"(build {r['build_s']:.1f} s)", flush=True)
+        results.append((r["ms"], label, r["schedule"]))
+    results.sort()
+    if refine > 1 and len(results) > 1:
+        results = _refine(module, base, target, variant, size, results[:refine], rounds=5)
+    if results:
+        print(f"fastest on {target}/{variant}: {results[0][1]}\n{results[0][2]}")
+    return results
+
+
+def _refine(module, base: Case, target: str, variant: str, size: str, top, rounds: int):
+    """Re-time the leading candidates in interleaved rounds (so a noisy moment of
+    the machine hits them all alike) and rank them by the median of their rounds."""
+    fns = dict(module.candidates(target, variant, size))
+    kernels = {}
+    for _, label, _ in top:
+        kernels[label] = td.build(fns[label](), target=target)
+    medians: dict[str, list[float]] = {label: [] for label in kernels}
+    for _ in range(rounds):
+        for label, f in kernels.items():
+            t = f.benchmark(runs=10, warmup=1, min_seconds=0.5, **base.inputs)
+            medians[label].append(t.median * 1e3)
+    print(f"refined over {rounds} interleaved rounds (median of round medians):")
+    out = []
+    for _, label, text in top:
+        ms = statistics.median(medians[label])
+        spread = f"{min(medians[label]):.3f}..{max(medians[label]):.3f}"
+        print(f"  {label:44s} {ms:9.3f} ms  {rate(base.work, ms / 1e3):7.1f} {base.unit}  "
+              f"(rounds {spread} ms)", flush=True)
+        out.append((ms, label, text))
+    out.sort()
+    return out
+
+
+# ---------------------------------------------------------------- command line
+
+
+def main(module, argv: list[str] | None = None) -> int:
+    peers = tdsl_peers(module, extra=True) + [NUMPY, *EXTERNAL]
+    p = argparse.ArgumentParser(description=module.__doc__.splitlines()[0])
+    p.add_argument("--peer", choices=peers, default="tdsl-c", help="what to measure")
+    p.add_argument("--size", choices=list(module.SIZES), default=module.DEFAULT_SIZE)
+    p.add_argument("--runs", type=int, default=10, help="timed calls, at least (default 10)")
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--min-seconds", type=float, default=1.0,
+                   help="keep timing until this much time has passed (default 1)")
+    p.add_argument("--search", action="store_true",
+                   help="time every candidate schedule of the peer's target and variant")
+    p.add_argument("--refine", type=int, default=4, metavar="K",
+                   help="with --search: re-time the K fastest in interleaved rounds (default 4)")
+    args = p.parse_args(argv)
+    if args.runs < 1:
+        p.error("--runs must be at least 1")
+    if args.search:
+        if not args.peer.startswith("tdsl-"):
+            p.error("--search applies to a tdsl peer")
+        target, variant = parse_tdsl_peer(args.peer)
+        return 0 if search(module, target, variant, args.size, args.runs, args.refine) else 1
+    try:
+        result = measure(module, args.peer, args.size, args.runs, args.warmup, args.min_seconds)
+    except td.TdslError as e:
+        result = {"peer": args.peer, "size": args.size, "check": f"error: {type(e).__name__}: {e}"}
+    json.dump(result, sys.stdout)
+    sys.stdout.write("\n")
+    return 0 if result.get("check") in ("ok", "not installed",
+                                        "installed, no schedule in this suite") else 1

@@ -1,0 +1,260 @@
+"""Run the benchmark suite: every kernel against every peer, each in its own process.
+
+    python benchmarks/run.py                    the full suite (a few minutes)
+    python benchmarks/run.py --quick            tiny sizes, a smoke test of the harness
+    python benchmarks/run.py --kernels sgemm-1024 blur --markdown
+
+First the machine's limits are measured (benchmarks/machine.c, compiled with
+gcc -O3 -march=native: an FMA microkernel and a STREAM-like copy and triad),
+then each (kernel, peer) pair runs in a fresh subprocess with THREADS threads
+(OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS). tdsl processes get
+OMP_WAIT_POLICY=passive, so idle OpenMP threads sleep instead of spinning, and a
+single-threaded OpenBLAS for the numpy reference they check against. The numpy
+subprocess runs without OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE, which some
+machines set and which slow OpenBLAS down. Each measurement checks its result
+against numpy, warms up, and reports the median of at least --runs calls.
+
+The table gives, per kernel: each peer's median time, its rate (GFLOP/s, or
+GB/s counting one read of the inputs and one write of the output), that rate as
+a fraction of the machine's limit (FMA peak, or STREAM copy), and its ratio to
+the best peer of that kernel (1.00 = the best).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+# (name, script, size)
+KERNELS = (
+    ("sgemm-1024", "sgemm", "1024"),
+    ("sgemm-2048", "sgemm", "2048"),
+    ("conv2d", "conv2d", "56x56"),
+    ("blur", "blur", "4096"),
+    ("softmax", "softmax", "4096"),
+)
+EXTERNAL = ("halide", "tvm")
+BLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+DISPLAY = {"numpy": "numpy", "halide": "Halide", "tvm": "TVM"}
+
+
+def display(peer: str) -> str:
+    if peer in DISPLAY:
+        return DISPLAY[peer]
+    parts = peer.split("-", 2)  # tdsl-c[-variant]
+    name = f"tdsl {'C' if parts[1] == 'c' else 'LLVM'}"
+    return name + (f" ({parts[2]})" if len(parts) > 2 else "")
+
+
+def environment(peer: str, threads: int) -> dict[str, str]:
+    env = dict(os.environ)
+    n = str(threads)
+    env.update(OMP_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n, MKL_NUM_THREADS=n)
+    if peer.startswith("tdsl"):
+        env["OMP_WAIT_POLICY"] = "passive"
+        # numpy computes the reference before a tdsl kernel is timed: without this,
+        # OpenBLAS's threads keep spinning for a while afterwards, next to tdsl's
+        env["OPENBLAS_NUM_THREADS"] = "1"
+    if peer == "numpy":
+        for var in BLAS_ENV:
+            env.pop(var, None)
+    return env
+
+
+def script_peers(script: str) -> list[str]:
+    """The tdsl peers of a kernel script (its VARIANTS on both targets)."""
+    sys.path.insert(0, str(HERE))
+    try:
+        harness = importlib.import_module("harness")
+        module = importlib.import_module(script)
+    finally:
+        sys.path.pop(0)
+    return harness.tdsl_peers(module)
+
+
+def run_one(script: str, size: str, peer: str, args) -> dict:
+    cmd = [sys.executable, str(HERE / f"{script}.py"), "--peer", peer, "--size", size,
+           "--runs", str(args.runs), "--min-seconds", str(args.min_seconds)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout,
+                              env=environment(peer, args.threads), check=False)
+    except subprocess.TimeoutExpired:
+        return {"peer": peer, "check": f"timed out after {args.timeout} s"}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        return {"peer": peer, "check": f"failed (exit {proc.returncode}): {' | '.join(tail)}"}
+    return json.loads(lines[-1])
+
+
+# ---------------------------------------------------------------- machine limits
+
+
+def machine_limits(threads: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as d:
+        exe = Path(d) / "machine"
+        subprocess.run(["gcc", "-O3", "-march=native", "-fopenmp", str(HERE / "machine.c"),
+                        "-o", str(exe)], check=True)
+        env = environment("tdsl", threads)
+        out = subprocess.run([str(exe)], capture_output=True, text=True, env=env, check=True)
+    limits = {}
+    for line in out.stdout.splitlines():
+        rec = json.loads(line)
+        limits[rec["what"]] = rec["value"]
+    limits["fma"] = max(limits["fma256"], limits["fma512"])
+    return limits
+
+
+def limit_for(unit: str, limits: dict[str, float]) -> float:
+    return limits["fma"] if unit == "GFLOP/s" else limits["copy"]
+
+
+# ---------------------------------------------------------------- reporting
+
+
+def _first_line(path: str, key: str) -> str:
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(key):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def describe_machine(threads: int) -> list[str]:
+    cc = subprocess.run(["gcc", "--version"], capture_output=True, text=True).stdout
+    import llvmlite
+    import numpy
+
+    import tdsl
+
+    blas_env = ", ".join(f"{v}={os.environ[v]}" for v in BLAS_ENV if v in os.environ)
+    return [
+        f"date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}",
+        f"cpu: {_first_line('/proc/cpuinfo', 'model name')}, {os.cpu_count()} logical cores, "
+        f"{platform.machine()}; {threads} threads per measurement",
+        f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
+        f"gcc: {cc.splitlines()[0] if cc else 'not found'}; python {platform.python_version()}, "
+        f"numpy {numpy.__version__}, llvmlite {llvmlite.__version__}, tdsl {tdsl.__version__}",
+        "OpenBLAS environment: " + (f"{blas_env} (unset for the numpy runs)" if blas_env
+                                    else "OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE not set"),
+    ]
+
+
+def table(rows: list[dict], limits: dict[str, float], markdown: bool) -> str:
+    head = ("kernel", "peer", "ms", "rate", "of limit", "ratio to best")
+    best: dict[str, float] = {}
+    for r in rows:
+        if "rate" in r:
+            best[r["kernel"]] = max(best.get(r["kernel"], 0.0), r["rate"])
+    cells = []
+    for r in rows:
+        if "rate" not in r:
+            cells.append((r["kernel"], display(r["peer"]), r["check"], "", "", ""))
+            continue
+        cells.append((
+            r["kernel"],
+            display(r["peer"]),
+            f"{r['ms']:.2f}" if r["ms"] >= 1 else f"{r['ms']:.3f}",
+            f"{r['rate']:.1f} {r['unit']}",
+            f"{r['rate'] / limit_for(r['unit'], limits):.0%}",
+            f"{r['rate'] / best[r['kernel']]:.2f}",
+        ))
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |", "|" + "|".join(
+            ["---", "---", "--:", "--:", "--:", "--:"]) + "|"]
+        lines += ["| " + " | ".join(c) + " |" for c in cells]
+        return "\n".join(lines)
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(head)]
+    fmt = [str.ljust, str.ljust, str.rjust, str.rjust, str.rjust, str.rjust]
+
+    def line(cs):
+        return " | ".join(f(c, w) for f, c, w in zip(fmt, cs, widths)).rstrip()
+
+    return "\n".join([line(head), "-+-".join("-" * w for w in widths), *(line(c) for c in cells)])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    names = [k[0] for k in KERNELS]
+    p.add_argument("--kernels", nargs="+", choices=names, default=names, metavar="KERNEL",
+                   help=f"subset of: {', '.join(names)}")
+    p.add_argument("--peers", nargs="+", default=None, metavar="PEER",
+                   help="subset of peers (tdsl-c, tdsl-llvm, tdsl-c-plain, ..., numpy, halide, tvm)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--runs", type=int, default=10, help="timed calls per measurement, at least")
+    p.add_argument("--min-seconds", type=float, default=1.0,
+                   help="time each measurement for at least this long (default 1)")
+    p.add_argument("--timeout", type=int, default=900, help="seconds per measurement")
+    p.add_argument("--quick", action="store_true", help="tiny sizes, 3 runs: a smoke test")
+    p.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    p.add_argument("--json", metavar="FILE", help="also write every measurement to FILE")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.runs, args.min_seconds = 3, 0.0
+
+    for line in describe_machine(args.threads):
+        print(line)
+    limits = machine_limits(args.threads)
+    print(f"machine limits ({args.threads} threads): FMA peak {limits['fma']:.0f} GFLOP/s "
+          f"(256-bit {limits['fma256']:.0f}, 512-bit {limits['fma512']:.0f}); "
+          f"STREAM copy {limits['copy']:.1f} GB/s, triad {limits['triad']:.1f} GB/s")
+
+    rows = []
+    blas = None
+    done = set()
+    for name, script, size in KERNELS:
+        if name not in args.kernels:
+            continue
+        if args.quick:
+            size = "tiny"
+        if (script, size) in done:
+            continue
+        done.add((script, size))
+        peers = script_peers(script) + ["numpy", *EXTERNAL]
+        if args.peers:
+            peers = [x for x in peers if x in args.peers]
+        batch = []
+        for peer in peers:
+            r = run_one(script, size, peer, args)
+            batch.append(r)
+            if peer == "numpy" and "blas" in r:
+                blas = f"{r['blas']}; kernel: {r.get('blas_kernel', '?')}"
+            shown = f"{r['ms']:.2f} ms" if "ms" in r else r["check"]
+            print(f"  {name:12s} {display(peer):18s} {shown}", file=sys.stderr, flush=True)
+        # peers that measured nothing (not installed, failed) take the kernel's name
+        kernel = next((r["kernel"] for r in batch if "kernel" in r), f"{script} {size}")
+        for r in batch:
+            r.setdefault("kernel", kernel)
+        rows += batch
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if blas:
+        print(f"numpy BLAS: {blas}")
+    print()
+    print(table(rows, limits, args.markdown))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"limits": limits, "rows": rows}, f, indent=1)
+    wrong = [r for r in rows if r.get("check") not in ("ok", "not installed",
+                                                        "installed, no schedule in this suite")]
+    for r in wrong:
+        print(f"\n{r['kernel']} {display(r['peer'])}: {r['check']}", file=sys.stderr)
+        if "mismatch" in r:
+            print(r["mismatch"], file=sys.stderr)
+    return 1 if wrong else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""The benchmark scripts in benchmarks/: each kernel, at a tiny size, matches numpy.
+
+No timing is asserted; this only keeps the schedules the benchmarks measure
+correct as the compiler changes (C backend, every variant the runner measures).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tdsl as td
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+SCRIPTS = ("sgemm", "conv2d", "blur", "softmax")
+
+
+@pytest.fixture(scope="module")
+def scripts():
+    sys.path.insert(0, str(BENCH))
+    try:
+        yield {name: importlib.import_module(name) for name in SCRIPTS}
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+CASES = [(s, v) for s, vs in (("sgemm", ("best", "plain")), ("conv2d", ("best", "plain")),
+                                ("blur", ("best",)), ("softmax", ("best", "plain")))
+         for v in vs]
+
+
+@pytest.mark.parametrize("script,variant", CASES, ids=[f"{s}-{v}" for s, v in CASES])
+def test_benchmark_kernel_matches_numpy(scripts, script, variant):
+    module = scripts[script]
+    assert variant in module.VARIANTS
+    case = module.case("c", variant, "tiny")
+    f = td.build(case.schedule_fn(), target="c")
+    np.testing.assert_allclose(f(**case.inputs), case.reference(), rtol=case.rtol, atol=case.atol)
+
+
+def test_every_runner_variant_is_tested(scripts):
+    tested = {(s, v) for s, v in CASES}
+    assert {(s, v) for s in SCRIPTS for v in scripts[s].VARIANTS} <= tested
+
+
+def test_im2col_baseline_is_a_convolution(scripts):
+    conv = scripts["conv2d"]
+    arrays = conv.inputs("tiny")
+    inp, w = arrays["inp"].astype(np.float64), arrays["w"].astype(np.float64)
+    ci, h, wd = inp.shape
+    padded = np.pad(inp, ((0, 0), (1, 1), (1, 1)))
+    direct = np.zeros((w.shape[0], h, wd))
+    for ry in range(3):
+        for rx in range(3):
+            direct += np.einsum("kc,cyx->kyx", w[:, :, ry, rx], padded[:, ry:ry + h, rx:rx + wd])
+    np.testing.assert_allclose(conv.im2col_conv(arrays["inp"], arrays["w"]), direct,
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_vector_exp_matches_numpy():
+    x = td.dim("x")
+    t = np.concatenate([np.linspace(-87, 0, 4001, dtype=np.float32),
+                        np.float32([-86.99, -1e-7, -0.5 * np.log(2)])])
+    T = td.input("T", {x: t.size}, td.float32)
+    sys.path.insert(0, str(BENCH))
+    try:
+        softmax = importlib.import_module("softmax")
+    finally:
+        sys.path.remove(str(BENCH))
+    e = td.compute("e", {x: t.size}, softmax.exp_nonpositive(T[x]))
+    got = td.build(td.schedule(e).split(e, x, 16).vectorize(e, "x_i"))(T=t)
+    want = np.exp(t.astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=5e-7, atol=0)
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+def test_machine_limits_program(tmp_path):
+    exe = tmp_path / "machine"
+    subprocess.run(["gcc", "-O3", "-march=native", "-fopenmp", str(BENCH / "machine.c"),
+                    "-o", str(exe)], check=True)
+    # tiny iteration count and arrays: only the output format is checked
+    out = subprocess.run([str(exe), "1000", "100000"], capture_output=True, text=True,
+                         check=True, env={"OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "passive"})
+    records = {r["what"]: r["value"] for r in map(json.loads, out.stdout.splitlines())}
+    assert set(records) == {"fma256", "fma512", "copy", "triad", "threads"}
+    assert all(v > 0 for v in records.values())
