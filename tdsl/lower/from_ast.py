@@ -87,7 +87,7 @@ class Converter:
         kind = ir.ForKind(band.kind)
         body = self.node(n.for_get_body(), inner)
         if step == 1:
-            loop = ir.For(band.var, start, end, kind, body, band.loop.extent)
+            loop = ir.For(band.var, start, end, kind, body, band.extent)
             return self._reassociated(loop, band) if band.loop.reassociate else loop
         # a strided loop (a fused loop over a box narrower than its inner extent)
         # counts its iterations and binds the loop variable to start + step * count
@@ -95,7 +95,7 @@ class Converter:
         trips = ir.Binary("floordiv", ir.Binary("add", ir.Binary("sub", end, start, dt.index),
                                                 ir.index_const(step - 1), dt.index), ir.index_const(step), dt.index)
         at = ir.Binary("add", start, ir.Binary("mul", ir.index_const(step), ir.Var(count), dt.index), dt.index)
-        return ir.For(count, ir.index_const(0), trips, kind, ir.Let(band.var, at, body), band.loop.extent)
+        return ir.For(count, ir.index_const(0), trips, kind, ir.Let(band.var, at, body), band.extent)
 
     def _reassociated(self, loop: ir.For, band: Band) -> ir.Stmt:
         stage = band.owner
@@ -278,7 +278,7 @@ def _clamp(v: ir.Expr, last: ir.Expr) -> ir.Expr:
 
 
 def buffers_for(model: Model) -> dict[Tensor, ir.Buffer]:
-    pipeline = model.schedule.pipeline
+    pipeline = model.schedule.state.pipeline
     conv_sizes = {p: ir.Var(p) for p in model.params}
     out: dict[Tensor, ir.Buffer] = {}
 
@@ -309,7 +309,7 @@ def _extent(pa: isl.PwAff, sizes) -> ir.Expr:
 
 
 def convert(model: Model, ast: isl.AstNode, vectors, name: str) -> ir.LoweredFunc:
-    pipeline = model.schedule.pipeline
+    pipeline = model.schedule.state.pipeline
     buffers = buffers_for(model)
     conv = Converter(model, buffers, vectors)
     func = ir.LoweredFunc(

@@ -37,6 +37,7 @@ class Band:
     owner: Stage
     loop: Loop
     var: str
+    extent: int | None = None  # the most iterations it runs for any values of the outer loops
 
     @property
     def kind(self) -> str:
@@ -153,7 +154,7 @@ def _init_loops(stage: Stage, loops, split: int) -> list[Loop]:
 
 def _structure(sched: Schedule, namer: _Namer):
     st = sched.state
-    stages = [s for s in sched.pipeline.schedulables if st.compute[s].kind != "inline"]
+    stages = [s for s in st.pipeline.schedulables if st.compute[s].kind != "inline"]
     placed: dict[tuple[Stage, str], list[Stage]] = {}
     for s in stages:
         p = st.compute[s]
@@ -414,7 +415,7 @@ def _context(pipeline, params) -> isl.Set:
 
 
 def build_model(sched: Schedule) -> Model:
-    pipeline = sched.pipeline
+    pipeline = sched.state.pipeline  # with the stages restaging primitives added
     st = sched.state
     params = [s.name for s in pipeline.sizes]
     inlined = {s for s in pipeline.stages if st.compute[s].kind == "inline"}
@@ -427,7 +428,50 @@ def build_model(sched: Schedule) -> Model:
         _check_definition(stage, exprs[stage], targets.get(stage), params, context)
         b.statements(groups[stage])
     boxes = {s: b.buffer_box(g) for s, g in groups.items() if isinstance(s, Stage)}
+    _infer_extents(b.stmts_of.values(), context)
     return Model(sched, exprs, targets, roots, groups, boxes, params, context)
+
+
+def _trip_count(s: Statement, depth: int, context: isl.Set) -> int | None:
+    """The most iterations band `depth` of `s` runs for any values of the loops outside it,
+    when that is a constant."""
+    rel = _to_map(functions_map(s.band_values[:depth + 1], s.domain).range(), depth)
+    lo, hi = rel.lexmin_pw_multi_aff().get_pw_aff(0), rel.lexmax_pw_multi_aff().get_pw_aff(0)
+    most = isl.Map.from_pw_aff((hi - lo + 1).coalesce()).range().intersect_params(context)
+    n_par = most.dim(isl.dim_type.param)  # the bound must hold for every value of the sizes
+    most = most.move_dims(isl.dim_type.set, 1, isl.dim_type.param, 0, n_par)
+    most = most.project_out(isl.dim_type.set, 1, n_par)
+    if most.is_empty():
+        return 0
+    if not most.is_bounded():
+        return None
+    top = most.dim_max(0).coalesce()
+    if not top.is_cst():
+        return None
+    v = top.get_pieces()[0][1].get_constant_val()
+    return int(v.to_python()) if v.is_int() else None
+
+
+def _infer_extents(stmt_lists, context: isl.Set) -> None:
+    """Give every band the exact maximal trip count of its loop (the block a compute_at
+    stage computes, a split tail, a triangle), when that is a constant; the extent the
+    schedule knew bounds it from above."""
+    found: dict[Band, list[int | None]] = {}
+    for stmts in stmt_lists:
+        for s in stmts:
+            for depth in range(s.n_prefix, len(s.bands)):
+                found.setdefault(s.bands[depth], []).append(_trip_count(s, depth, context))
+    for band, counts in found.items():
+        known = None if None in counts else max(counts)
+        if band.loop.extent is not None:
+            known = band.loop.extent if known is None else min(known, band.loop.extent)
+        band.extent = known
+        if known is None and (band.kind in ("vectorized", "unrolled") or band.loop.reassociate):
+            what = {"vectorized": "vectorize", "unrolled": "unroll"}.get(band.kind, band.kind)
+            raise ScheduleError(
+                f"{what}({band.owner.name}, {band.loop.name!r}): the loop's trip count is not "
+                f"bounded by a constant (it depends on the sizes); split it by a constant first, "
+                f"e.g. split({band.owner.name}, {band.loop.name!r}, 8), and {what} the inner loop")
 
 
 def _check_definition(stage, expr: cx.Expr, target, params, context) -> None:

@@ -2,7 +2,9 @@
 
 Guarantees: the result computes the same values; index arithmetic on
 constants is folded, `x + 0`, `x * 1`, `x - 0` vanish, min/max of constants
-fold, and `If` on a constant condition keeps only the taken branch.
+fold, min/max and comparisons of index expressions that differ by a constant
+fold (`4*i + 3 < 4*i + 4` is true), and `If` on a constant condition keeps
+only the taken branch.
 """
 
 from __future__ import annotations
@@ -84,8 +86,33 @@ def normalize(e: ir.Expr) -> ir.Expr:
     return out
 
 
+_COMPARE = {
+    "lt": lambda d: d < 0,
+    "le": lambda d: d <= 0,
+    "gt": lambda d: d > 0,
+    "ge": lambda d: d >= 0,
+    "eq": lambda d: d == 0,
+    "ne": lambda d: d != 0,
+}
+
+
+def _difference(a: ir.Expr, b: ir.Expr) -> int | None:
+    """a - b when it is a constant (both index expressions), else None."""
+    if a.dtype != dt.index or b.dtype != dt.index:
+        return None
+    d = normalize(ir.Binary("sub", a, b, dt.index))
+    return d.value if isinstance(d, ir.Const) else None
+
+
 class _Simplify(Rewriter):
     def expr(self, e):
+        if isinstance(e, ir.Compare) and e.op in _COMPARE:
+            d = _difference(e.a, e.b)
+            return ir.Const(_COMPARE[e.op](d), dt.bool_) if d is not None else None
+        if isinstance(e, ir.Binary) and e.op in ("min", "max"):
+            d = _difference(e.a, e.b)
+            if d is not None:
+                return e.a if (d <= 0) == (e.op == "min") else e.b
         if not isinstance(e, ir.Binary) or e.dtype != dt.index:
             if isinstance(e, ir.Unary) and e.dtype == dt.index and isinstance(e.a, ir.Const):
                 return ir.Const(-e.a.value, dt.index)
