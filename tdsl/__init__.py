@@ -40,11 +40,14 @@ from .errors import (
 )
 from .runtime import Kernel, Timing
 from .schedule import (
+    CacheRead,
+    CacheWrite,
     ComputeAt,
     ComputeInline,
     Fuse,
     Parallel,
     Reorder,
+    RFactor,
     Schedule,
     Split,
     StoreAt,
@@ -57,8 +60,8 @@ from .schedule import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "ArgumentError", "CompileError", "ComputeAt", "ComputeInline", "DefinitionError", "Fuse",
-    "Kernel", "Parallel", "Reorder", "RuntimeFailure", "Schedule", "ScheduleError", "Split",
+    "ArgumentError", "CacheRead", "CacheWrite", "CompileError", "ComputeAt", "ComputeInline", "DefinitionError", "Fuse",
+    "Kernel", "Parallel", "Reorder", "RFactor", "RuntimeFailure", "Schedule", "ScheduleError", "Split",
     "StoreAt", "TdslError", "Tile", "Timing", "Unroll", "Vectorize", "abs", "bool_", "build",
     "cast", "ceil", "clamp", "compute", "cos", "dim", "dims", "dtypes", "emit_c", "evaluate", "exp",
     "float32", "float64", "floor", "input", "int8", "int16", "int32", "int64", "log", "lower",

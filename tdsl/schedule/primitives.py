@@ -47,7 +47,8 @@ class Primitive:
             if isinstance(v, (Tensor, Update)):
                 v = v.name
             elif isinstance(v, tuple):
-                v = [list(x) if isinstance(x, tuple) else x for x in v]
+                v = [list(x) if isinstance(x, tuple) else
+                     x.name if isinstance(x, (Tensor, Update)) else x for x in v]
             d[f.name] = v
         return d
 
@@ -60,7 +61,8 @@ class Primitive:
             if f.name == "reassociate":
                 args.append("reassociate=True")
                 continue
-            args.append(v.name if isinstance(v, (Tensor, Update)) else repr(v))
+            named = isinstance(v, (Tensor, Update)) or f.name in ("stage", "consumer")
+            args.append((v if isinstance(v, str) else v.name) if named else repr(v))
         return f"{self.method}({', '.join(args)})"
 
     def apply(self, st: State) -> None:
@@ -72,10 +74,14 @@ def _err(prim: Primitive, msg: str) -> ScheduleError:
 
 
 def _stage(prim: Primitive, st: State, stage) -> Stage:
-    if not isinstance(stage, (Stage, Update)) or stage not in st.loops:
-        valid = ", ".join(s.name for s in st.pipeline.stages)
-        what = f"{stage.name!r} is an input" if isinstance(stage, Tensor) else f"{stage!r} is not a stage"
+    found = st.resolve(stage) if isinstance(stage, (Stage, Update, str)) else None
+    if found is None:
+        valid = ", ".join(s.name for s in st.pipeline.schedulables)
+        what = (f"{stage.name!r} is an input" if isinstance(stage, Tensor) else
+                f"there is no stage named {stage!r}" if isinstance(stage, str) else
+                f"{stage!r} is not a stage")
         raise _err(prim, f"{what} of this pipeline; schedulable stages are: {valid}")
+    stage = found
     if st.compute[stage].kind == "inline":
         raise _err(prim, f"stage {stage.name} is inlined (compute_inline) and has no loops of its own")
     return stage
@@ -261,7 +267,9 @@ def _mark(prim, st: State, kind: str, need_const: bool) -> None:
     pos, lp = _find(prim, st, stage, prim.loop)
     if lp.kind not in ("serial", kind):
         raise _err(prim, f"loop {lp.name} is already {lp.kind}")
-    if need_const and lp.extent is None:
+    # a stage computed inside another's loop runs over the block its consumer needs, whose
+    # size lowering infers: there, a constant bound is checked at build time
+    if need_const and lp.extent is None and st.compute[stage].kind != "at":
         raise _err(prim, f"loop {lp.name} of {stage.name} has no constant extent; split it by a "
                          f"constant first, e.g. split({stage.name}, {lp.name!r}, 8), and "
                          f"{prim.method} the inner loop")
@@ -277,7 +285,7 @@ def _mark(prim, st: State, kind: str, need_const: bool) -> None:
         if not lp.reduction:
             raise _err(prim, f"reassociate=True is for reduction loops; {lp.name} is a loop over "
                              f"{stage.name}'s own dims and needs no reassociation")
-        if lp.extent is None:
+        if lp.extent is None and st.compute[stage].kind != "at":
             raise _err(prim, f"reassociating loop {lp.name} needs a constant extent (one partial "
                              f"result per iteration); split it by a constant first")
     st.set_loop(stage, pos, with_kind(lp, kind, reassociate))

@@ -26,7 +26,10 @@ from .primitives import (
     Unroll,
     Vectorize,
 )
+from .staging import CacheRead, CacheWrite, RFactor
 from .state import State
+
+PRIMITIVES = {**PRIMITIVES, **{c.__name__: c for c in (CacheWrite, CacheRead, RFactor)}}
 
 JSON_VERSION = 1
 
@@ -66,12 +69,16 @@ class Schedule:
         self.primitives = prims
         return self
 
-    def _stage(self, s) -> Stage:
+    def _stage(self, s) -> Stage | str:
+        """A stage named by string: the user's object, or the name of a stage a restaging
+        primitive (cache_write, cache_read, rfactor) added."""
         if isinstance(s, str):
             for x in self.pipeline.schedulables:
                 if x.name == s:
                     return x
-            valid = ", ".join(x.name for x in self.pipeline.schedulables)
+            if self._state.resolve(s) is not None:
+                return s
+            valid = ", ".join(x.name for x in self._state.pipeline.schedulables)
             raise ScheduleError(f"no stage named {s!r} in this pipeline; stages are: {valid}")
         return s
 
@@ -118,6 +125,22 @@ class Schedule:
 
     def store_at(self, stage, consumer, loop) -> Schedule:
         return self.append(StoreAt(self._stage(stage), self._stage(consumer), loop))
+
+    def cache_write(self, stage, name: str | None = None) -> Schedule:
+        return self.append(CacheWrite(self._stage(stage), name))
+
+    def cache_read(self, tensor, consumers=(), name: str | None = None) -> Schedule:
+        if isinstance(consumers, (str, Stage)):
+            consumers = (consumers,)
+        if isinstance(tensor, str) and tensor in self.pipeline.by_name:
+            tensor = self.pipeline.by_name[tensor]
+        elif isinstance(tensor, str) or isinstance(tensor, Stage):
+            tensor = self._stage(tensor)
+        return self.append(CacheRead(tensor, tuple(self._stage(c) for c in consumers), name))
+
+    def rfactor(self, stage, loop, factor: int, names=None, name: str | None = None) -> Schedule:
+        return self.append(RFactor(self._stage(stage), loop, factor,
+                                   tuple(names) if names is not None else None, name))
 
     # ------------------------------------------------------------ data
 
@@ -173,8 +196,10 @@ def _from_dict(rec: dict, pipeline: Pipeline) -> Primitive:
     for k, v in rec.items():
         if k == "type":
             continue
-        if k in ("stage", "consumer"):
+        if k in ("stage", "consumer", "tensor"):
             v = _lookup(v, pipeline)
+        elif k == "consumers":
+            v = tuple(_lookup(x, pipeline) for x in v)
         elif isinstance(v, list):
             v = tuple(tuple(x) if isinstance(x, list) else x for x in v)
         kwargs[k] = v
@@ -185,16 +210,22 @@ def _from_dict(rec: dict, pipeline: Pipeline) -> Primitive:
 
 
 def _lookup(name, pipeline):
-    for x in pipeline.schedulables:
-        if x.name == name:
-            return x
-    valid = ", ".join(s.name for s in pipeline.schedulables)
-    raise ScheduleError(f"schedule JSON names stage {name!r}, which is not in the pipeline ({valid})")
+    """The user's stage of that name; other names (stages that restaging primitives add)
+    stay names, checked when the primitive applies."""
+    if not isinstance(name, str):
+        raise ScheduleError(f"schedule JSON names a stage by {name!r}; stages are named by string")
+    return next((x for x in pipeline.schedulables if x.name == name), pipeline.by_name.get(name, name))
 
 
 def _ref(x) -> str:
     """Python code naming a stage or update, given variables named like the stages."""
+    if isinstance(x, str):
+        return repr(x)
     return f"{x.stage.name}.updates[{x.index}]" if isinstance(x, Update) else x.name
+
+
+def _kw(key: str, value) -> str:
+    return f", {key}={value!r}" if value is not None else ""
 
 
 def _method_call(p: Primitive) -> str:
@@ -213,6 +244,14 @@ def _method_call(p: Primitive) -> str:
             return f"compute_inline({_ref(stage)})"
         case ComputeAt(stage, consumer, loop) | StoreAt(stage, consumer, loop):
             return f"{p.method}({_ref(stage)}, {_ref(consumer)}, {loop!r})"
+        case CacheWrite(stage, name):
+            return f"cache_write({_ref(stage)}{_kw('name', name)})"
+        case CacheRead(tensor, consumers, name):
+            users = f", [{', '.join(_ref(c) for c in consumers)}]" if consumers else ""
+            return f"cache_read({_ref(tensor)}{users}{_kw('name', name)})"
+        case RFactor(stage, loop, factor, names, name):
+            return (f"rfactor({_ref(stage)}, {loop!r}, {factor}{_kw('names', names)}"
+                    f"{_kw('name', name)})")
         case Vectorize(stage, loop, True) | Parallel(stage, loop, True):
             return f"{p.method}({_ref(stage)}, {loop!r}, reassociate=True)"
         case Vectorize(stage, loop) | Unroll(stage, loop) | Parallel(stage, loop):

@@ -85,6 +85,8 @@ class State:
     compute: dict[Stage, Placement] = field(default_factory=dict)
     store: dict[Stage, Placement] = field(default_factory=dict)
     touched: set = field(default_factory=set)  # stages with loop primitives
+    # stages the user defined that a restaging primitive replaced -> their replacement
+    current: dict = field(default_factory=dict)
 
     @classmethod
     def initial(cls, pipeline: Pipeline) -> State:
@@ -96,7 +98,16 @@ class State:
 
     def copy(self) -> State:
         return State(self.pipeline, dict(self.loops), dict(self.compute), dict(self.store),
-                     set(self.touched))
+                     set(self.touched), dict(self.current))
+
+    def resolve(self, stage):
+        """The scheduled stage meant by `stage`: a stage (or update) object of this pipeline,
+        one a restaging primitive replaced, or a name. None when there is no such stage."""
+        if isinstance(stage, str):
+            return next((x for x in self.pipeline.schedulables if x.name == stage), None)
+        if stage in self.loops:
+            return stage
+        return self.current.get(stage)
 
     def loop_names(self, stage: Stage) -> list[str]:
         return [lp.name for lp in self.loops[stage]]

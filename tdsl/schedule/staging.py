@@ -1,0 +1,175 @@
+"""Primitives that add a stage: cache_write, cache_read and rfactor.
+
+Each is a thin, checked front over `restage`: it builds the new stage's
+definition from the scheduled pipeline and swaps it in. The new stage is
+scheduled like any other, named by the string given (or its default name):
+computed at root until a `compute_at` places it, with its dims as loops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from .. import dtypes as dt
+from ..compute import Dim, Stage, Update
+from ..compute import expr as cx
+from ..compute.tensor import Input, Tensor
+from .primitives import Primitive, _err, _loop_name, _stage
+from .restage import new_stage, restage, retarget
+from .state import State
+
+
+def _fresh_stage_name(prim: Primitive, st: State, name) -> str:
+    if not isinstance(name, str) or not name.isidentifier() or name.startswith(("_", "tdsl")):
+        raise _err(prim, f"{name!r} is not a valid stage name (a Python identifier not starting "
+                         "with '_' or 'tdsl')")
+    if name in st.pipeline.by_name:
+        raise _err(prim, f"the pipeline already has a tensor named {name!r}; pass name= another")
+    return name
+
+
+def _plain_stage(prim: Primitive, st: State, stage) -> Stage:
+    """A stage whose definition a primitive may rewrite: no updates, loops not yet scheduled."""
+    stage = _stage(prim, st, stage)
+    if isinstance(stage, Update):
+        raise _err(prim, f"{stage.name} is an update; {prim.method} applies to stages")
+    if stage.updates:
+        raise _err(prim, f"{stage.name} has updates ({', '.join(u.name for u in stage.updates)}), "
+                         "so its definition cannot be restaged")
+    if stage in st.touched:
+        raise _err(prim, f"{stage.name}'s loops were already scheduled; apply {prim.method} first, "
+                         f"then schedule the loops of {stage.name} and of the new stage")
+    return stage
+
+
+@dataclass(frozen=True)
+class CacheWrite(Primitive):
+    """Compute a stage into a new stage, then copy it out: the local accumulator.
+
+        C = sum(A*B, over=k)     cache_write(C, "Cl")     Cl = sum(A*B, over=k)
+                                 ------------------->     C = Cl
+
+    With compute_at(Cl, C, tile loop) the reduction accumulates in a small block
+    (registers, once its loops are unrolled and vectorized) and C is written once.
+    """
+
+    stage: Stage
+    name: str | None = None
+    method: ClassVar[str] = "cache_write"
+
+    def apply(self, st: State) -> None:
+        c = _plain_stage(self, st, self.stage)
+        name = _fresh_stage_name(self, st, self.name or f"{c.name}_local")
+        local = new_stage(name, c, c.expr, c.order - 0.5)
+        restage(st, self.describe(), {c: local[tuple(c.dims)]}, fresh_loops=(c,))
+
+
+def _tensor(prim: Primitive, st: State, t) -> Tensor:
+    if isinstance(t, Input) and t in st.pipeline.inputs:
+        return t
+    if isinstance(t, str) and isinstance(st.pipeline.by_name.get(t), Input):
+        return st.pipeline.by_name[t]
+    found = st.resolve(t) if isinstance(t, (Stage, str)) else None
+    if isinstance(found, Stage):
+        return found
+    valid = ", ".join(x.name for x in st.pipeline.tensors)
+    raise _err(prim, f"{getattr(t, 'name', t)!r} is not a tensor of this pipeline; tensors are: {valid}")
+
+
+@dataclass(frozen=True)
+class CacheRead(Primitive):
+    """Read a tensor through a new stage that copies it: packing.
+
+        C = f(B[k, j])           cache_read(B, [C], "Bp")     Bp = B
+                                 ----------------------->     C = f(Bp[k, j])
+
+    With compute_at(Bp, C, loop), Bp holds just the block of B that C's loop
+    reads, contiguous (re-laid out with `layout`), instead of strided rows.
+    `consumers` defaults to every stage that reads the tensor.
+    """
+
+    tensor: Tensor
+    consumers: tuple = ()
+    name: str | None = None
+    method: ClassVar[str] = "cache_read"
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(self, "consumers", tuple(self.consumers))
+
+    def apply(self, st: State) -> None:
+        t = _tensor(self, st, self.tensor)
+        readers = st.pipeline.consumers(t)
+        consumers = [_stage(self, st, c) for c in self.consumers] or readers
+        for c in consumers:
+            if c not in readers:
+                names = ", ".join(r.name for r in readers) or "none"
+                raise _err(self, f"{c.name} does not read {t.name}; its readers are: {names}")
+        name = _fresh_stage_name(self, st, self.name or f"{t.name}_cache")
+        first = min(c.order for c in consumers)
+        copy = new_stage(name, t, t[tuple(t.dims)], first - 0.5)
+        restage(st, self.describe(), {c: retarget(c.expr, {t: copy}) for c in consumers})
+
+
+@dataclass(frozen=True)
+class RFactor(Primitive):
+    """Split a reduction dim by `factor` and make its inner part a dim of a new stage.
+
+        C[i] = sum(X[i, k], over=k)      rfactor(C, "k", 8)
+          ->  C_rf[i, k_i] = sum(X[i, 8*k_o + k_i], over=k_o)     (k_i in 0..8)
+              C[i] = sum(C_rf[i, k_i], over=k_i)
+
+    The partial results of C_rf are independent, so its k_i loop can be
+    vectorized or parallelized; this reassociates the reduction (float sums
+    round differently from the sequential order). `names` names the new
+    (outer, inner) dims, `name` the new stage (default C_rf).
+    """
+
+    stage: Stage
+    loop: str
+    factor: int
+    names: tuple[str, str] | None = None
+    name: str | None = None
+    method: ClassVar[str] = "rfactor"
+    loop_fields: ClassVar[tuple[str, ...]] = ("loop", "names")
+
+    def apply(self, st: State) -> None:
+        c = _plain_stage(self, st, self.stage)
+        red = c.reduction
+        axes = red.axes if red is not None else ()
+        pos = next((n for n, ax in enumerate(axes) if ax.dim.name == self.loop), None)
+        if pos is None:
+            valid = " ".join(ax.dim.name for ax in axes) or "none: it is not a reduction"
+            raise _err(self, f"{self.loop!r} is not a reduction dim of {c.name}; its reduction "
+                             f"dims are: {valid}")
+        f = self.factor
+        if isinstance(f, bool) or not isinstance(f, int) or f < 2:
+            raise _err(self, f"the factor must be an int of at least 2, got {f!r}")
+        k = axes[pos]
+        outer, inner = self.names or (f"{k.dim.name}_o", f"{k.dim.name}_i")
+        taken = {d.name for d in c.loop_dims} - {k.dim.name}
+        for n in (outer, inner):
+            n = _loop_name(n, self.method)
+            if n in taken or outer == inner:
+                raise _err(self, f"loop name {n!r} is taken; pick others with names=")
+        ko, kv = Dim(outer), Dim(inner)
+        zero = isinstance(k.lo, cx.Const) and k.lo.value == 0
+        at = ko * f + kv if zero else k.lo + ko * f + kv  # the original reduction index
+        sub = {k.dim: at if at.dtype == dt.int32 else cx.Cast(at, dt.int32)}
+        if isinstance(k.lo, cx.Const) and isinstance(k.hi, cx.Const) and (
+                k.hi.value - k.lo.value) % f == 0:
+            hi = cx.const((k.hi.value - k.lo.value) // f, dt.int64)
+        else:  # the last block of kv lanes may be partly empty
+            hi = ((k.hi if zero else k.hi - k.lo) - kv + (f - 1)) // f
+        new_axes = tuple(
+            cx.Axis(ko, cx.const(0, dt.int64), hi) if n == pos else
+            cx.Axis(ax.dim, cx.substitute(ax.lo, sub), cx.substitute(ax.hi, sub))
+            for n, ax in enumerate(axes))
+        body = cx.Reduce(red.op, cx.substitute(red.body, sub), new_axes, red.dtype)
+        name = _fresh_stage_name(self, st, self.name or f"{c.name}_rf")
+        rf = new_stage(name, c, body, c.order - 0.5, dims=c.dims + (kv,),
+                       shape=c.shape + (cx.const(f, dt.int64),))
+        total = cx.Reduce(red.op, rf[(*c.dims, kv)], (cx.Axis(kv, cx.const(0, dt.int64),
+                                                              cx.const(f, dt.int64)),), red.dtype)
+        restage(st, self.describe(), {c: total}, fresh_loops=(c,))
