@@ -201,3 +201,30 @@ def test_vectorizing_a_block_loop_of_symbolic_extent_is_refused_at_build():
     s = td.schedule(r).compute_at(p, r, "j").unroll(p, "i")
     with pytest.raises(td.ScheduleError, match=r"unroll\(p, 'i'\): the loop's trip count is not bounded"):
         td.build(s)
+
+
+def test_layout_of_an_intermediate(backend):
+    c, y, x, k = td.dims("c y x k")
+    img = td.input("img", {c: 3, y: 9, x: 10}, td.float32)
+    w = td.input("w", {k: 5, c: 3}, td.float32)
+    P = td.compute("P", {c: 3, y: 9, x: 10}, img[c, y, x] * 2 + 1)
+    out = td.compute("out", {k: 5, y: 9, x: 10}, td.sum(w[k, c] * P[c, y, x], over=c))
+    s = td.schedule(out).layout(P, "y x c").split(out, "y", 4).compute_at(P, out, "y_o")
+    roundtrips(s)
+    assert "allocate P[4, 10, 3]" in str(td.lower(s))
+    rng = np.random.default_rng(3)
+    args = {"img": rng.uniform(-1, 1, (3, 9, 10)).astype(np.float32),
+            "w": rng.uniform(-1, 1, (5, 3)).astype(np.float32)}
+    got = td.build(s, target=backend)(**args)
+    np.testing.assert_allclose(got, td.evaluate(out, **args), rtol=1e-5, atol=1e-6)
+    s = td.schedule(out).layout(P, "x c y")  # at root: the whole buffer transposed
+    np.testing.assert_allclose(td.build(s, target=backend)(**args), td.evaluate(out, **args),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_layout_mistakes():
+    A, B, C = matmul()
+    with pytest.raises(td.ScheduleError, match="C is an output; layout applies to intermediate"):
+        td.schedule(C).layout(C, "j i")
+    with pytest.raises(td.ScheduleError, match="list each dim of Cl once.*its dims are: i j"):
+        td.schedule(C).cache_write(C, "Cl").layout("Cl", "j k")

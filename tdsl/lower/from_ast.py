@@ -185,8 +185,10 @@ class _StmtWriter:
         return self._relative(stage, raw)
 
     def _relative(self, t: Tensor, raw: list[ir.Expr]) -> tuple[ir.Expr, ...]:
+        """Indices into `t`'s buffer: relative to its box, in its storage order."""
         offs = self.conv.offsets(self.s, t, self.coords, self.env)
-        return tuple(r if o is None else ir.Binary("sub", r, o, dt.index) for r, o in zip(raw, offs))
+        rel = [r if o is None else ir.Binary("sub", r, o, dt.index) for r, o in zip(raw, offs)]
+        return stored(self.conv.model, t, rel)
 
     def index(self, e: cx.Expr) -> ir.Expr:
         return index_expr(e, self.dims)
@@ -277,6 +279,12 @@ def _clamp(v: ir.Expr, last: ir.Expr) -> ir.Expr:
     return ir.Binary("min", ir.Binary("max", v, ir.index_const(0), dt.index), last, dt.index)
 
 
+def stored(model: Model, t: Tensor, per_dim: list) -> tuple:
+    """Per-dim values (indices, extents) of `t` in the order its buffer stores its dims."""
+    order = model.schedule.state.layout.get(t)
+    return tuple(per_dim[k] for k in order) if order else tuple(per_dim)
+
+
 def buffers_for(model: Model) -> dict[Tensor, ir.Buffer]:
     pipeline = model.schedule.state.pipeline
     conv_sizes = {p: ir.Var(p) for p in model.params}
@@ -296,7 +304,7 @@ def buffers_for(model: Model) -> dict[Tensor, ir.Buffer]:
             shape = shape_of(t)
         else:
             shape = tuple(_extent(e, conv_sizes) for e in box.extents)
-        out[t] = ir.Buffer(t.name, t.dtype, shape, "temp")
+        out[t] = ir.Buffer(t.name, t.dtype, stored(model, t, list(shape)), "temp")
     return out
 
 

@@ -14,11 +14,11 @@ from .primitives import (
     Vectorize,
 )
 from .schedule import Schedule, schedule
-from .staging import CacheRead, CacheWrite, RFactor
+from .staging import CacheRead, CacheWrite, Layout, RFactor
 from .state import LDim, LFuse, LInner, Loop, LoopExpr, LOuter, Placement, State
 
 __all__ = [
-    "CacheRead", "CacheWrite", "RFactor", "ComputeAt", "ComputeInline", "Fuse", "LDim", "LFuse", "LInner", "LOuter", "Loop", "LoopExpr",
+    "CacheRead", "CacheWrite", "Layout", "RFactor", "ComputeAt", "ComputeInline", "Fuse", "LDim", "LFuse", "LInner", "LOuter", "Loop", "LoopExpr",
     "Parallel", "Placement", "Primitive", "Reorder", "Schedule", "Split", "State", "StoreAt",
     "Tile", "Unroll", "Vectorize", "schedule",
 ]

@@ -85,8 +85,9 @@ def _move(st: State, renamed: dict[Stage, Stage], fresh: set[Stage]) -> None:
         loops = st.loops.pop(o)
         st.loops[n] = initial_loops(n) if n in fresh else loops
         st.compute[n] = st.compute.pop(o)
-        if o in st.store:
-            st.store[n] = st.store.pop(o)
+        for table in (st.store, st.layout):
+            if o in table:
+                table[n] = table.pop(o)
         if o in st.touched:
             st.touched.discard(o)
             if n not in fresh:

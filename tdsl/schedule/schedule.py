@@ -26,10 +26,10 @@ from .primitives import (
     Unroll,
     Vectorize,
 )
-from .staging import CacheRead, CacheWrite, RFactor
+from .staging import CacheRead, CacheWrite, Layout, RFactor
 from .state import State
 
-PRIMITIVES = {**PRIMITIVES, **{c.__name__: c for c in (CacheWrite, CacheRead, RFactor)}}
+PRIMITIVES = {**PRIMITIVES, **{c.__name__: c for c in (CacheWrite, CacheRead, RFactor, Layout)}}
 
 JSON_VERSION = 1
 
@@ -142,6 +142,13 @@ class Schedule:
         return self.append(RFactor(self._stage(stage), loop, factor,
                                    tuple(names) if names is not None else None, name))
 
+    def layout(self, stage, *dims) -> Schedule:
+        if len(dims) == 1 and isinstance(dims[0], str):
+            dims = tuple(dims[0].split())
+        elif len(dims) == 1 and isinstance(dims[0], (list, tuple)):
+            dims = tuple(dims[0])
+        return self.append(Layout(self._stage(stage), tuple(dims)))
+
     # ------------------------------------------------------------ data
 
     def loops(self, stage) -> list[str]:
@@ -252,6 +259,8 @@ def _method_call(p: Primitive) -> str:
         case RFactor(stage, loop, factor, names, name):
             return (f"rfactor({_ref(stage)}, {loop!r}, {factor}{_kw('names', names)}"
                     f"{_kw('name', name)})")
+        case Layout(stage, dims):
+            return f"layout({_ref(stage)}, {' '.join(dims)!r})"
         case Vectorize(stage, loop, True) | Parallel(stage, loop, True):
             return f"{p.method}({_ref(stage)}, {loop!r}, reassociate=True)"
         case Vectorize(stage, loop) | Unroll(stage, loop) | Parallel(stage, loop):

@@ -1,4 +1,4 @@
-"""Primitives that add a stage: cache_write, cache_read and rfactor.
+"""Primitives that add a stage (cache_write, cache_read, rfactor) or lay one out (layout).
 
 Each is a thin, checked front over `restage`: it builds the new stage's
 definition from the scheduled pipeline and swaps it in. The new stage is
@@ -173,3 +173,32 @@ class RFactor(Primitive):
         total = cx.Reduce(red.op, rf[(*c.dims, kv)], (cx.Axis(kv, cx.const(0, dt.int64),
                                                               cx.const(f, dt.int64)),), red.dtype)
         restage(st, self.describe(), {c: total}, fresh_loops=(c,))
+
+
+@dataclass(frozen=True)
+class Layout(Primitive):
+    """Store an intermediate stage's buffer with its dims in the given order (last fastest).
+
+        P[c, y, x] = ...          layout(P, "y x c")       buffer P: [y][x][c]
+        (buffer [c][y][x])        ----------------->       (same values, channels contiguous)
+
+    Loop order and indexing in the algorithm are unchanged; only the buffer's
+    memory order is. Outputs keep their declared, dense row-major layout.
+    """
+
+    stage: Stage
+    dims: tuple[str, ...]
+    method: ClassVar[str] = "layout"
+    loop_fields: ClassVar[tuple[str, ...]] = ("dims",)
+
+    def apply(self, st: State) -> None:
+        stage = _stage(self, st, self.stage)
+        if isinstance(stage, Update) or stage in st.pipeline.outputs:
+            raise _err(self, f"{stage.name} is {'an update' if isinstance(stage, Update) else 'an output'}"
+                             "; layout applies to intermediate stages (outputs are dense row-major "
+                             "in their declared dim order)")
+        names = [d.name for d in stage.dims]
+        if sorted(self.dims) != sorted(names):
+            raise _err(self, f"list each dim of {stage.name} once, in storage order (outermost "
+                             f"first); its dims are: {' '.join(names)}")
+        st.layout[stage] = tuple(names.index(n) for n in self.dims)

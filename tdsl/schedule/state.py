@@ -87,6 +87,7 @@ class State:
     touched: set = field(default_factory=set)  # stages with loop primitives
     # stages the user defined that a restaging primitive replaced -> their replacement
     current: dict = field(default_factory=dict)
+    layout: dict = field(default_factory=dict)  # stage -> storage order (positions of its dims)
 
     @classmethod
     def initial(cls, pipeline: Pipeline) -> State:
@@ -98,7 +99,7 @@ class State:
 
     def copy(self) -> State:
         return State(self.pipeline, dict(self.loops), dict(self.compute), dict(self.store),
-                     set(self.touched), dict(self.current))
+                     set(self.touched), dict(self.current), dict(self.layout))
 
     def resolve(self, stage):
         """The scheduled stage meant by `stage`: a stage (or update) object of this pipeline,
