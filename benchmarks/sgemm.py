@@ -3,16 +3,14 @@
     python benchmarks/sgemm.py --peer tdsl-c --size 2048     one JSON line
     python benchmarks/sgemm.py --peer tdsl-llvm --search     time the candidate schedules
 
-Two tdsl variants:
+Two tdsl variants, both of the one-stage algorithm `C = sum(A[i, k] * B[k, j], over=k)`:
 
-best   three stages, so that existing primitives can do what cache_write and
-       cache_read would: `Bp` is a copy of B computed at the column panel loop
-       (a packed, contiguous k x tj panel), `Cacc` is the reduction computed at
-       the register-tile loop (a ti x tj local array with constant indices, which
-       the C and LLVM compilers keep in vector registers for the whole k loop),
-       and `C` copies `Cacc` out once.
-plain  the one-stage algorithm `C = sum(A[i, k] * B[k, j], over=k)` with the
-       fastest schedule found for it: the accumulator lives in C itself.
+best   cache_read(B) packs each column panel of B into `Bp` (a contiguous k x tj
+       block, computed at the panel loop), and cache_write(C) accumulates each
+       ti x tj tile in `Cacc` (computed at the row-block loop: a local array with
+       constant indices once its loops are unrolled, which the C and LLVM
+       compilers keep in vector registers over the whole k loop); C is written once.
+plain  the fastest schedule found without new stages: the accumulator lives in C.
 """
 
 from __future__ import annotations
@@ -32,17 +30,6 @@ VARIANTS = ("best", "plain")
 # ---------------------------------------------------------------- algorithms
 
 
-def algorithm(m: int, k: int, n: int):
-    """The staged algorithm: C = Cacc, Cacc[i, j] = sum_k A[i, k] * Bp[k, j], Bp = B."""
-    i, j, kk = td.dims("i j k")
-    A = td.input("A", {i: m, kk: k}, td.float32)
-    B = td.input("B", {kk: k, j: n}, td.float32)
-    Bp = td.compute("Bp", {kk: k, j: n}, B[kk, j])
-    Cacc = td.compute("Cacc", {i: m, j: n}, td.sum(A[i, kk] * Bp[kk, j], over=kk))
-    C = td.compute("C", {i: m, j: n}, Cacc[i, j])
-    return C, Cacc, Bp
-
-
 def plain_algorithm(m: int, k: int, n: int):
     i, j, kk = td.dims("i j k")
     A = td.input("A", {i: m, kk: k}, td.float32)
@@ -58,26 +45,25 @@ def staged_schedule(size, ti: int, tj: int, v: int) -> td.Schedule:
 
     Each thread takes column panels (j_o); per panel, B's k x tj panel is packed
     into Bp (contiguous, so no cache-set conflicts at power-of-two row strides),
-    then every row block i_o accumulates its ti x tj tile of Cacc in registers
-    and C copies it out once."""
-    C, Cacc, Bp = algorithm(*size)
+    then every row block i_o accumulates its ti x tj tile in Cacc and C copies it
+    out once."""
+    C = plain_algorithm(*size)
     return (
         td.schedule(C)
+        .cache_write(C, "Cacc")
+        .cache_read("B", ["Cacc"], "Bp")
         .tile(C, i=ti, j=tj)
         .reorder(C, "j_o i_o i_i j_i")
         .parallel(C, "j_o")
         .vectorize(C, "j_i")
-        .compute_at(Bp, C, "j_o")
-        .vectorize(Bp, "j")
-        .compute_at(Cacc, C, "i_o")
-        # Cacc's loops are split again by the tile sizes so the register-tile loops
-        # start at 0 with constant extents (its block is one tile: i_o, j_o run once)
-        .tile(Cacc, i=ti, j=tj)
-        .split(Cacc, "j_i", v, names=("j_u", "j_v"))
-        .reorder(Cacc, "i_o j_o k i_i j_u j_v")
-        .unroll(Cacc, "i_i")
-        .unroll(Cacc, "j_u")
-        .vectorize(Cacc, "j_v")
+        .compute_at("Bp", C, "j_o")
+        .vectorize("Bp", "j")
+        .compute_at("Cacc", C, "i_o")
+        .split("Cacc", "j", v, names=("j_u", "j_v"))
+        .reorder("Cacc", "k i j_u j_v")
+        .unroll("Cacc", "i")
+        .unroll("Cacc", "j_u")
+        .vectorize("Cacc", "j_v")
     )
 
 
@@ -159,7 +145,7 @@ def case(target: str, variant: str, size: str) -> harness.Case:
         # float32 sums of k terms in different orders: relative to the result's scale
         rtol=1e-4,
         atol=1e-5 * np.sqrt(k),
-        note="staged: Bp packed panel + Cacc register tile" if variant == "best" else "",
+        note="cache_read: Bp packed panel; cache_write: Cacc register tile" if variant == "best" else "",
     )
 
 

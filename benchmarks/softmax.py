@@ -8,13 +8,13 @@ result written once (8 bytes per element).
 
 Variants:
 
-best   the reductions are split by hand into V vector lanes (what an rfactor
-       primitive would do): pm[r, v] = max over co of X[r, V*co + v], then a
-       V-element max; the same for the sum. exp is a polynomial written in the
-       algorithm (Cody-Waite range reduction, degree-7 polynomial, 2^n built
-       from the 7 bits of n with selects: about 2 ulp, inputs below -87 give 0),
-       so it vectorizes: C's expf and LLVM's llvm.exp stay scalar without a vector
-       math library. The output multiplies by 1/total.
+best   rfactor splits the max and the sum into V vector lanes (mx_rf[r, c_i] =
+       max over c_o of X[r, V*c_o + c_i], then a V-element max; the same for the
+       sum). exp is a polynomial written in the algorithm (Cody-Waite range
+       reduction, degree-7 polynomial, 2^n built from the 7 bits of n with
+       selects: about 2 ulp, inputs below -87 give 0), so it vectorizes: C's
+       expf and LLVM's llvm.exp stay scalar without a vector math library. The
+       output multiplies by 1/total.
 plain  four stages max, exp, sum, divide with td.exp, all computed per row
        (the schedule of `tdsl demo`); its reductions run one element at a time.
 libm   `best` with td.exp instead of the polynomial (not in run.py's table;
@@ -60,14 +60,11 @@ def exp_nonpositive(t):
     return p * scale
 
 
-def algorithm(rows: int, cols: int, V: int, vector_exp: bool = True):
-    """The rfactored softmax; cols must be a multiple of V. Returns out and the other stages."""
-    if cols % V:
-        raise ValueError(f"softmax: cols={cols} is not a multiple of the reduction lanes V={V}")
-    r, c, co, v = td.dims("r c co v")
+def algorithm(rows: int, cols: int, vector_exp: bool = True):
+    """Softmax with the polynomial exp (or td.exp). Returns out and the other stages."""
+    r, c = td.dims("r c")
     X = td.input("X", {r: rows, c: cols}, td.float32)
-    pm = td.compute("pm", {r: rows, v: V}, td.max(X[r, V * co + v], over={co: cols // V}))
-    mx = td.compute("mx", {r: rows}, td.max(pm[r, v], over=v))
+    mx = td.compute("mx", {r: rows}, td.max(X[r, c], over=c))
     if vector_exp:
         # clamp in a stage of its own: folded into e, the NaN-aware max stops gcc
         # from if-converting (and so vectorizing) the whole polynomial
@@ -79,11 +76,10 @@ def algorithm(rows: int, cols: int, V: int, vector_exp: bool = True):
     else:
         e = td.compute("e", {r: rows, c: cols}, td.exp(X[r, c] - mx[r]))
         extra = []
-    ps = td.compute("ps", {r: rows, v: V}, td.sum(e[r, V * co + v], over={co: cols // V}))
-    total = td.compute("total", {r: rows}, td.sum(ps[r, v], over=v))
+    total = td.compute("total", {r: rows}, td.sum(e[r, c], over=c))
     inv = td.compute("inv", {r: rows}, 1.0 / total[r])
     out = td.compute("out", {r: rows, c: cols}, e[r, c] * inv[r])
-    return out, [pm, mx, *extra, e, ps, total, inv]
+    return out, [mx, *extra, e, total, inv]
 
 
 def plain_algorithm(rows: int, cols: int):
@@ -97,18 +93,19 @@ def plain_algorithm(rows: int, cols: int):
 
 
 def rfactor_schedule(size, V: int, w: int | None, vector_exp: bool = True) -> td.Schedule:
-    """Every stage computed per row r (threads over rows); the partial reductions
-    vectorized over their V lanes; the elementwise stages vectorized along c,
-    split by w (None: the whole row is one vectorized loop)."""
-    out, stages = algorithm(*size, V, vector_exp)
-    s = td.schedule(out).parallel(out, "r")
-    for st in stages:
+    """Every stage computed per row r (threads over rows); the max and the sum
+    rfactored into V partial results, vectorized over their lanes; the
+    elementwise stages vectorized along c, split by w (None: the whole row is one
+    vectorized loop)."""
+    out, stages = algorithm(*size, vector_exp)
+    s = td.schedule(out).rfactor("mx", "c", V).rfactor("total", "c", V).parallel(out, "r")
+    for st in ("mx_rf", *(x.name for x in stages)):
         s = s.compute_at(st, out, "r")
-    for st in [*stages, out]:
-        if st.name in ("pm", "ps"):
-            s = s.reorder(st, "co v").vectorize(st, "v")
-        elif st.name in ("t", "e", "out"):
-            s = s.vectorize(st, "c") if w is None else s.split(st, "c", w).vectorize(st, "c_i")
+    s = s.compute_at("total_rf", out, "r")
+    for st in ("mx_rf", "total_rf"):
+        s = s.reorder(st, "c_o c_i").vectorize(st, "c_i")
+    for st in [x.name for x in stages if x.name in ("t", "e")] + ["out"]:
+        s = s.vectorize(st, "c") if w is None else s.split(st, "c", w).vectorize(st, "c_i")
     return s
 
 
@@ -178,7 +175,7 @@ def case(target: str, variant: str, size: str) -> harness.Case:
     dims = SIZES[size]
     arrays = inputs(size)
     params = BEST[(target, variant)]
-    notes = {"best": "rfactor by hand + polynomial exp", "libm": "rfactor by hand, td.exp"}
+    notes = {"best": "rfactor + polynomial exp", "libm": "rfactor, td.exp"}
     return harness.Case(
         kernel=kernel_name(size),
         schedule_fn=lambda: _build_schedule(variant, dims, params),
