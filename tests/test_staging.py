@@ -57,10 +57,13 @@ def test_cache_write_register_tile(backend, m):
 def test_cache_write_block_loops_have_the_block_extent():
     A, B, C = matmul()
     text = str(td.lower(register_tile(C)))
-    # i of Cl is unrolled into 4 copies (the tile), not one per row of C
-    assert text.count("Cl[3, j - 16 * j_o] = Cl[3,") == 1
-    assert "Cl[4, j" not in text
+    # i of Cl is unrolled into 4 copies (the tile), not one per row of C: once for full
+    # tiles (no test inside the k loop), once with guards for the edge tile
     assert "allocate Cl[4, 16]" in text
+    assert "Cl[4, j" not in text
+    full, edge = text.split("if min(M, 4 * i_o + 4) - 4 * i_o == 4:")[1].split("else:", 1)
+    assert full.count("Cl[3, j - 16 * j_o] = Cl[3,") == 1 and " if " not in full
+    assert edge.count("Cl[3, j - 16 * j_o] = Cl[3,") == 1 and "if 4 * i_o + 3 < min(M" in edge
 
 
 def test_cache_read_packs_the_block(backend):

@@ -9,6 +9,7 @@ The whole compiler front to back, one pass per line:
     convert  the isl AST as loop IR (tdsl's own nodes, with the schedule's names)
     simplify constant folding and index simplification
     unroll   unrolled loops become copies of their bodies
+    unswitch full-tile tests of unrolled edge blocks hoisted out of invariant loops
     verify   loop-IR invariants (run after every pass)
 """
 
@@ -23,12 +24,14 @@ from .legality import check_legality
 from .model import build_model
 from .passes.simplify import simplify
 from .passes.unroll import unroll
+from .passes.unswitch import unswitch
 from .passes.verify import verify
 from .tree import build_ast, schedule_vectors
 
 PASSES: tuple[tuple[str, Callable[[ir.LoweredFunc], ir.LoweredFunc]], ...] = (
     ("simplify", simplify),
     ("unroll", unroll),
+    ("unswitch", unswitch),
 )
 
 

@@ -1,8 +1,9 @@
 """Unrolling: each UNROLLED loop becomes one copy of its body per iteration.
 
 Guarantees: no UNROLLED loop remains. A loop with constant bounds becomes
-straight-line copies; a loop whose end varies (a split tail) becomes
-`max_extent` copies, each guarded by `start + c < end`.
+straight-line copies; a loop whose end varies (a split tail) becomes a test of
+its trip count: `max_extent` plain copies when it runs all of them, else
+`max_extent` copies each guarded by `start + c < end`.
 """
 
 from __future__ import annotations
@@ -23,13 +24,24 @@ class _Unroll(Rewriter):
                 copies.append(substitute(s.body, {s.var: ir.Const(v, dt.index)}))
         else:
             assert s.max_extent is not None, f"unrolled loop {s.var} without a constant extent"
+            if s.max_extent == 0:
+                return ir.Block(())
+            full, guarded = [], []
             for c in range(s.max_extent):
                 at = ir.Binary("add", s.start, ir.Const(c, dt.index), dt.index)
                 body = substitute(s.body, {s.var: at})
-                copies.append(body if c == 0 else ir.If(ir.Compare("lt", at, s.end), body))
-            if copies:
-                copies[0] = ir.If(ir.Compare("lt", s.start, s.end), copies[0])
+                full.append(body)
+                guarded.append(body if c == 0 else ir.If(ir.Compare("lt", at, s.end), body))
+            guarded[0] = ir.If(ir.Compare("lt", s.start, s.end), guarded[0])
+            return ir.If(full_trip_test(s), ir.Block(tuple(full)), ir.Block(tuple(guarded)))
         return ir.Block(tuple(copies))
+
+
+def full_trip_test(loop: ir.For) -> ir.Compare:
+    """`end - start == max_extent`: the loop runs all its iterations (the unswitch pass
+    hoists this test out of the loops around it)."""
+    trips = ir.Binary("sub", loop.end, loop.start, dt.index)
+    return ir.Compare("eq", trips, ir.Const(loop.max_extent, dt.index))
 
 
 def unroll(func: ir.LoweredFunc) -> ir.LoweredFunc:
