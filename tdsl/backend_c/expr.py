@@ -206,6 +206,8 @@ class ExprEmitter:
         if len(e.args) != 1:
             raise TypeError(f"{fn} takes one argument, got {len(e.args)}")
         (a,) = e.args
+        if fn == "exp" and t.bits == 32 and t.is_float:
+            return self._helper("exp", t, a)
         if t.is_float:
             self.use_header("math.h")
             suffix = "f" if t.bits == 32 else ""

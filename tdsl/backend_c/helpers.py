@@ -2,14 +2,26 @@
 
 A kernel's source contains only the helpers it uses. Each gives an IR
 operation numpy's meaning where plain C would differ: floor division and
-modulo (never trapping), NaN-propagating min/max, wrapping abs, and aligned
-temporary storage (host C) or sizing a workspace with saturating arithmetic
-(standalone C).
+modulo (never trapping), NaN-propagating min/max, wrapping abs, a float32
+exp that vectorizes (see EXP_F32), and aligned temporary storage (host C) or
+sizing a workspace with saturating arithmetic (standalone C).
 """
 
 from __future__ import annotations
 
 from ..dtypes import DType
+from ..lower.fastexp import (
+    EXPONENT_ONE,
+    HALF_LOG2E,
+    HI,
+    LN2_HI,
+    LN2_LO,
+    LO,
+    LOG2E,
+    MAGIC,
+    MAGIC_BITS,
+    TAYLOR,
+)
 
 CTYPE = {
     "float32": "float",
@@ -45,7 +57,10 @@ _SUFFIX_CTYPE = {s: CTYPE[name] for name, s in SUFFIX.items()}
 OPS = ("floordiv", "mod", "min", "max", "abs")
 ALLOC = "alloc_temp"
 MUL_SAT, ADD_SAT = "mul_sat_u64", "add_sat_u64"  # sizing a workspace without overflow
-NAMES = frozenset({f"{op}_{s}" for op in OPS for s in _SUFFIX_CTYPE} | {ALLOC, MUL_SAT, ADD_SAT})
+EXP_F32 = "exp_f32"
+NAMES = frozenset({f"{op}_{s}" for op in OPS for s in _SUFFIX_CTYPE}
+                  | {ALLOC, MUL_SAT, ADD_SAT, EXP_F32})
+
 
 
 def ctype(dtype: DType) -> str:
@@ -66,6 +81,8 @@ def definition(name: str) -> tuple[str, frozenset[str]]:
     """C text of helper `name` and the headers it needs."""
     if name == ALLOC:
         return _ALLOC.strip() + "\n", frozenset({"stdint.h", "stdlib.h"})
+    if name == EXP_F32:
+        return _exp_f32().strip() + "\n", frozenset({"stdint.h"})
     if name in _SATURATING:
         return _SATURATING[name].strip() + "\n", frozenset({"stdint.h"})
     op, sfx = name.split("_")
@@ -221,3 +238,29 @@ static inline uint64_t add_sat_u64(uint64_t a, uint64_t b) {
 }
 """,
 }
+
+
+def _exp_f32() -> str:
+    """The C text of `lower.fastexp`'s algorithm."""
+    horner = f"{TAYLOR[0]!r}f"
+    for c in TAYLOR[1:]:
+        horner = f"{c!r}f + r * ({horner})"
+    return f"""
+/* np.exp on float32 from operations a vectorizer handles (within 2 ulp): x = k ln2 + r,
+   exp(r) by a degree-7 polynomial, 2^k as two powers of two built from their bits. */
+static inline float exp_f32(float x) {{
+    union {{ float f; int32_t i; }} t, t2, s1, s2;
+    float y = x > {LO!r}f ? (x < {HI!r}f ? x : {HI!r}f) : {LO!r}f;  /* NaN: LO */
+    t.f = y * {LOG2E!r}f + {MAGIC!r}f;
+    t2.f = y * {HALF_LOG2E!r}f + {MAGIC!r}f;
+    float k = t.f - {MAGIC!r}f;
+    float r = (y - k * {LN2_HI!r}f) - k * {LN2_LO!r}f;
+    float p = 1.0f + r * ({horner});
+    int32_t k1 = t2.i - {MAGIC_BITS:#x};
+    int32_t k2 = t.i - {MAGIC_BITS:#x} - k1;
+    s1.i = (k1 + 127) * {EXPONENT_ONE};
+    s2.i = (k2 + 127) * {EXPONENT_ONE};
+    float out = p * s1.f * s2.f;
+    return x != x ? x : out;
+}}
+"""

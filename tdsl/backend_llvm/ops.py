@@ -18,6 +18,18 @@ from typing import NamedTuple
 from llvmlite import ir
 
 from ..dtypes import DType, index
+from ..lower.fastexp import (
+    EXPONENT_ONE,
+    HALF_LOG2E,
+    HI,
+    LN2_HI,
+    LN2_LO,
+    LO,
+    LOG2E,
+    MAGIC,
+    MAGIC_BITS,
+    TAYLOR,
+)
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -293,6 +305,8 @@ def unary(b: ir.IRBuilder, op: str, dtype: DType, x: ir.Value) -> ir.Value:
 def call(b: ir.IRBuilder, fn: str, dtype: DType, x: ir.Value) -> ir.Value:
     """A math function of one argument of dtype `dtype`."""
     if dtype.is_float:
+        if fn == "exp" and dtype.bits == 32:
+            return exp_f32(b, x)
         if fn in FLOAT_INTRINSICS:
             return intrinsic(b, FLOAT_INTRINSICS[fn], x)
         if fn in LIBM:
@@ -306,6 +320,37 @@ def call(b: ir.IRBuilder, fn: str, dtype: DType, x: ir.Value) -> ir.Value:
         zero = ir.Constant(x.type, 0)
         return b.select(b.icmp_signed("<", x, zero), b.sub(zero, x), x)
     raise ValueError(f"call {fn!r} is not defined on {dtype.name}")
+
+
+def exp_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """numpy's float32 exp by `lower.fastexp`'s algorithm (the C backend's exp_f32)."""
+    f32, i32 = x.type, ir.IntType(32)
+
+    def c(v: float) -> ir.Constant:
+        return ir.Constant(f32, v)
+
+    def fma(a, m, add):  # a * m + add, free to fuse
+        return b.fadd(b.fmul(a, m, flags=("contract",)), add, flags=("contract",))
+
+    inside = b.select(b.fcmp_ordered("<", x, c(HI)), x, c(HI))
+    y = b.select(b.fcmp_ordered(">", x, c(LO)), inside, c(LO))  # NaN: LO
+    t = fma(y, c(LOG2E), c(MAGIC))
+    t2 = fma(y, c(HALF_LOG2E), c(MAGIC))
+    k = b.fsub(t, c(MAGIC), flags=("contract",))
+    r = b.fsub(b.fsub(y, b.fmul(k, c(LN2_HI))), b.fmul(k, c(LN2_LO)), flags=("contract",))
+    p = c(TAYLOR[0])
+    for coef in (*TAYLOR[1:], 1.0):
+        p = fma(r, p, c(coef))
+    magic = ir.Constant(i32, MAGIC_BITS)
+    k1 = b.sub(b.bitcast(t2, i32), magic)
+    k2 = b.sub(b.sub(b.bitcast(t, i32), magic), k1)
+
+    def power(n):  # 2^n for a normal exponent n
+        bits = b.mul(b.add(n, ir.Constant(i32, 127)), ir.Constant(i32, EXPONENT_ONE))
+        return b.bitcast(bits, f32)
+
+    out = b.fmul(b.fmul(p, power(k1)), power(k2))
+    return b.select(b.fcmp_unordered("uno", x, x), x, out)
 
 
 def cast(b: ir.IRBuilder, x: ir.Value, src: DType, dst: DType) -> ir.Value:
