@@ -132,9 +132,53 @@ def _loop_ops(draw, s, stage):
     return s
 
 
+def _restage(draw, s, case: Case):
+    """Maybe add stages: cache_write, cache_read or rfactor of random stages; each new
+    stage is placed at a random loop of the stage that reads it. Returns the schedule
+    and the new stages' names with their consumers."""
+    added = []
+    for n in range(draw(st.integers(0, 2))):
+        op = draw(st.sampled_from(["cache_write", "cache_read", "rfactor"]))
+        stage = draw(st.sampled_from(case.stages))
+        name = f"{op}{n}"
+        try:
+            if op == "cache_write":
+                s = s.cache_write(stage, name)
+                added.append((name, stage))
+            elif op == "cache_read":
+                readers = [c for c in case.stages if any(
+                    t.name == stage.name for t in _reads(c))] or [stage]
+                reader = draw(st.sampled_from(readers))
+                source = stage if reader is not stage else _reads(stage)[0]
+                s = s.cache_read(source, [reader], name)
+                added.append((name, reader))
+            elif stage.reduction is not None:
+                k = draw(st.sampled_from(stage.reduction.axes)).dim.name
+                s = s.rfactor(stage, k, draw(st.sampled_from([2, 3, 4, 8])), name=name)
+                added.append((name, stage))
+        except td.ScheduleError:
+            pass  # e.g. the stage's loops were scheduled, or the name's source is gone
+    return s, added
+
+
 @st.composite
 def schedules(draw, case: Case):
     s = td.schedule(case.outputs)
+    s, added = _restage(draw, s, case)
+    for name, consumer in added:
+        if draw(st.booleans()):
+            loops = s.loops(consumer)
+            try:
+                s = s.compute_at(name, consumer, loops[draw(st.integers(0, len(loops) - 1))])
+            except td.ScheduleError:
+                pass
+        if draw(st.booleans()):
+            dims = [d.name for d in s.state.resolve(name).dims]
+            try:
+                s = s.layout(name, *draw(st.permutations(dims)))
+            except td.ScheduleError:
+                pass
+        s = _loop_ops(draw, s, name)
     for stage in case.stages:
         s = _loop_ops(draw, s, stage)
     for stage in case.stages[:-1]:

@@ -175,7 +175,8 @@ class Tile(Primitive):
 
     def describe(self) -> str:
         kw = ", ".join(f"{n}={f}" for n, f in self.factors)
-        return f"tile({self.stage.name}, {kw})"
+        stage = self.stage if isinstance(self.stage, str) else self.stage.name
+        return f"tile({stage}, {kw})"
 
     def apply(self, st: State) -> None:
         stage = _stage(self, st, self.stage)

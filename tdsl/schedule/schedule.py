@@ -153,7 +153,10 @@ class Schedule:
 
     def loops(self, stage) -> list[str]:
         """The current loop names of a stage, outermost first."""
-        return self._state.loop_names(self._stage(stage))
+        found = self._state.resolve(self._stage(stage))
+        if found is None:
+            raise ScheduleError(f"{stage!r} is not a stage of this pipeline")
+        return self._state.loop_names(found)
 
     def __eq__(self, other) -> bool:
         return (isinstance(other, Schedule) and self.outputs == other.outputs
