@@ -99,11 +99,7 @@ class Schedule:
         return self.append(Tile(self._stage(stage), tuple(factors.items())))
 
     def reorder(self, stage, *loops) -> Schedule:
-        if len(loops) == 1 and isinstance(loops[0], str):
-            loops = tuple(loops[0].split())
-        elif len(loops) == 1 and isinstance(loops[0], (list, tuple)):
-            loops = tuple(loops[0])
-        return self.append(Reorder(self._stage(stage), tuple(loops)))
+        return self.append(Reorder(self._stage(stage), _listed(loops)))
 
     def fuse(self, stage, outer, inner, name: str | None = None) -> Schedule:
         return self.append(Fuse(self._stage(stage), outer, inner, name))
@@ -143,11 +139,7 @@ class Schedule:
                                    tuple(names) if names is not None else None, name))
 
     def layout(self, stage, *dims) -> Schedule:
-        if len(dims) == 1 and isinstance(dims[0], str):
-            dims = tuple(dims[0].split())
-        elif len(dims) == 1 and isinstance(dims[0], (list, tuple)):
-            dims = tuple(dims[0])
-        return self.append(Layout(self._stage(stage), tuple(dims)))
+        return self.append(Layout(self._stage(stage), _listed(dims)))
 
     # ------------------------------------------------------------ data
 
@@ -196,6 +188,15 @@ class Schedule:
         if not calls:
             return head
         return "(" + head + "".join(f"\n   .{c}" for c in calls) + ")"
+
+
+def _listed(names: tuple) -> tuple:
+    """Loop or dim names given as "a b c", as one list or tuple, or as separate arguments."""
+    if len(names) == 1 and isinstance(names[0], str):
+        return tuple(names[0].split())
+    if len(names) == 1 and isinstance(names[0], (list, tuple)):
+        return tuple(names[0])
+    return tuple(names)
 
 
 def _from_dict(rec: dict, pipeline: Pipeline) -> Primitive:
