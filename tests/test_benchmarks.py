@@ -75,3 +75,26 @@ def test_machine_limits_program(tmp_path):
     records = {r["what"]: r["value"] for r in map(json.loads, out.stdout.splitlines())}
     assert set(records) == {"fma256", "fma512", "copy", "triad", "threads"}
     assert all(v > 0 for v in records.values())
+
+
+PEER_SCRIPTS = ("sgemm", "conv2d", "blur", "softmax")
+
+
+@pytest.mark.parametrize("package", ["halide", "tvm"])
+@pytest.mark.parametrize("script", PEER_SCRIPTS)
+def test_external_peer_matches_numpy(scripts, monkeypatch, package, script):
+    """Halide and TVM (the optional `bench` extra) at the tiny size: the harness
+    measures them and their result passes its check against numpy."""
+    pytest.importorskip(package)
+    monkeypatch.setenv("HL_NUM_THREADS", "2")
+    monkeypatch.setenv("TVM_NUM_THREADS", "2")
+    harness = importlib.import_module("harness")
+    module = scripts[script]
+    peer = importlib.import_module(f"peer_{package}").peer(script, "tiny")
+    case = module.case("c", "best", "tiny")
+    got = peer.fn()
+    assert got.shape == case.reference().shape
+    assert harness.check(got, case.reference(), case.rtol, case.atol) is None
+    result = harness.measure(module, package, "tiny", runs=2, warmup=1, min_seconds=0.0)
+    assert result["check"] == "ok", result
+    assert result["rate"] > 0 and "build_s" in result
