@@ -48,14 +48,14 @@ def new_stage(name: str, like: Tensor, expr: cx.Expr, order: float, dims=None, s
 
 
 def restage(st: State, what: str, defs: dict[Stage, cx.Expr],
-            fresh_loops: tuple[Stage, ...] = ()) -> dict[Stage, Stage]:
+            fresh_loops: tuple[Stage, ...] = ()) -> None:
     """Give the stages in `defs` those definitions, rebuild their readers, update `st`.
 
     `fresh_loops` lists stages (keys of `defs`) whose loops change with their new
     definition: they restart from their initial loops. Stages that appear only
     inside the new definitions are new: computed at root with their initial
-    loops. Returns old stage -> new stage."""
-    mapping: dict[Tensor, Tensor] = {}
+    loops."""
+    mapping: dict[Stage, Stage] = {}  # old stage -> its rebuilt replacement
     for s in st.pipeline.stages:  # producers first
         expr = retarget(defs.get(s, s.expr), mapping)
         if expr is s.expr and not any(t in mapping for t in stage_reads(s)):
@@ -68,13 +68,11 @@ def restage(st: State, what: str, defs: dict[Stage, cx.Expr],
         mapping[s] = rebuilt
     outputs = tuple(mapping.get(o, o) for o in st.pipeline.outputs)
     st.pipeline = Pipeline(outputs)
-    renamed = {o: n for o, n in mapping.items() if isinstance(o, Stage)}
-    _move(st, renamed, {renamed[s] for s in fresh_loops})
+    _move(st, mapping, {mapping[s] for s in fresh_loops})
     for s in st.pipeline.stages:
         if s not in st.loops:  # a stage the primitive added
             st.loops[s] = initial_loops(s)
             st.compute[s] = ROOT
-    return renamed
 
 
 def _move(st: State, renamed: dict[Stage, Stage], fresh: set[Stage]) -> None:
