@@ -24,11 +24,14 @@ conv2d   apps/conv_layer's CPU schedule adapted to NCHW: the weights re-laid out
          (here 2 vectors x 8) accumulated over (c, ry, rx), then transposed into
          the NCHW output; rows on threads.
 blur     tiles of ty rows x tx columns on threads (tutorial lesson 8), here
-         whole-width strips of 16 rows, bx computed per strip, both stages
+         whole-width strips of 128 rows, bx computed per strip, both stages
          vectorized by 8; apps/blur's sliding window (bx stored per strip, computed
          per output row: slide=True) measured a few % slower here.
-softmax  per row on threads: the max and the sum of exp reduced into one vector
-         of partial results each, then across lanes; exp is Halide's fast_exp.
+softmax  per row, rows on threads in tasks of 128 (one task per row was ~25%
+         slower here: the thread pool hands out tasks one at a time): the max and
+         the sum of exp reduced into V partial results (vectors) each, then
+         across lanes; exp is Halide's fast_exp; one row of exp kept for the sum
+         and the output, which multiplies by 1 / total.
 """
 
 from __future__ import annotations
@@ -161,7 +164,7 @@ def conv2d(ci: int, co: int, h: int, w: int, tk: int, tx: int, ty: int, unroll_r
 
 # ---------------------------------------------------------------- blur
 
-BLUR = dict(slide=False, tx=None, ty=16, v=8)
+BLUR = dict(slide=False, tx=None, ty=128, v=8)
 
 
 def blur(h: int, w: int, tx: int | None, ty: int, v: int, slide: bool):
@@ -195,10 +198,10 @@ def blur(h: int, w: int, tx: int | None, ty: int, v: int, slide: bool):
 
 # ---------------------------------------------------------------- softmax
 
-SOFTMAX = dict(V=4 * VEC, v=4 * VEC, fast=True, store_e=True)
+SOFTMAX = dict(V=4 * VEC, v=4 * VEC, fast=True, store_e=True, task_rows=128)
 
 
-def softmax(rows: int, cols: int, V: int, v: int, fast: bool, store_e: bool):
+def softmax(rows: int, cols: int, V: int, v: int, fast: bool, store_e: bool, task_rows: int):
     """out[r, c] = exp(X[r, c] - max_c X[r, c]) * (1 / sum_c exp(...)); Halide X(c, r)."""
     while cols % V:
         V //= 2
@@ -224,7 +227,12 @@ def softmax(rows: int, cols: int, V: int, v: int, fast: bool, store_e: bool):
     out = hl.Func("out")
     out[c, r] = e[c, r] * inv[r]
 
-    out.parallel(r).vectorize(c, v)
+    out.vectorize(c, v)
+    if task_rows > 1:
+        rt = hl.Var("rt")
+        out.split(r, rt, r, task_rows, hl.TailStrategy.GuardWithIf).parallel(rt)
+    else:
+        out.parallel(r)
     for f in (mxv, mx, sv, inv):
         f.compute_at(out, r)
     lv = min(v, V)

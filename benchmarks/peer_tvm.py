@@ -22,8 +22,8 @@ conv2d   NCHW in and out; the input zero-padded once (P), the weights re-laid
          out with output channels innermost (Wp); the convolution accumulated in
          channel-last register tiles (ty x tx pixels x tk channels, tk / 16
          vectors) over (c, ry, rx), each tile transposed into the NCHW output.
-blur     strips of output rows on threads, bx computed per strip, both stages
-         vectorized (the rows' last partial vector split off with loop_partition).
+blur     strips of 128 output rows on threads, bx computed per strip, both stages
+         vectorized by 8 (the rows' last partial vector split off with loop_partition).
 softmax  per row on threads: the max and the sum rfactored into V vector lanes,
          exp is topi.fast_exp (TVM's vectorizable exp), the output multiplies by
          1 / total.
@@ -173,7 +173,7 @@ def conv2d(ci: int, co: int, h: int, w: int, tk: int, tx: int, ty: int, par: str
 
 # ---------------------------------------------------------------- blur
 
-BLUR = dict(ty=16, v=8)
+BLUR = dict(ty=128, v=8)
 
 
 def _vectorize_with_tail(sch, block, lanes: int):
