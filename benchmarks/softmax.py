@@ -84,8 +84,8 @@ def plain_schedule(size, w: int = 16) -> td.Schedule:
 
 
 BEST = {
-    ("c", "best"): dict(V=32, w=16),
-    ("llvm", "best"): dict(V=16, w=256),
+    ("c", "best"): dict(V=32, w=64),
+    ("llvm", "best"): dict(V=64, w=64),
     ("c", "plain"): dict(w=8),
     ("llvm", "plain"): dict(w=8),
 }
