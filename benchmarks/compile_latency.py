@@ -57,31 +57,35 @@ def _median(fn, runs: int) -> float:
     return statistics.median(times)
 
 
+def timings(sched, runs: int) -> tuple[float, ...]:
+    """lower, C cold, C cached, LLVM cold, LLVM cached: median ms of `runs` builds each."""
+
+    def c_cold():
+        with tempfile.TemporaryDirectory() as d:
+            backend_c.build(lower_schedule(sched), cache_dir=d)
+
+    def llvm_cold():
+        backend_llvm.clear_cache()
+        backend_llvm.build(lower_schedule(sched))
+
+    lower_ms = _median(lambda: lower_schedule(sched), runs) * 1e3
+    c_cold_ms = _median(c_cold, runs) * 1e3
+    td.build(sched, target="c")
+    c_warm_ms = _median(lambda: td.build(sched, target="c"), runs) * 1e3
+    llvm_cold_ms = _median(llvm_cold, runs) * 1e3
+    td.build(sched, target="llvm")
+    llvm_warm_ms = _median(lambda: td.build(sched, target="llvm"), runs) * 1e3
+    return lower_ms, c_cold_ms, c_warm_ms, llvm_cold_ms, llvm_warm_ms
+
+
 def main(runs: int = 5) -> None:
     rows = []
     for name, make in (("matmul 1024^3", matmul), ("blur 2048^2", blur), ("softmax 4096x1024", softmax)):
-        sched = make()
-        lower_ms = _median(lambda: lower_schedule(sched), runs) * 1e3
-
-        def c_cold():
-            with tempfile.TemporaryDirectory() as d:
-                backend_c.build(lower_schedule(sched), cache_dir=d)
-
-        def llvm_cold():
-            backend_llvm.clear_cache()
-            backend_llvm.build(lower_schedule(sched))
-
-        c_cold_ms = _median(c_cold, runs) * 1e3
-        td.build(sched, target="c")
-        c_warm_ms = _median(lambda: td.build(sched, target="c"), runs) * 1e3
-        llvm_cold_ms = _median(llvm_cold, runs) * 1e3
-        td.build(sched, target="llvm")
-        llvm_warm_ms = _median(lambda: td.build(sched, target="llvm"), runs) * 1e3
-        rows.append((name, lower_ms, c_cold_ms, c_warm_ms, llvm_cold_ms, llvm_warm_ms))
+        rows.append((name, *timings(make(), runs)))
     head = ("kernel", "lower ms", "C cold ms", "C cached ms", "LLVM cold ms", "LLVM cached ms")
     print(" | ".join(f"{h:>16}" for h in head))
     for r in rows:
-        print(" | ".join([f"{r[0]:>16}"] + [f"{v:16.2f}" for v in r[1:]]))
+        print(" | ".join([f"{r[0]:>16}"] + [f"{v:16.3f}" for v in r[1:]]))
 
 
 if __name__ == "__main__":
