@@ -231,3 +231,13 @@ def test_layout_mistakes():
         td.schedule(C).layout(C, "j i")
     with pytest.raises(td.ScheduleError, match="list each dim of Cl once.*its dims are: i j"):
         td.schedule(C).cache_write(C, "Cl").layout("Cl", "j k")
+
+
+def test_records_build_the_same_schedule_as_the_methods():
+    A, B, C = matmul(8, 8, 8)
+    chained = (td.schedule(C).rfactor(C, "k", 4).cache_write(C, "Cl")
+               .cache_read(B, ["C_rf"], "Bp").layout("Bp", "j k"))
+    records = td.schedule(C, [td.RFactor(C, "k", 4), td.CacheWrite(C, "Cl"),
+                              td.CacheRead(B, ("C_rf",), "Bp"), td.Layout("Bp", ("j", "k"))])
+    assert records == chained
+    roundtrips(records)
