@@ -78,6 +78,7 @@ def tiled_schedule(size, ty: int, tx: int, tk: int, v: int, par: str = "k_o",
         .vectorize("Acc", "k_v")
         .parallel(P, "c")
         .vectorize(P, "x")
+        .reorder("Wp", "c ry rx k")
         .vectorize("Wp", "k")
     )
 
