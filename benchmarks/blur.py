@@ -45,16 +45,16 @@ def strip_schedule(size, ys: int, v: int, xs: int | None = None) -> td.Schedule:
 
 
 BEST = {
-    ("c", "best"): dict(ys=64, v=32),
-    ("llvm", "best"): dict(ys=64, v=8),
+    ("c", "best"): dict(ys=128, v=8),
+    ("llvm", "best"): dict(ys=128, v=8),
 }
 
 
 def candidates(target: str, variant: str, size: str):
     dims = SIZES[size]
     out = []
-    for ys in (8, 16, 32, 64):
-        for v in (8, 16, 32):
+    for ys in (16, 32, 64, 128, 256):
+        for v in (4, 8, 16, 32):
             out.append((f"strip {ys} v{v}", lambda a=ys, b=v: strip_schedule(dims, a, b)))
     for ys, xs in ((32, 1024), (64, 512), (128, 256), (16, 2048)):
         for v in (8, 16):
