@@ -1,6 +1,6 @@
 """Run the benchmark suite: every kernel against every peer, each in its own process.
 
-    python benchmarks/run.py                    the full suite (a few minutes)
+    python benchmarks/run.py                    the full suite, 3 rounds (about 5 minutes)
     python benchmarks/run.py --quick            tiny sizes, a smoke test of the harness
     python benchmarks/run.py --kernels sgemm-1024 blur --markdown
 
@@ -15,6 +15,9 @@ get a single-threaded OpenBLAS for the numpy reference they check against. The n
 subprocess runs without OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE, which some
 machines set and which slow OpenBLAS down. Each measurement checks its result
 against numpy, warms up, and reports the median of at least --runs calls.
+Every peer of a kernel is measured --rounds times, the peers taking turns, and
+the table shows each peer's median round (the host is shared: its speed moves
+between rounds, and alternating spreads that over all peers alike).
 
 The table gives, per kernel: each peer's median time, its rate (GFLOP/s, or
 GB/s counting one read of the inputs and one write of the output), that rate as
@@ -102,6 +105,16 @@ def run_one(script: str, size: str, peer: str, args) -> dict:
 
 
 # ---------------------------------------------------------------- machine limits
+
+
+def median_round(results: list[dict]) -> dict:
+    """One peer's result over its rounds: a failure if any round failed, else the round
+    with the median time, carrying every round's time as `rounds_ms`."""
+    bad = [r for r in results if "ms" not in r]
+    if bad:
+        return bad[0]
+    ordered = sorted(results, key=lambda r: r["ms"])
+    return {**ordered[(len(ordered) - 1) // 2], "rounds_ms": [round(r["ms"], 3) for r in results]}
 
 
 def machine_limits(threads: int) -> dict[str, float]:
@@ -202,12 +215,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--min-seconds", type=float, default=1.0,
                    help="time each measurement for at least this long (default 1)")
     p.add_argument("--timeout", type=int, default=900, help="seconds per measurement")
-    p.add_argument("--quick", action="store_true", help="tiny sizes, 3 runs: a smoke test")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="measure every peer this many times, in alternation, and report the "
+                        "median round (default 3)")
+    p.add_argument("--quick", action="store_true", help="tiny sizes, 3 runs, 1 round: a smoke test")
     p.add_argument("--markdown", action="store_true", help="print the table as markdown")
     p.add_argument("--json", metavar="FILE", help="also write every measurement to FILE")
     args = p.parse_args(argv)
     if args.quick:
-        args.runs, args.min_seconds = 3, 0.0
+        args.runs, args.min_seconds, args.rounds = 3, 0.0, 1
+    if args.rounds < 1:
+        p.error("--rounds must be at least 1")
 
     for line in describe_machine(args.threads):
         print(line)
@@ -230,20 +248,25 @@ def main(argv: list[str] | None = None) -> int:
         peers = script_peers(script) + ["numpy", *EXTERNAL]
         if args.peers:
             peers = [x for x in peers if x in args.peers]
-        batch = []
-        for peer in peers:
-            r = run_one(script, size, peer, args)
-            batch.append(r)
-            if peer == "numpy" and "blas" in r:
-                blas = f"{r['blas']}; kernel: {r.get('blas_kernel', '?')}"
-            shown = f"{r['ms']:.2f} ms" if "ms" in r else r["check"]
-            print(f"  {name:12s} {display(peer):18s} {shown}", file=sys.stderr, flush=True)
+        measured: dict[str, list[dict]] = {peer: [] for peer in peers}
+        for _ in range(args.rounds):  # peers alternate, so a noisy phase hits them all alike
+            for peer in peers:
+                r = run_one(script, size, peer, args)
+                measured[peer].append(r)
+                if peer == "numpy" and "blas" in r:
+                    blas = f"{r['blas']}; kernel: {r.get('blas_kernel', '?')}"
+                shown = f"{r['ms']:.2f} ms" if "ms" in r else r["check"]
+                print(f"  {name:12s} {display(peer):18s} {shown}", file=sys.stderr, flush=True)
+        batch = [median_round(rs) for rs in measured.values()]
         # peers that measured nothing (not installed, failed) take the kernel's name
         kernel = next((r["kernel"] for r in batch if "kernel" in r), f"{script} {size}")
         for r in batch:
             r.setdefault("kernel", kernel)
         rows += batch
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    end = machine_limits(args.threads)
+    print(f"machine limits at the end: FMA peak {end['fma']:.0f} GFLOP/s, "
+          f"STREAM copy {end['copy']:.1f} GB/s")
     if blas:
         print(f"numpy BLAS: {blas}")
     print()
