@@ -281,6 +281,10 @@ def demo(args: argparse.Namespace, out: TextIO) -> int:
         f"{os.cpu_count()} cores; times are medians of {runs} runs",
         file=out,
     )
+    pinned = [f"{v}={os.environ[v]}" for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+              if v in os.environ]
+    if pinned:  # set on some machines; they choose numpy's matmul kernel
+        print(f"(numpy's OpenBLAS runs with {', '.join(pinned)} from the environment)", file=out)
     results = []
     for k in demo_kernels(args.quick):
         if args.verbose:
