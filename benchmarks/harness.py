@@ -112,6 +112,34 @@ def blas_info() -> dict:
     return info
 
 
+
+# ---------------------------------------------------------------- external peers
+
+# numpy argument names of each kernel script, in the order of the pipeline's parameters
+PEER_ARGS = {"sgemm": ("A", "B"), "conv2d": ("inp", "w"), "blur": ("inp",), "softmax": ("X",)}
+
+
+def kernel_module(script: str):
+    """The kernel script's module: the running one when it is the main program."""
+    main = sys.modules.get("__main__")
+    if main is not None and getattr(main, "__file__", "").endswith(f"{script}.py"):
+        return main
+    return importlib.import_module(script)
+
+
+def output_shape(script: str, dims) -> tuple[int, ...]:
+    """The shape of a kernel script's output for problem size `dims`."""
+    if script == "sgemm":
+        m, _, n = dims
+        return (m, n)
+    if script == "conv2d":
+        _, co, h, w = dims
+        return (co, h, w)
+    if script == "blur":
+        h, w = dims
+        return (h - 2, w - 2)
+    return tuple(dims)
+
 # ---------------------------------------------------------------- one measurement
 
 

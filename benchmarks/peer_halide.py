@@ -36,9 +36,7 @@ softmax  per row, rows on threads in tasks of 128 (one task per row was ~25%
 
 from __future__ import annotations
 
-import importlib
 import os
-import sys
 import time
 
 os.environ.setdefault("HL_NUM_THREADS", "2")
@@ -252,8 +250,6 @@ def softmax(rows: int, cols: int, V: int, v: int, fast: bool, store_e: bool, tas
 
 BUILDERS = {"sgemm": (sgemm, SGEMM), "conv2d": (conv2d, CONV), "blur": (blur, BLUR),
             "softmax": (softmax, SOFTMAX)}
-# numpy argument names of each kernel, in the order of the pipeline's parameters
-ARGS = {"sgemm": ("A", "B"), "conv2d": ("inp", "w"), "blur": ("inp",), "softmax": ("X",)}
 
 
 def compile_kernel(script: str, dims, **overrides):
@@ -278,37 +274,19 @@ def runner(compiled, arrays: list[np.ndarray], out: np.ndarray):
     return fn
 
 
-def _module(script: str):
-    main = sys.modules.get("__main__")
-    if main is not None and getattr(main, "__file__", "").endswith(f"{script}.py"):
-        return main
-    return importlib.import_module(script)
-
-
 def peer(script: str, size: str, **overrides) -> harness.Peer:
     """The Halide peer of a kernel script (sgemm, conv2d, blur, softmax) at one size."""
-    module = _module(script)
+    module = harness.kernel_module(script)
     dims = module.SIZES[size]
     arrays = module.inputs(size)
     want = module.numpy_peer(size)  # its kernel name, work and unit (not run here)
     compiled, params, build_s = compile_kernel(script, dims, **overrides)
-    shape = _output_shape(script, dims)
+    shape = harness.output_shape(script, dims)
     out = np.empty(shape, np.float32)
-    fn = runner(compiled, [np.ascontiguousarray(arrays[a]) for a in ARGS[script]], out)
+    fn = runner(compiled, [np.ascontiguousarray(arrays[a]) for a in harness.PEER_ARGS[script]], out)
     info = {"build_s": round(build_s, 3), "target": str(target()),
             "threads": os.environ.get("HL_NUM_THREADS"),
             "schedule": ", ".join(f"{k}={v}" for k, v in params.items())}
     return harness.Peer(want.kernel, fn, want.work, want.unit, info)
 
 
-def _output_shape(script: str, dims) -> tuple[int, ...]:
-    if script == "sgemm":
-        m, _, n = dims
-        return (m, n)
-    if script == "conv2d":
-        _, co, h, w = dims
-        return (co, h, w)
-    if script == "blur":
-        h, w = dims
-        return (h - 2, w - 2)
-    return tuple(dims)

@@ -31,9 +31,7 @@ softmax  per row on threads: the max and the sum rfactored into V vector lanes,
 
 from __future__ import annotations
 
-import importlib
 import os
-import sys
 import time
 
 os.environ.setdefault("TVM_NUM_THREADS", "2")
@@ -269,8 +267,6 @@ def softmax(rows: int, cols: int, V: int, v: int, fast: bool):
 
 BUILDERS = {"sgemm": (sgemm, SGEMM), "conv2d": (conv2d, CONV), "blur": (blur, BLUR),
             "softmax": (softmax, SOFTMAX)}
-# numpy argument names of each kernel, in the order of the function's parameters
-ARGS = {"sgemm": ("A", "B"), "conv2d": ("inp", "w"), "blur": ("inp",), "softmax": ("X",)}
 
 
 def compile_kernel(script: str, dims, **overrides):
@@ -298,34 +294,14 @@ def runner(compiled, arrays: list[np.ndarray], out_shape: tuple[int, ...]):
     return fn
 
 
-def _module(script: str):
-    main = sys.modules.get("__main__")
-    if main is not None and getattr(main, "__file__", "").endswith(f"{script}.py"):
-        return main
-    return importlib.import_module(script)
-
-
-def output_shape(script: str, dims) -> tuple[int, ...]:
-    if script == "sgemm":
-        m, _, n = dims
-        return (m, n)
-    if script == "conv2d":
-        _, co, h, w = dims
-        return (co, h, w)
-    if script == "blur":
-        h, w = dims
-        return (h - 2, w - 2)
-    return tuple(dims)
-
-
 def peer(script: str, size: str, **overrides) -> harness.Peer:
     """The TVM peer of a kernel script (sgemm, conv2d, blur, softmax) at one size."""
-    module = _module(script)
+    module = harness.kernel_module(script)
     dims = module.SIZES[size]
     arrays = module.inputs(size)
     ref = module.numpy_peer(size)  # its kernel name, work and unit (not run here)
     compiled, params, build_s = compile_kernel(script, dims, **overrides)
-    fn = runner(compiled, [arrays[a] for a in ARGS[script]], output_shape(script, dims))
+    fn = runner(compiled, [arrays[a] for a in harness.PEER_ARGS[script]], harness.output_shape(script, dims))
     info = {"build_s": round(build_s, 3), "target": str(target()),
             "threads": os.environ.get("TVM_NUM_THREADS"),
             "schedule": ", ".join(f"{k}={v}" for k, v in params.items())}
