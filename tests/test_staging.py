@@ -153,6 +153,10 @@ def test_cache_write_name_taken():
     A, B, C = matmul()
     with pytest.raises(td.ScheduleError, match="already has a tensor named 'A'"):
         td.schedule(C).cache_write(C, "A")
+    with pytest.raises(td.ScheduleError, match="stage name 'for' is not valid"):
+        td.schedule(C).cache_write(C, "for")
+    with pytest.raises(td.ScheduleError, match="'_tmp' is reserved"):
+        td.schedule(C).cache_read(B, name="_tmp")
 
 
 def test_cache_write_of_a_stage_with_updates():

@@ -14,16 +14,18 @@ from typing import ClassVar
 from .. import dtypes as dt
 from ..compute import Dim, Stage, Update
 from ..compute import expr as cx
-from ..compute.tensor import Input, Tensor
-from .primitives import Primitive, _err, _loop_name, _stage
+from ..compute.tensor import Input, Tensor, _check_name
+from ..errors import DefinitionError
+from .primitives import Primitive, _err, _stage
 from .restage import new_stage, restage, retarget
 from .state import State
 
 
 def _fresh_stage_name(prim: Primitive, st: State, name) -> str:
-    if not isinstance(name, str) or not name.isidentifier() or name.startswith(("_", "tdsl")):
-        raise _err(prim, f"{name!r} is not a valid stage name (a Python identifier not starting "
-                         "with '_' or 'tdsl')")
+    try:
+        _check_name(name, "stage")
+    except DefinitionError as e:
+        raise _err(prim, str(e)) from None
     if name in st.pipeline.by_name:
         raise _err(prim, f"the pipeline already has a tensor named {name!r}; pass name= another")
     return name
@@ -149,8 +151,7 @@ class RFactor(Primitive):
         k = axes[pos]
         outer, inner = self.names or (f"{k.dim.name}_o", f"{k.dim.name}_i")
         taken = {d.name for d in c.loop_dims} - {k.dim.name}
-        for n in (outer, inner):
-            n = _loop_name(n, self.method)
+        for n in (outer, inner):  # strings already: names is a loop field
             if n in taken or outer == inner:
                 raise _err(self, f"loop name {n!r} is taken; pick others with names=")
         ko, kv = Dim(outer), Dim(inner)
