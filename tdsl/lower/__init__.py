@@ -3,6 +3,7 @@
 The whole compiler front to back, one pass per line:
 
     model    the polyhedral model: statements, isl domains, bands, buffer boxes
+    budget   unrolling within its limit (the isl analysis runs under an operation quota)
     tree     the flat isl schedule of every statement
     legality dependences (isl) kept by the schedule; parallel loops race-free
     ast      isl's AST of the schedule
@@ -19,6 +20,7 @@ from collections.abc import Callable
 
 from ..schedule import Schedule
 from . import ir
+from .budget import check_unrolling, isl_budget, step
 from .from_ast import convert
 from .legality import check_legality
 from .model import build_model
@@ -39,11 +41,16 @@ def lower_schedule(sched: Schedule, name: str | None = None,
                    dump: Callable[[str, ir.LoweredFunc], None] | None = None) -> ir.LoweredFunc:
     """Lower a schedule to a verified loop-IR function named `name`."""
     name = name or f"tdsl_{sched.outputs[0].name}"
-    model = build_model(sched)
-    vectors = schedule_vectors(model)
-    check_legality(model, vectors)
-    ast = build_ast(model, vectors)
-    func = verify(convert(model, ast, vectors, name))
+    with isl_budget(f"the schedule of {', '.join(o.name for o in sched.outputs)}"):
+        with step("bounds inference"):
+            model = build_model(sched)
+        check_unrolling(model.statements)
+        vectors = schedule_vectors(model)
+        with step("the dependence analysis"):
+            check_legality(model, vectors)
+        with step("loop generation"):
+            ast = build_ast(model, vectors)
+            func = verify(convert(model, ast, vectors, name))
     if dump:
         dump("convert", func)
     for pass_name, run in PASSES:
