@@ -54,6 +54,18 @@ FLAVOURS = {
 }
 
 STACK_LIMIT = 64 * 1024  # bytes; larger or symbolic temporaries go to the heap
+
+# Host C is compiled at -O3, whose loop vectorizer (gcc 12 with AVX-512) miscompiles
+# some loops tdsl never asked to vectorize (outer loops whose inner loops it unrolled
+# completely). Vectorized loops are `#pragma omp simd` loops; every other loop outside
+# them starts with this statement, which keeps the loop vectorizer out of it and costs
+# nothing at run time.
+SCALAR_LOOP = "TDSL_SCALAR_LOOP"
+_SCALAR_LOOP_DEFINITION = (
+    "/* Loops the schedule does not vectorize stay scalar: the loop vectorizer does not\n"
+    "   touch a loop that contains an asm statement. */\n"
+    f"#define {SCALAR_LOOP} __asm__ __volatile__(\"\")\n"
+)
 _HEADER_ORDER = ("math.h", "stddef.h", "stdint.h", "stdlib.h")
 
 
@@ -127,6 +139,7 @@ class _Renderer:
         self.in_parallel = False
         self.in_simd = False
         self.status: str | None = None
+        self.scalar_loops = False  # a loop was kept out of the loop vectorizer
         self.labels: set[str] = set()
         self._fallible: dict[int, bool] = {}
 
@@ -152,6 +165,8 @@ class _Renderer:
             self.headers |= helpers.definition(h)[1]
         includes = [f"#include <{h}>\n" for h in _HEADER_ORDER if h in self.headers]
         parts.append("".join(includes))
+        if self.scalar_loops:
+            parts.append(_SCALAR_LOOP_DEFINITION)
         parts.extend(helpers.definition(h)[0] for h in self.helpers)
         parts.append(body)
         return "\n".join(parts)
@@ -213,6 +228,9 @@ class _Renderer:
             if pragma:
                 w.line(pragma)
             w.open(f"for (int64_t {v} = {start}; {binary('<', atom(v), end)}; {v}++)")
+            if self._scalar(s, simd):
+                self.scalar_loops = True
+                w.line(f"{SCALAR_LOOP};")
             saved = self.in_parallel, self.in_simd
             if parallel:
                 self.regions.append(_Region(parallel=True, var=v))
@@ -234,6 +252,12 @@ class _Renderer:
             self._unwind(region)
             w.line("return 1;")
             w.close()
+
+    def _scalar(self, s: For, simd: bool) -> bool:
+        """Whether loop `s` is kept out of the C compiler's loop vectorizer: every host
+        loop but the vectorized ones, what they contain, and loops to be unrolled."""
+        return (self.flavour.gnu and not (simd or self.in_simd)
+                and s.kind not in (ForKind.VECTORIZED, ForKind.UNROLLED))
 
     def _pragma(self, s: For) -> tuple[str | None, bool, bool]:
         """(pragma line, starts a parallel region, starts a simd region).

@@ -3,6 +3,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+/* Loops the schedule does not vectorize stay scalar: the loop vectorizer does not
+   touch a loop that contains an asm statement. */
+#define TDSL_SCALAR_LOOP __asm__ __volatile__("")
+
 /* 64-byte aligned storage for `count` elements of `size` bytes, or NULL. */
 static void *alloc_temp(int64_t count, size_t size) {
     if (count < 1) {
@@ -22,6 +26,7 @@ int tdsl_by(const float *restrict inp, float *restrict by, int64_t H, int64_t W)
     int status = 0;
     #pragma omp parallel for schedule(static)
     for (int64_t y_o = 0; y_o < (H - 3) / 8 + 1; y_o++) {
+        TDSL_SCALAR_LOOP;
         float *restrict bx = alloc_temp((W - 2) * 10, sizeof(float));
         if (bx == NULL) {
             #pragma omp atomic write
@@ -29,12 +34,16 @@ int tdsl_by(const float *restrict inp, float *restrict by, int64_t H, int64_t W)
             continue;
         }
         for (int64_t y = 8 * y_o; y < min_i64(H, 8 * y_o + 10); y++) {
+            TDSL_SCALAR_LOOP;
             for (int64_t x = 0; x < W - 2; x++) {
+                TDSL_SCALAR_LOOP;
                 bx[(y - 8 * y_o) * (W - 2) + x] = (inp[y * W + x] + inp[y * W + x + 1] + inp[y * W + x + 2]) / 3.0f;
             }
         }
         for (int64_t y_i = 0; y_i < min_i64(8, H - 8 * y_o - 2); y_i++) {
+            TDSL_SCALAR_LOOP;
             for (int64_t x = 0; x < W - 2; x++) {
+                TDSL_SCALAR_LOOP;
                 by[(8 * y_o + y_i) * (W - 2) + x] = (bx[y_i * (W - 2) + x] + bx[(y_i + 1) * (W - 2) + x] + bx[(y_i + 2) * (W - 2) + x]) / 3.0f;
             }
         }

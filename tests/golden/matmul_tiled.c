@@ -2,6 +2,10 @@
 
 #include <stdint.h>
 
+/* Loops the schedule does not vectorize stay scalar: the loop vectorizer does not
+   touch a loop that contains an asm statement. */
+#define TDSL_SCALAR_LOOP __asm__ __volatile__("")
+
 static inline int64_t min_i64(int64_t a, int64_t b) {
     return a < b ? a : b;
 }
@@ -9,16 +13,22 @@ static inline int64_t min_i64(int64_t a, int64_t b) {
 int tdsl_C(const float *restrict A, const float *restrict B, float *restrict C, int64_t N) {
     #pragma omp parallel for schedule(static)
     for (int64_t i_o = 0; i_o < (N - 1) / 32 + 1; i_o++) {
+        TDSL_SCALAR_LOOP;
         for (int64_t j_o = 0; j_o < 4; j_o++) {
+            TDSL_SCALAR_LOOP;
             for (int64_t i_i = 0; i_i < min_i64(32, N - 32 * i_o); i_i++) {
+                TDSL_SCALAR_LOOP;
                 #pragma omp simd
                 for (int64_t j_i = 0; j_i < 64; j_i++) {
                     C[(32 * i_o + i_i) * 256 + 64 * j_o + j_i] = 0.0f;
                 }
             }
             for (int64_t k_o = 0; k_o < 128; k_o++) {
+                TDSL_SCALAR_LOOP;
                 for (int64_t i_i = 0; i_i < min_i64(32, N - 32 * i_o); i_i++) {
+                    TDSL_SCALAR_LOOP;
                     for (int64_t k_i = 0; k_i < 4; k_i++) {
+                        TDSL_SCALAR_LOOP;
                         #pragma omp simd
                         for (int64_t j_i = 0; j_i < 64; j_i++) {
                             C[(32 * i_o + i_i) * 256 + 64 * j_o + j_i] = C[(32 * i_o + i_i) * 256 + 64 * j_o + j_i] + A[(32 * i_o + i_i) * 512 + 4 * k_o + k_i] * B[(4 * k_o + k_i) * 256 + 64 * j_o + j_i];
