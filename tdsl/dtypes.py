@@ -117,3 +117,21 @@ def scalar_fits(value, dtype: DType) -> bool:
         return False
     info = np.iinfo(dtype.name) if dtype.is_int else None
     return info is None or info.min <= value <= info.max
+
+
+def astype(x, dtype: DType) -> np.ndarray:
+    """numpy's `astype`, with one rule where numpy leaves it to the platform.
+
+    A float converts to an integer type by truncation toward zero to int64, then
+    wraps to the target width (exactly numpy's result for every value within
+    int64's range, e.g. -1.5 -> uint8 255); NaN becomes 0 and values beyond
+    int64's range saturate to its limits. Both backends convert the same way.
+    """
+    a = np.asarray(x)
+    if not (a.dtype.kind == "f" and dtype.is_int):
+        return a.astype(dtype.np)
+    lo, hi = float(np.iinfo(np.int64).min), float(np.iinfo(np.int64).max)
+    with np.errstate(invalid="ignore"):
+        wide = np.where(np.isnan(a), 0, np.clip(a, lo, hi))
+        wide = np.where(wide >= hi, np.iinfo(np.int64).max, wide.astype(np.int64))
+    return wide.astype(np.int64).astype(dtype.np)

@@ -230,6 +230,11 @@ class ExprEmitter:
             return value if src.is_bool else binary("!=", value, atom("0"))
         if ctype(src) == ctype(to):
             return value  # index <-> int64, bool -> uint8: same values
+        if src.is_float and to.is_int:  # through int64, as tdsl.dtypes.astype
+            name = helpers.TO_INT64[helpers.SUFFIX[src.name]]
+            self.use_helper(name)
+            value = call(name, value)
+            return value if to.bits == 64 and to.is_signed else cast(ctype(to), value)
         return cast(ctype(to), value)
 
 

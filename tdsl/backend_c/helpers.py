@@ -58,8 +58,9 @@ OPS = ("floordiv", "mod", "min", "max", "abs")
 ALLOC = "alloc_temp"
 MUL_SAT, ADD_SAT = "mul_sat_u64", "add_sat_u64"  # sizing a workspace without overflow
 EXP_F32 = "exp_f32"
+TO_INT64 = {"f32": "toi64_f32", "f64": "toi64_f64"}  # float -> int64, defined everywhere
 NAMES = frozenset({f"{op}_{s}" for op in OPS for s in _SUFFIX_CTYPE}
-                  | {ALLOC, MUL_SAT, ADD_SAT, EXP_F32})
+                  | {ALLOC, MUL_SAT, ADD_SAT, EXP_F32, *TO_INT64.values()})
 
 
 
@@ -85,6 +86,9 @@ def definition(name: str) -> tuple[str, frozenset[str]]:
         return _exp_f32().strip() + "\n", frozenset({"stdint.h"})
     if name in _SATURATING:
         return _SATURATING[name].strip() + "\n", frozenset({"stdint.h"})
+    if name in TO_INT64.values():
+        t = _SUFFIX_CTYPE[name.split("_")[1]]
+        return _TOI64.format(t=t, name=name).strip() + "\n", frozenset({"stdint.h"})
     op, sfx = name.split("_")
     t = _SUFFIX_CTYPE[sfx]
     if sfx[0] == "f":
@@ -163,6 +167,20 @@ static inline {t} {name}({t} a) {{
 }}
 """,
 }
+
+# tdsl.dtypes.astype: truncation toward zero within int64's range (numpy's result),
+# NaN -> 0, saturation beyond; a plain C conversion of those values is undefined.
+_TOI64 = """
+static inline int64_t {name}({t} a) {{
+    if (a != a) {{
+        return 0;
+    }}
+    if (a >= ({t})9223372036854775807.0) {{
+        return INT64_MAX;
+    }}
+    return a < ({t})-9223372036854775807.0 ? INT64_MIN : (int64_t)a;
+}}
+"""
 
 # numpy's npy_floor_divide / npy_remainder (npy_divmod), so results match bit for bit.
 _FLOAT = {

@@ -44,6 +44,7 @@ import operator
 
 import numpy as np
 
+from ..dtypes import astype
 from ..errors import DefinitionError
 from .binding import allocate_outputs, bind_arguments, eval_extent
 from .expr import (
@@ -191,7 +192,7 @@ class _Evaluation:
             case Select(c, a, b):
                 return np.where(self.value(c), self.value(a), self.value(b))
             case Cast(a, d):
-                return np.asarray(self.value(a)).astype(d.np)
+                return astype(self.value(a), d)
         raise AssertionError(f"cannot evaluate {e!r} inside stage {self.stage.name}")
 
     def affine(self, e: Expr):
@@ -503,8 +504,8 @@ class _UpdateRun:
 
                 return select
             case Cast(a, d):
-                fa, npd = self._compile(a), d.np
-                return lambda: fa().astype(npd)
+                fa = self._compile(a)
+                return lambda: astype(fa(), d)
         raise AssertionError(f"cannot evaluate {e!r} inside update {self.update.name}")
 
     def _access(self, e: Access):

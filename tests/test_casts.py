@@ -1,0 +1,45 @@
+"""Float-to-integer conversions: one rule on every backend and in td.evaluate.
+
+Within int64's range a float converts as numpy converts it (truncation toward
+zero, then wrapping to the target width: -1.5 -> uint8 255); NaN gives 0 and
+values beyond int64 saturate. A plain C cast of those values is undefined.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import tdsl as td
+
+VALUES = [-12.06, -1.5, -0.99, 0.99, 300.7, 70000.2, 3e9, -3e9, 5e18, -5e18, 1e19, -9.3e18,
+          1e30, np.nan, np.inf, -np.inf]
+INTS = [td.int8, td.uint8, td.int16, td.uint16, td.int32, td.uint32, td.int64]
+
+
+@pytest.mark.parametrize("src", [td.float32, td.float64], ids=lambda d: d.name)
+@pytest.mark.parametrize("dst", INTS, ids=lambda d: d.name)
+def test_float_to_int_is_the_same_everywhere(src, dst, backend):
+    (i,) = td.dims("i")
+    n = len(VALUES)
+    a = td.input("a", {i: n}, src)
+    o = td.compute("o", {i: n}, td.cast(a[i], dst))
+    x = np.array(VALUES).astype(src.np)
+    ref = td.evaluate(o, a=x)
+    assert ref.dtype == dst.np
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        in_range = np.abs(x) < 9e18
+        numpy_says = x[in_range].astype(np.int64).astype(dst.np)
+    np.testing.assert_array_equal(ref[in_range], numpy_says)
+    np.testing.assert_array_equal(ref[np.isnan(x)], 0)
+    big = np.iinfo(np.int64).max
+    expect_inf = np.array([big, ~big], dtype=np.int64).astype(dst.np)
+    np.testing.assert_array_equal(ref[np.isinf(x)], expect_inf)
+    plain = td.schedule(o)
+    vector = td.schedule(o).split(o, "i", 8).vectorize(o, "i_i")
+    for k, s in enumerate((plain, vector)):
+        got = td.build(s, target=backend, name=f"cast_{src.name}_{dst.name}_{k}")(a=x)
+        np.testing.assert_array_equal(got, ref)
