@@ -47,10 +47,15 @@ def emit_c(schedule, name: str, out_dir) -> tuple[Path, Path]:
     c = render_standalone(func, tuple(cond for cond, _ in conditions), f"{name}.h")
     header = render_header(sched, func, c, [text for _, text in conditions])
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     c_path, h_path = out / f"{name}.c", out / f"{name}.h"
-    c_path.write_text(c.source, encoding="utf-8")
-    h_path.write_text(header, encoding="utf-8")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        c_path.write_text(c.source, encoding="utf-8")
+        h_path.write_text(header, encoding="utf-8")
+    except OSError as e:
+        raise TdslError(
+            f"cannot write {name}.c and {name}.h into {out_dir}: {e.strerror or e}; give a "
+            "directory that exists or can be created, and is writable") from None
     return c_path, h_path
 
 
