@@ -74,6 +74,23 @@ def test_damaged_cached_library_is_rebuilt(tmp_path, how):
     assert third.returncode == 0 and third.stdout.strip() == EXPECTED
 
 
+def test_processes_rebuilding_one_damaged_entry_at_once_all_succeed(tmp_path):
+    env = {"XDG_CACHE_HOME": str(tmp_path)}
+    assert _run(env).returncode == 0
+    (lib,) = _libraries(tmp_path)
+    intact = lib.read_bytes()
+    _damage(lib, "truncated")
+    full = dict(os.environ, PYTHONPATH=str(ROOT), **env)
+    procs = [subprocess.Popen([sys.executable, "-c", SCRIPT], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=full) for _ in range(3)]
+    for proc in procs:
+        out, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, f"exit {proc.returncode}: {err}"
+        assert out.strip() == EXPECTED
+    assert lib.read_bytes() == intact
+    assert not [p for p in os.listdir(tmp_path / "tdsl") if p.startswith(".")]
+
+
 def test_cache_under_a_regular_file_falls_back_with_a_warning(tmp_path):
     blocker = tmp_path / "home"
     blocker.write_text("not a directory")
