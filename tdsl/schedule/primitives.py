@@ -67,7 +67,7 @@ class Primitive:
             if f.name in ("names", "name") and v is None or f.name == "reassociate" and not v:
                 continue
             if f.name == "reassociate":
-                args.append("reassociate=True")
+                args.append(f"reassociate={v!r}")
                 continue
             args.append(_shown(v, f.name in ("stage", "consumer")))
         return f"{self.method}({', '.join(args)})"
@@ -198,7 +198,12 @@ class Tile(Primitive):
     method: ClassVar[str] = "tile"
 
     def __post_init__(self):
-        fs = tuple((_loop_name(n, "tile"), f) for n, f in self.factors)
+        pairs = self.factors if isinstance(self.factors, (tuple, list)) else None
+        if pairs is None or not all(isinstance(p, (tuple, list)) and len(p) == 2 for p in pairs):
+            raise ScheduleError(
+                f"tile: factors must be (loop, factor) pairs, e.g. (('y', 32), ('x', 64)), got "
+                f"{self.factors!r}")
+        fs = tuple((_loop_name(n, "tile"), f) for n, f in pairs)
         object.__setattr__(self, "factors", fs)
         if len(fs) < 1:
             raise ScheduleError("tile: give at least one loop and factor, e.g. tile(C, i=32, j=64)")
@@ -305,6 +310,8 @@ def _mark(prim, st: State, kind: str, need_const: bool) -> None:
                          f"constant first, e.g. split({stage.name}, {lp.name!r}, 8), and "
                          f"{prim.method} the inner loop")
     reassociate = getattr(prim, "reassociate", False)
+    if not isinstance(reassociate, bool):
+        raise _err(prim, f"reassociate= must be True or False, got {reassociate!r}")
     if kind in ("parallel", "vectorized") and lp.reduction and not reassociate:
         raise _err(prim, f"loop {lp.name} of {stage.name} is a reduction loop: its iterations "
                          f"accumulate into the same elements of {stage.name}, so running them "
