@@ -332,6 +332,71 @@ M("emit-name-not-a-string", lambda: td.emit_c(sched(), 5, _scratch()), T, 'kerne
 M("emit-directory-under-a-file", lambda: td.emit_c(sched(), "kern", _under_a_file()), T, 'kern.c and kern.h', 'plain_file', 'Not a directory')
 M("emit-a-number", lambda: td.emit_c(5, "kern", _scratch()), T, 'td.schedule(...)', 'got 5')
 
+# boundary views, reductions and updates, more
+M("clamp-view-plus-scalar", lambda: td.clamp(A) + 1, D, "tensor 'A' used without indices", "A[y, x]")
+M("pad-value-out-of-range", lambda: td.pad(img, 70000), D, "70000", "td.uint16")
+M("pad-negative-for-unsigned", lambda: td.pad(img, -1), D, "-1", "td.uint16")
+M("clamp-view-float-index", lambda: td.clamp(A)[y, 1.5], D, "A: index 1 (1.5)", "integers")
+M("update-through-a-view", lambda: td.update(td.clamp(scan)[r], scan[r - 1], over={r: (1, 32)}),
+  D, "td.update", "td.clamp(scan)[r]", "stage made by td.compute")
+M("update-value-reduction", lambda: td.update(scan[r], td.sum(seq[k], over={k: 32}), over={r: 32}),
+  D, "td.update of scan", "reductions inside an update's value")
+M("sum-over-float-bound", lambda: td.sum(A[y, x], over={x: (0, 2.5)}), D, "td.sum over x", "bound 2.5")
+M("sum-of-bool-without-dtype", lambda: td.sum(A[y, x] > 0, over=x), D, "bool expression", "dtype=td.int32")
+M("sum-over-string-key", lambda: td.sum(A[y, x], over={"x": 8}), D, "over= key 'x'", "td.dim")
+M("sum-nested-in-definition", lambda: td.compute(
+    "Q", {y: N}, td.sum(td.sum(A[y, x], over=x), over=x)), D, "stage 'Q'", "own stage")
+M("extent-with-reduction", lambda: td.input("Q", {y: N + td.sum(A[y, x], over=x)}, td.float32),
+  D, "input 'Q', dim y", "only use sizes and constants")
+M("extent-is-a-dim", lambda: td.input("Q", {y: x}, td.float32), D, "input 'Q', dim y", "not x")
+M("stage-larger-than-its-input", lambda: td.build(td.compute("Q", {y: N, x: 9}, A[y, x])),
+  D, "Q accesses A[y, x] out of range", "x=8", "td.clamp(A)")
+M("input-dtype-object", lambda: td.input("Q", {y: 4}, object), D, "unsupported dtype", "td.float32")
+M("cast-to-none", lambda: td.cast(A[y, x], None), D, "unsupported dtype None", "td.float32")
+
+# schedules, more
+M("vectorize-reassociate-string", lambda: sched().vectorize(C, x, reassociate="yes"), S,
+  "vectorize(C, 'x', reassociate='yes')", "True or False")
+M("tile-without-factors", lambda: sched().tile(C), S, "tile", "at least one loop", "tile(C, i=32, j=64)")
+M("reorder-nothing", lambda: sched().reorder(C), S, "reorder(C", "at least two loops")
+M("fuse-loop-with-itself", lambda: sched().fuse(C, y, y), S, "fuse(C, 'y', 'y')", "y k x")
+M("compute-at-stage-that-does-not-use-it", lambda: td.schedule((by, C)).compute_at(bx, C, y), S,
+  "compute_at(bx, C, 'y')", "C does not use bx", "consumers are: by")
+M("layout-of-inlined", lambda: blur().compute_inline(bx).layout(bx, "x y"), S, "layout(bx", "inlined")
+M("cache-write-twice", lambda: sched().cache_write(C).cache_write(C), S,
+  "cache_write(C)", "'C_local'", "name=")
+M("cache-write-after-split", lambda: sched().split(C, y, 2).cache_write(C), S,
+  "cache_write(C)", "already scheduled", "apply cache_write first")
+M("rfactor-names-repeat", lambda: sched().rfactor(C, x, 2, names=("a", "a")), S, "rfactor(C", "'a'", "names=")
+M("rfactor-name-taken", lambda: sched().rfactor(C, x, 2, name="A"), S, "tensor named 'A'", "name=")
+M("rfactor-names-one-string", lambda: sched().rfactor(C, x, 2, names="ab"), S,
+  "names='ab'", "list of loop names")
+M("json-tile-factors-string", lambda: td.Schedule.from_json(json.dumps({
+    "version": 1, "outputs": ["C"], "primitives": [{"type": "Tile", "stage": "C", "factors": "ab"}]}), C),
+  S, "tile", "(loop, factor) pairs", "'ab'")
+M("json-tile-factor-pair-short", lambda: td.Schedule.from_json(json.dumps({
+    "version": 1, "outputs": ["C"], "primitives": [{"type": "Tile", "stage": "C", "factors": [["y"]]}]}),
+    C), S, "tile", "(loop, factor) pairs", "('y',)")
+M("json-reorder-loops-string", lambda: td.Schedule.from_json(json.dumps({
+    "version": 1, "outputs": ["C"], "primitives": [{"type": "Reorder", "stage": "C", "loops": "k y x"}]}),
+    C), S, "reorder", "loops='k y x'", "list of loop names")
+M("json-layout-dims-string", lambda: td.Schedule.from_json(json.dumps({
+    "version": 1, "outputs": ["by"], "primitives": [{"type": "Layout", "stage": "bx", "dims": "xy"}]}),
+    by), S, "layout", "dims='xy'", "list of loop names")
+M("from-json-for-a-number", lambda: td.Schedule.from_json(sched().to_json(), 5), D, "outputs", "got 5")
+
+# arguments, more
+M("call-size-string", lambda: kernel()(A=a_arr(), B=b_arr(), N="5"), Ar, "size N must be an int", "'5' (str)")
+M("call-input-none", lambda: kernel()(A=None, B=b_arr()), Ar, "input 'A' must be a numpy array", "NoneType")
+M("call-output-wrong-shape", lambda: kernel()(A=a_arr(), B=b_arr(), C=np.empty((5, 5), np.float32)),
+  Ar, "output 'C' has length 5 on axis 1 (dim k)", "must have 4", "(5, 4)")
+M("call-output-list", lambda: kernel()(A=a_arr(), B=b_arr(), C=[[0.0] * 4] * 5), Ar,
+  "output 'C' must be a numpy array", "got list")
+M("evaluate-output-wrong-shape", lambda: td.evaluate(C, A=a_arr(), B=b_arr(),
+                                                     C=np.empty((5, 3), np.float32)),
+  Ar, "output 'C' has length 3 on axis 1 (dim k)", "(5, 4)")
+M("evaluate-a-number", lambda: td.evaluate(5), D, "outputs", "td.compute", "got 5")
+
 
 # ---------------------------------------------------------------- helpers the entries use
 
