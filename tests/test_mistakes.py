@@ -103,7 +103,7 @@ def M(id_: str, act: Callable[[], object], error: type, *says: str) -> None:
     CATALOGUE.append(Mistake(id_, act, error, says))
 
 
-D, S, Ar, Co, T = td.DefinitionError, td.ScheduleError, td.ArgumentError, td.CompileError, td.TdslError
+D, S, Ar, Co = td.DefinitionError, td.ScheduleError, td.ArgumentError, td.CompileError
 
 # dims, sizes and tensors
 M("dims-not-a-string", lambda: td.dims(5), D, 'td.dims', 'td.dims("y x")', '5')
@@ -179,9 +179,9 @@ M("schedule-of-a-number", lambda: td.schedule(5), D, 'outputs', 'td.compute', 'g
 M("schedule-of-nothing", lambda: td.schedule([]), D, 'at least one output stage')
 M("schedule-of-an-input", lambda: td.schedule(A), D, 'stages made by td.compute', 'Input A')
 M("schedule-primitive-list-with-junk", lambda: td.schedule(C, [5]), S, '5 is not a schedule primitive', 'td.Split')
-M("build-a-number", lambda: td.build(5), T, 'td.schedule(...)', 'got 5')
-M("build-unknown-target", lambda: td.build(sched(), target="cuda"), T, "'cuda'", 'c, llvm')
-M("lower-a-string", lambda: td.lower("C"), T, 'td.schedule(...)', "'C'")
+M("build-a-number", lambda: td.build(5), S, 'td.schedule(...)', 'got 5')
+M("build-unknown-target", lambda: td.build(sched(), target="cuda"), Ar, "'cuda'", 'c, llvm')
+M("lower-a-string", lambda: td.lower("C"), S, 'td.schedule(...)', "'C'")
 
 # schedules: stages and loops
 M("split-unknown-stage", lambda: sched().split("Z", y, 4), S, "'Z'", 'stages are: C')
@@ -324,13 +324,13 @@ M("compiler-not-found", lambda: compile_source("int f(void){return 0;}\n", compi
 M("compiler-rejects-source", lambda: compile_source("int f(void){return 0}\n", cache_dir=_scratch()), Co, 'exit status 1', 'generated source kept at', 'expected')
 
 # emit_c
-M("emit-name-starts-with-digit", lambda: td.emit_c(sched(), "1kernel", _scratch()), T, "kernel name '1kernel'", "e.g. 'blur3x3'")
-M("emit-name-c-keyword", lambda: td.emit_c(sched(), "int", _scratch()), T, "kernel name 'int'", 'C keyword')
-M("emit-name-with-dash", lambda: td.emit_c(sched(), "my-kernel", _scratch()), T, "kernel name 'my-kernel'", 'letters, digits and underscores')
-M("emit-name-underscore", lambda: td.emit_c(sched(), "_k", _scratch()), T, "kernel name '_k'", "not starting with a digit or '_'")
-M("emit-name-not-a-string", lambda: td.emit_c(sched(), 5, _scratch()), T, 'kernel name 5')
-M("emit-directory-under-a-file", lambda: td.emit_c(sched(), "kern", _under_a_file()), T, 'kern.c and kern.h', 'plain_file', 'Not a directory')
-M("emit-a-number", lambda: td.emit_c(5, "kern", _scratch()), T, 'td.schedule(...)', 'got 5')
+M("emit-name-starts-with-digit", lambda: td.emit_c(sched(), "1kernel", _scratch()), Ar, "kernel name '1kernel'", "e.g. 'blur3x3'")
+M("emit-name-c-keyword", lambda: td.emit_c(sched(), "int", _scratch()), Ar, "kernel name 'int'", 'C keyword')
+M("emit-name-with-dash", lambda: td.emit_c(sched(), "my-kernel", _scratch()), Ar, "kernel name 'my-kernel'", 'letters, digits and underscores')
+M("emit-name-underscore", lambda: td.emit_c(sched(), "_k", _scratch()), Ar, "kernel name '_k'", "not starting with a digit or '_'")
+M("emit-name-not-a-string", lambda: td.emit_c(sched(), 5, _scratch()), Ar, 'kernel name 5')
+M("emit-directory-under-a-file", lambda: td.emit_c(sched(), "kern", _under_a_file()), Ar, 'kern.c and kern.h', 'plain_file', 'Not a directory')
+M("emit-a-number", lambda: td.emit_c(5, "kern", _scratch()), S, 'td.schedule(...)', 'got 5')
 
 # boundary views, reductions and updates, more
 M("clamp-view-plus-scalar", lambda: td.clamp(A) + 1, D, "tensor 'A' used without indices", "A[y, x]")
