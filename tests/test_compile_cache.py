@@ -12,6 +12,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 
 import pytest
@@ -150,6 +151,33 @@ def test_compiler_that_hangs_is_a_compile_error(tmp_path):
                        compiler=cc, timeout=0.5)
     assert info.value.source_path and os.path.exists(info.value.source_path)
     assert not list((tmp_path / "c").glob("*.so"))
+
+
+def test_timeout_kills_what_the_compiler_started(tmp_path):
+    marker = tmp_path / "grandchild.pid"
+    cc = _fake_compiler(tmp_path, f"sleep 30 & echo $! > {marker}\nwait\n")
+    with pytest.raises(td.CompileError, match=r"within 0\.5 s"):
+        compile_source("int tdsl_hang3(void) { return 0; }\n", cache_dir=tmp_path / "c",
+                       compiler=cc, timeout=0.5)
+    pid = int(marker.read_text())
+    for _ in range(50):  # the kill is delivered at once; reaping by init may take a moment
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        if _zombie(pid):
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"the compiler's child process {pid} survived the timeout")
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True
 
 
 def test_compile_timeout_is_settable_and_checked(tmp_path):

@@ -17,11 +17,13 @@ a time limit (`set_compile_timeout`).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import hashlib
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import tempfile
 import uuid
@@ -233,7 +235,7 @@ def _build(src: str, cc: str, flags: tuple[str, ...], directory: Path, key: str,
     cmd = [cc, *flags, "-o", str(tmp), str(source), *LIBS]
     limit = _COMPILE_TIMEOUT[0] if timeout is None else timeout
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=limit)
+        proc = _run_bounded(cmd, limit)
     except subprocess.TimeoutExpired:
         tmp.unlink(missing_ok=True)
         raise CompileError(
@@ -264,6 +266,21 @@ def _build(src: str, cc: str, flags: tuple[str, ...], directory: Path, key: str,
         tmp.unlink(missing_ok=True)
         raise _Unusable(f"{type(e).__name__}: {e.strerror or e}") from None
     return str(lib)
+
+
+def _run_bounded(cmd: list[str], limit: float) -> subprocess.CompletedProcess:
+    """Run `cmd` in its own process group; past `limit` seconds the whole group (the
+    driver and the cc1/as/ld it started) is killed and TimeoutExpired raised."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def _publish(path: Path, data: bytes) -> None:
