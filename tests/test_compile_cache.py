@@ -189,8 +189,8 @@ def test_compile_timeout_is_settable_and_checked(tmp_path):
                            compiler=cc)
     finally:
         assert td.set_compile_timeout(old) == 0.5
-    for bad in (0, -1, "10", True):
-        with pytest.raises(td.CompileError, match="positive number of seconds"):
+    for bad in (0, -1, "10", True, float("nan"), float("inf")):
+        with pytest.raises(td.ArgumentError, match="positive, finite number of seconds"):
             td.set_compile_timeout(bad)
 
 

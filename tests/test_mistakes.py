@@ -318,8 +318,9 @@ M("evaluate-missing-input", lambda: td.evaluate(C, A=a_arr()), Ar, "missing inpu
 M("evaluate-of-an-input", lambda: td.evaluate(A, A=a_arr()), D, 'stages made by td.compute', 'Input A')
 
 # the environment: the compiler and the compile cache
-M("compile-timeout-zero", lambda: td.set_compile_timeout(0), Co, 'compile timeout', 'positive number of seconds', '0')
-M("compile-timeout-string", lambda: td.set_compile_timeout("60"), Co, 'compile timeout', "'60'")
+M("compile-timeout-zero", lambda: td.set_compile_timeout(0), Ar, 'compile timeout', 'positive, finite number of seconds', '0')
+M("compile-timeout-infinite", lambda: td.set_compile_timeout(float("inf")), Ar, "compile timeout", "finite", "inf")
+M("compile-timeout-string", lambda: td.set_compile_timeout("60"), Ar, 'compile timeout', "'60'")
 M("compiler-not-found", lambda: compile_source("int f(void){return 0;}\n", compiler="no-such-cc", cache_dir=_scratch()), Co, "'no-such-cc'", 'PATH')
 M("compiler-rejects-source", lambda: compile_source("int f(void){return 0}\n", cache_dir=_scratch()), Co, 'exit status 1', 'generated source kept at', 'expected')
 

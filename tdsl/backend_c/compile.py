@@ -20,6 +20,7 @@ import atexit
 import contextlib
 import functools
 import hashlib
+import math
 import os
 import platform
 import shutil
@@ -30,7 +31,7 @@ import uuid
 import warnings
 from pathlib import Path
 
-from ..errors import CompileError
+from ..errors import ArgumentError, CompileError
 
 # -mprefer-vector-width=512 -fno-tree-slp-vectorize: vectorized loops use the host's widest
 # vectors (twice the FMA throughput of 256-bit ones on cores with full-width AVX-512);
@@ -165,8 +166,10 @@ _COMPILE_TIMEOUT = [300.0]
 def set_compile_timeout(seconds: float) -> float:
     """Set how long (seconds) the C compiler may run on one kernel before the build
     fails with a `CompileError`; returns the previous limit (default 300)."""
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
-        raise CompileError(f"the compile timeout must be a positive number of seconds, got {seconds!r}")
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not (
+            0 < seconds < math.inf):
+        raise ArgumentError(
+            f"the compile timeout must be a positive, finite number of seconds, got {seconds!r}")
     old = _COMPILE_TIMEOUT[0]
     _COMPILE_TIMEOUT[0] = float(seconds)
     return old
@@ -195,7 +198,12 @@ _FALLBACK: list[Path] = []
 def _fallback_dir() -> Path:
     """A private temporary directory for this process, removed at exit."""
     if not _FALLBACK:
-        path = Path(tempfile.mkdtemp(prefix="tdsl-cache-"))
+        try:
+            path = Path(tempfile.mkdtemp(prefix="tdsl-cache-"))
+        except OSError as e:
+            raise CompileError(
+                f"the compile cache is unusable and no temporary directory can be made either "
+                f"({e}); set XDG_CACHE_HOME or TMPDIR to a writable directory") from None
         atexit.register(shutil.rmtree, path, ignore_errors=True)
         _FALLBACK.append(path)
     return _FALLBACK[0]
