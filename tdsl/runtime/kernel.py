@@ -77,9 +77,14 @@ class Kernel:
 
     def _positional(self, args: tuple) -> None:
         if args:
+            parts = [f"inputs {', '.join(self._inputs)}" if self._inputs else "no inputs",
+                     f"optional outputs {', '.join(self._outputs)}"]
+            if self._sizes:
+                parts.append(f"optional sizes {', '.join(self._sizes)}")
+            call = ", ".join(f"{n}=..." for n in self._inputs)
             raise ArgumentError(
                 f"kernel {self.lowered.name} got {len(args)} positional argument(s); arrays are "
-                f"passed by name: {self.lowered.name}({', '.join(f'{n}=...' for n in self.args)})")
+                f"passed by name, e.g. f({call}); its arguments are {'; '.join(parts)}")
 
     def __call__(self, *args, **arrays):
         """Run the kernel on arrays given by name; returns the output(s)."""

@@ -22,7 +22,9 @@ def _loop_name(x, prim: str) -> str:
         return x.name
     if isinstance(x, str) and x.isidentifier():
         return x
-    raise ScheduleError(f"{prim}: {x!r} is not a loop name; name loops by string or td.dim")
+    raise ScheduleError(
+        f"{prim}: {x!r} is not a loop name; name loops by a string that is a Python identifier "
+        "(e.g. 'y_o') or by a td.dim")
 
 
 _EXAMPLE_NAMES = {"names": ("y_outer", "y_inner")}
