@@ -125,6 +125,11 @@ M("input-extent-float", lambda: td.input("Q", {y: 2.5}, td.float32), D, "input '
 M("input-extent-string", lambda: td.input("Q", {y: "N"}, td.float32), D, "input 'Q', dim y", "'N'", 'an int, a td.size')
 M("input-extent-float-expression", lambda: td.input("Q", {y: N * 0.5}, td.float32), D, "input 'Q', dim y", 'td.float64', 'integer expressions')
 M("input-two-dims-named-alike", lambda: td.input("Q", {y: 4, y2: 4}, td.float32), D, "input 'Q'", 'two different td.dim objects', "'y'")
+M("reduction-dim-named-like-a-stage-dim", lambda: td.compute(
+    "Q", {y: N}, td.sum(A[y, 0] * td.cast(y2, td.float32), over={y2: 4})), D,
+  "stage 'Q'", "two different td.dim objects", "'y'", "own name")
+M("update-over-dims-named-alike", lambda: td.update(scan[r], seq[r], over={r: 32, y2: 1, y: 1}), D,
+  "td.update of scan", "two different td.dim objects", "'y'")
 M("compute-name-keyword", lambda: td.compute("def", {y: N, x: 8}, A[y, x]), D, "stage name 'def'", 'Python identifier')
 M("compute-too-few-indices", lambda: td.compute("Q", {y: N}, A[y]), D, 'A has 2 dimension(s) (y, x)', 'indexed with 1')
 M("compute-too-many-indices", lambda: td.compute("Q", {y: N, x: 8}, A[y, x, k]), D, 'A has 2 dimension(s) (y, x)', 'indexed with 3')
