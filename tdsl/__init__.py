@@ -8,6 +8,7 @@ polyhedral lowering to C and LLVM.
 
 from . import dtypes
 from .api import build, lower
+from .backend_c.compile import set_compile_timeout
 from .compute import abs_ as abs
 from .compute import (
     clamp,
@@ -66,6 +67,6 @@ __all__ = [
     "StoreAt", "TdslError", "Tile", "Timing", "Unroll", "Vectorize", "abs", "bool_", "build",
     "cast", "ceil", "clamp", "compute", "cos", "dim", "dims", "dtypes", "emit_c", "evaluate", "exp",
     "float32", "float64", "floor", "input", "int8", "int16", "int32", "int64", "log", "lower",
-    "max", "maximum", "min", "minimum", "pad", "prod", "schedule", "sin", "size", "sqrt", "sum",
+    "max", "maximum", "min", "minimum", "pad", "prod", "schedule", "set_compile_timeout", "sin", "size", "sqrt", "sum",
     "tanh", "uint8", "uint16", "uint32", "update", "where",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from .compute.tensor import Stage
-from .errors import TdslError
+from .errors import ArgumentError, ScheduleError
 from .lower import ir, lower_schedule
 from .runtime import Kernel
 from .schedule import Schedule, schedule
@@ -19,7 +19,7 @@ def _as_schedule(s) -> Schedule:
     if isinstance(s, Stage) or (isinstance(s, (tuple, list)) and s and all(
             isinstance(x, Stage) for x in s)):
         return schedule(s)
-    raise TdslError(f"expected a td.schedule(...) or output stage(s), got {s!r}")
+    raise ScheduleError(f"expected a td.schedule(...) or output stage(s), got {s!r}")
 
 
 def lower(s, name: str | None = None) -> ir.LoweredFunc:
@@ -39,7 +39,7 @@ def build(s, target: str = "c", name: str | None = None) -> Kernel:
     covers updates added to the pipeline's stages since)."""
     sched = _as_schedule(s)
     if target not in TARGETS:
-        raise TdslError(f"unknown target {target!r}; valid targets are {', '.join(TARGETS)}")
+        raise ArgumentError(f"unknown target {target!r}; valid targets are {', '.join(TARGETS)}")
     t0 = time.perf_counter()
     key = (sched, target, name, tuple(len(x.updates) for x in sched.pipeline.stages))
     hit = _BUILT.get(key)

@@ -74,7 +74,7 @@ def as_dtype(x) -> DType:
             return int64
         return x
     try:
-        name = np.dtype(x).name
+        name = np.dtype(x).name if x is not None else None  # numpy reads None as float64
     except TypeError:
         name = None
     if name in _BY_NAME:

@@ -30,7 +30,7 @@ from .backend_c.writer import CWriter, sanitize
 from .compute import expr as cx
 from .compute.printer import show
 from .compute.tensor import Pipeline
-from .errors import TdslError
+from .errors import ArgumentError, TdslError
 from .lower import ir, lower_schedule
 from .lower.printer import expr as ir_text
 from .runtime import Kernel
@@ -47,10 +47,15 @@ def emit_c(schedule, name: str, out_dir) -> tuple[Path, Path]:
     c = render_standalone(func, tuple(cond for cond, _ in conditions), f"{name}.h")
     header = render_header(sched, func, c, [text for _, text in conditions])
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     c_path, h_path = out / f"{name}.c", out / f"{name}.h"
-    c_path.write_text(c.source, encoding="utf-8")
-    h_path.write_text(header, encoding="utf-8")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        c_path.write_text(c.source, encoding="utf-8")
+        h_path.write_text(header, encoding="utf-8")
+    except OSError as e:
+        raise ArgumentError(
+            f"cannot write {name}.c and {name}.h into {out_dir}: {e.strerror or e}; give a "
+            "directory that exists or can be created, and is writable") from None
     return c_path, h_path
 
 
@@ -62,7 +67,7 @@ def _check_name(name) -> None:
     reserved = CWriter(reserved=helpers.NAMES).reserved
     bad = not isinstance(name, str) or sanitize(name) != name or name.startswith("_")
     if bad or name in reserved or f"{name}_workspace_size" in reserved:
-        raise TdslError(
+        raise ArgumentError(
             f"kernel name {name!r} cannot name a C function: use letters, digits and "
             "underscores, not starting with a digit or '_', and not a C keyword or "
             "library name (e.g. 'blur3x3')")

@@ -18,7 +18,9 @@ class ScheduleError(TdslError):
 
 
 class ArgumentError(TdslError):
-    """A kernel was called with a missing, unknown or ill-shaped array."""
+    """A kernel was called with a missing, unknown or ill-shaped array, or a tdsl
+    function with an argument it cannot take (an unknown target, a kernel name that
+    is not a C identifier, a directory that cannot be written)."""
 
 
 class CompileError(TdslError):

@@ -757,6 +757,7 @@ def test_second_build_hits_the_cache(tmp_path, monkeypatch):
         raise AssertionError(f"compiler invoked: {args}")
 
     monkeypatch.setattr(c_compile.subprocess, "run", no_compiler)
+    monkeypatch.setattr(c_compile.subprocess, "Popen", no_compiler)
     start = time.perf_counter()
     second = build(func, cache_dir=tmp_path)
     assert time.perf_counter() - start < 0.5

@@ -6,7 +6,7 @@ through cffi. `build(func)` does all three. `render_standalone(func)` gives
 the C99 of a kernel for embedded targets (see `tdsl.emit`).
 """
 
-from .compile import DEFAULT_FLAGS, compile_source, default_cache_dir
+from .compile import DEFAULT_FLAGS, compile_source, default_cache_dir, set_compile_timeout
 from .load import CModule, build
 from .render import render, signature
 from .standalone import render_standalone, workspace_layout
@@ -19,6 +19,7 @@ __all__ = [
     "default_cache_dir",
     "render",
     "render_standalone",
+    "set_compile_timeout",
     "signature",
     "workspace_layout",
 ]

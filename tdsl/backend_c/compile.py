@@ -1,25 +1,37 @@
 """C source to a shared library, cached by content hash.
 
 The key covers the source, the compiler (its resolved path and `--version`),
-the host CPU (for -march=native) and the flags. A library is built under a unique temporary name in the cache
-directory and published with `os.replace`, so processes building the same
-kernel at once all succeed and nobody ever loads a half-written file. The
-source is kept next to the library (`<key>.c`), which is where a compiler
-error points.
+the host CPU (for -march=native) and the flags. A library is built under a
+unique temporary name in the cache directory and published with `os.replace`
+as `<key>-<digest>.so`, its name carrying its own SHA-256, so processes
+building the same kernel at once all succeed and nobody ever loads a
+half-written file; `<key>.ref` (also replaced atomically) records the name,
+size and hash, and a library is loaded only when it still matches them —
+a truncated or overwritten entry is rebuilt, never loaded. The source is kept
+next to the library (`<key>.c`), which is where a compiler error points. An
+unusable cache directory (read-only, or under a regular file) falls back to a
+temporary directory for the process, with a warning. The compiler runs under
+a time limit (`set_compile_timeout`).
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import functools
 import hashlib
+import math
 import os
 import platform
 import shutil
+import signal
 import subprocess
+import tempfile
 import uuid
+import warnings
 from pathlib import Path
 
-from ..errors import CompileError
+from ..errors import ArgumentError, CompileError
 
 # -mprefer-vector-width=512 -fno-tree-slp-vectorize: vectorized loops use the host's widest
 # vectors (twice the FMA throughput of 256-bit ones on cores with full-width AVX-512);
@@ -55,15 +67,21 @@ def find_compiler(compiler: str | None = None) -> str:
         found = shutil.which(name)
         if found:
             return os.path.realpath(found)
-    wanted = compiler or "a C compiler (cc, gcc or clang)"
-    raise CompileError(f"cannot find {wanted} on PATH; install gcc or pass compiler=")
+    if compiler:
+        raise CompileError(f"cannot find the C compiler {compiler!r} on PATH")
+    raise CompileError(
+        "cannot find a C compiler (cc, gcc or clang) on PATH; install one (for example "
+        "`apt install gcc`), or build with td.build(..., target=\"llvm\"), which needs none")
 
 
 @functools.cache
 def compiler_identity(path: str) -> str:
     """The compiler's `--version` text; computed once per process and compiler."""
     try:
-        proc = subprocess.run([path, "--version"], capture_output=True, text=True, check=False)
+        proc = subprocess.run([path, "--version"], capture_output=True, text=True, check=False,
+                              timeout=60)
+    except subprocess.TimeoutExpired:
+        raise CompileError(f"the C compiler {path} did not answer `--version` within 60 s") from None
     except OSError as e:
         raise CompileError(f"cannot run the C compiler {path}: {e}") from None
     return proc.stdout.strip()
@@ -102,37 +120,186 @@ def compile_source(
     *,
     cache_dir: str | os.PathLike | None = None,
     compiler: str | None = None,
+    timeout: float | None = None,
 ) -> str:
-    """Path of a shared library built from C source `src` (cached)."""
+    """Path of a shared library built from C source `src` (cached).
+
+    A cached library is used only if its size and SHA-256 match what was recorded
+    when it was published; a damaged one is rebuilt. When the cache directory cannot
+    be created or written, the library is built in a temporary directory of this
+    process instead, with a warning. `timeout` (seconds, default: the value of
+    `set_compile_timeout`) bounds the compiler's run.
+    """
     flags = tuple(flags)
     cc = find_compiler(compiler)
     key = cache_key(src, cc, flags)
     directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    lib = directory / f"{key}.so"
-    if lib.exists():
-        return str(lib)
-    directory.mkdir(parents=True, exist_ok=True)
+    found = _cached(directory, key)
+    if found is not None:
+        return found
+    try:
+        _prepare(directory)
+        return _build(src, cc, flags, directory, key, timeout)
+    except _Unusable as e:
+        warnings.warn(
+            f"the tdsl compile cache {directory} is unusable ({e.reason}); building in a "
+            f"temporary directory for this process instead (set XDG_CACHE_HOME to a "
+            f"writable directory to keep compiled kernels)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    fallback = _fallback_dir()
+    found = _cached(fallback, key)
+    if found is not None:
+        return found
+    try:
+        return _build(src, cc, flags, fallback, key, timeout)
+    except _Unusable as e:
+        raise CompileError(
+            f"cannot write compiled kernels to {directory} nor to the temporary directory "
+            f"{fallback}: {e.reason}") from None
+
+
+_COMPILE_TIMEOUT = [300.0]
+
+
+def set_compile_timeout(seconds: float) -> float:
+    """Set how long (seconds) the C compiler may run on one kernel before the build
+    fails with a `CompileError`; returns the previous limit (default 300)."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not (
+            0 < seconds < math.inf):
+        raise ArgumentError(
+            f"the compile timeout must be a positive, finite number of seconds, got {seconds!r}")
+    old = _COMPILE_TIMEOUT[0]
+    _COMPILE_TIMEOUT[0] = float(seconds)
+    return old
+
+
+class _Unusable(Exception):
+    """The cache directory cannot be created or written (internal: caught here)."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _prepare(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _Unusable(f"{type(e).__name__}: {e.strerror or e}") from None
+    if not directory.is_dir():
+        raise _Unusable(f"{directory} is not a directory")
+
+
+_FALLBACK: list[Path] = []
+
+
+def _fallback_dir() -> Path:
+    """A private temporary directory for this process, removed at exit."""
+    if not _FALLBACK:
+        try:
+            path = Path(tempfile.mkdtemp(prefix="tdsl-cache-"))
+        except OSError as e:
+            raise CompileError(
+                f"the compile cache is unusable and no temporary directory can be made either "
+                f"({e}); set XDG_CACHE_HOME or TMPDIR to a writable directory") from None
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+        _FALLBACK.append(path)
+    return _FALLBACK[0]
+
+
+def _cached(directory: Path, key: str) -> str | None:
+    """The published library for `key` in `directory` if it is intact, else None.
+
+    `<key>.ref` names the library file (`<key>-<digest>.so`, content-addressed, so
+    every process that publishes it writes the same bytes) with its size and SHA-256.
+    """
+    try:
+        ref = (directory / f"{key}.ref").read_text().split()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if len(ref) != 3 or not ref[2].startswith(key) or "/" in ref[2]:
+        return None
+    digest, size, name = ref
+    lib = directory / name
+    try:
+        data = lib.read_bytes()
+    except OSError:
+        return None
+    if str(len(data)) != size or hashlib.sha256(data).hexdigest() != digest:
+        return None
+    return str(lib)
+
+
+def _build(src: str, cc: str, flags: tuple[str, ...], directory: Path, key: str,
+           timeout: float | None) -> str:
     source = directory / f"{key}.c"
-    _publish(source, src.encode())
+    try:
+        _publish(source, src.encode())
+    except OSError as e:
+        raise _Unusable(f"{type(e).__name__}: {e.strerror or e}") from None
     tmp = directory / f".{key}.{os.getpid()}.{uuid.uuid4().hex[:12]}.so"
     cmd = [cc, *flags, "-o", str(tmp), str(source), *LIBS]
+    limit = _COMPILE_TIMEOUT[0] if timeout is None else timeout
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        proc = _run_bounded(cmd, limit)
+    except subprocess.TimeoutExpired:
+        tmp.unlink(missing_ok=True)
+        raise CompileError(
+            f"the C compiler did not finish within {limit:g} s on the generated source kept "
+            f"at {source}\ncommand: {' '.join(cmd)}\nraise the limit with "
+            f"td.set_compile_timeout(seconds), or simplify the schedule (less unrolling)",
+            str(source)) from None
     except OSError as e:
         raise CompileError(f"cannot run the C compiler {cc}: {e}", str(source)) from None
     if proc.returncode != 0:
         tmp.unlink(missing_ok=True)
         log = (proc.stderr or proc.stdout).strip()
         raise CompileError(_message(cmd, proc.returncode, source, log), str(source), log)
-    os.replace(tmp, lib)
+    try:
+        data = tmp.read_bytes()
+    except OSError:
+        log = (proc.stderr or proc.stdout).strip()
+        raise CompileError(
+            f"the C compiler exited with status 0 but wrote no library ({tmp.name}) for the "
+            f"generated source kept at {source}\ncommand: {' '.join(cmd)}\n{log}",
+            str(source), log) from None
+    digest = hashlib.sha256(data).hexdigest()
+    lib = directory / f"{key}-{digest[:16]}.so"
+    try:
+        os.replace(tmp, lib)
+        _publish(directory / f"{key}.ref", f"{digest} {len(data)} {lib.name}\n".encode())
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise _Unusable(f"{type(e).__name__}: {e.strerror or e}") from None
     return str(lib)
+
+
+def _run_bounded(cmd: list[str], limit: float) -> subprocess.CompletedProcess:
+    """Run `cmd` in its own process group; past `limit` seconds the whole group (the
+    driver and the cc1/as/ld it started) is killed and TimeoutExpired raised."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def _publish(path: Path, data: bytes) -> None:
     """Write `path` atomically (readers see the old file or the whole new one)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _message(cmd: list[str], status: int, source: Path, log: str) -> str:

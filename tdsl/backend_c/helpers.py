@@ -264,7 +264,7 @@ def _exp_f32() -> str:
     for c in TAYLOR[1:]:
         horner = f"{c!r}f + r * ({horner})"
     return f"""
-/* np.exp on float32 from operations a vectorizer handles (within 2 ulp): x = k ln2 + r,
+/* np.exp on float32 from operations a vectorizer handles (within 1 ulp of exact): x = k ln2 + r,
    exp(r) by a degree-7 polynomial, 2^k as two powers of two built from their bits. */
 static inline float exp_f32(float x) {{
     union {{ float f; int32_t i; }} t, t2, s1, s2;

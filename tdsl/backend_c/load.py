@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import cffi
 import numpy as np
 
+from ..errors import CompileError
 from ..lower.ir import LoweredFunc
 from .compile import DEFAULT_FLAGS, compile_source
 from .helpers import ctype
@@ -31,7 +32,10 @@ class _Library:
         self.ffi.cdef(prototype)
         # never unmapped: OpenMP worker threads may still be parked in (or returning
         # through) the kernel's code when the interpreter exits
-        self.lib = self.ffi.dlopen(path, self.ffi.RTLD_NOW | self.ffi.RTLD_NODELETE)
+        try:
+            self.lib = self.ffi.dlopen(path, self.ffi.RTLD_NOW | self.ffi.RTLD_NODELETE)
+        except OSError as e:
+            raise CompileError(f"cannot load the compiled kernel {path}: {e}") from None
         self.fn = getattr(self.lib, name)
 
 

@@ -324,5 +324,21 @@ def allocate_outputs(pipeline: Pipeline, bound: Bound) -> dict[str, np.ndarray]:
     out = {}
     for s in pipeline.outputs:
         given = bound.outputs.get(s.name)
-        out[s.name] = given if given is not None else np.empty(_shape(s, bound.sizes), s.dtype.np)
+        out[s.name] = given if given is not None else allocate(s, bound.sizes)
     return out
+
+
+def allocate(s: Stage, sizes: dict[str, int], role: str = "output") -> np.ndarray:
+    """An uninitialised array for stage `s`; ArgumentError naming it when too large."""
+    shape = _shape(s, sizes)
+    try:
+        return np.empty(shape, s.dtype.np)
+    except (ValueError, MemoryError):
+        nbytes = int(np.prod(shape, dtype=object)) * s.dtype.np.itemsize
+        raise ArgumentError(
+            f"{role} {s.name!r} of shape {shape} ({s.dtype.name}, {nbytes:,} bytes) is too "
+            f"large to allocate; use smaller sizes{_sizes_text(sizes)}") from None
+
+
+def _sizes_text(sizes: dict[str, int]) -> str:
+    return f" (now {', '.join(f'{k} = {v}' for k, v in sizes.items())})" if sizes else ""

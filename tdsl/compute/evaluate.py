@@ -45,8 +45,8 @@ import operator
 import numpy as np
 
 from ..dtypes import astype
-from ..errors import DefinitionError
-from .binding import allocate_outputs, bind_arguments, eval_extent
+from ..errors import ArgumentError, DefinitionError
+from .binding import allocate, allocate_outputs, bind_arguments, eval_extent
 from .expr import (
     NUMPY_BINARY,
     NUMPY_CALL,
@@ -71,7 +71,7 @@ _COMPARE = NUMPY_COMPARE
 _COMBINE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
-def evaluate(outputs, /, **arrays):
+def evaluate(outputs, /, *positional, **arrays):
     """Compute `outputs` (a stage, or a tuple/list of stages) with numpy.
 
     Inputs, optional output arrays and sizes are passed by name, as to a
@@ -79,6 +79,11 @@ def evaluate(outputs, /, **arrays):
     in the given order when there are several outputs.
     """
     pipeline = Pipeline(outputs)
+    if positional:
+        names = ", ".join(f"{t.name}=..." for t in pipeline.inputs)
+        raise ArgumentError(
+            f"td.evaluate got {len(positional)} array(s) by position; pass them by name: "
+            f"td.evaluate(outputs, {names})")
     bound = bind_arguments(pipeline, arrays)
     results = allocate_outputs(pipeline, bound)
     values: dict[Tensor, np.ndarray] = {t: bound.inputs[t.name] for t in pipeline.inputs}
@@ -86,9 +91,7 @@ def evaluate(outputs, /, **arrays):
         for stage in pipeline.stages:
             out = results.get(stage.name)
             if out is None:
-                out = np.empty(
-                    tuple(eval_extent(e, bound.sizes) for e in stage.shape), stage.dtype.np
-                )
+                out = allocate(stage, bound.sizes, "intermediate stage")
             _Evaluation(stage, values, bound.sizes).run(out)
             values[stage] = out
             for u in stage.updates:

@@ -89,6 +89,13 @@ class Expr:
     def __neg__(self):
         return unary("neg", self)
 
+    def __pow__(self, o):
+        raise DefinitionError(
+            f"** is not supported on the tdsl expression {self!r}; multiply it out "
+            "(e * e) or use td.exp(b * td.log(e))")
+
+    __rpow__ = __pow__
+
     def __pos__(self):
         return self
 
@@ -117,6 +124,29 @@ class Expr:
         return compare("ge", self, o)
 
     __hash__ = object.__hash__
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """numpy scalars combine with expressions through the operators
+        (`np.float32(2) * e` is `e`'s multiply); numpy's functions and arrays do not
+        compute on expressions, and say which td function does."""
+        inputs = tuple(x[()] if isinstance(x, np.ndarray) and x.ndim == 0 else x for x in inputs)
+        if method == "__call__" and not kwargs and len(inputs) == 2 and not any(
+                isinstance(x, np.ndarray) for x in inputs):
+            for table, build in ((NUMPY_BINARY, binary), (NUMPY_COMPARE, compare)):
+                op = next((k for k, f in table.items() if f is ufunc), None)
+                if op is not None and op not in ("min", "max"):
+                    return build(op, *inputs)
+        if any(isinstance(x, np.ndarray) for x in inputs):
+            raise DefinitionError(
+                f"a numpy array cannot be combined with the tdsl expression {self!r} (np."
+                f"{ufunc.__name__}); declare it as a td.input and index it, or use a scalar")
+        td_name = {"absolute": "abs", "maximum": "maximum", "minimum": "minimum",
+                   "fmax": "maximum", "fmin": "minimum"}.get(ufunc.__name__, ufunc.__name__)
+        known = sorted({*NUMPY_CALL, "maximum", "minimum", "where", "cast"})
+        hint = (f"use td.{td_name}(...)" if td_name in known else
+                f"tdsl's functions are {', '.join('td.' + k for k in known)}")
+        raise DefinitionError(
+            f"np.{ufunc.__name__} cannot compute on the tdsl expression {self!r}; {hint}")
 
     def __bool__(self):
         # `d in dims` and dict lookups compare leaves with ==: answer by identity
@@ -362,6 +392,13 @@ def common_dtype(a, b) -> DType:
 def binary(op: str, a, b) -> Expr:
     a, b = _operand(a), _operand(b)
     _check_scalar_range(a, b)
+    if op in ("and", "or", "xor"):
+        floats = [x for x in (a, b) if isinstance(x, float) or isinstance(x, Expr) and x.dtype.is_float]
+        if floats:
+            raise DefinitionError(
+                f"{a!r} {_SYMBOL[op]} {b!r}: {_SYMBOL[op]} needs integer or bool operands, but "
+                f"{floats[0]!r} is {getattr(floats[0], 'dtype', 'a float')!r}; compare first "
+                "(e.g. x > 0) or td.cast to an integer dtype")
     try:
         res = dt.numpy_result(NUMPY_BINARY[op], [_probe(a), _probe(b)])
     except DefinitionError as e:

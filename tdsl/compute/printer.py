@@ -18,7 +18,9 @@ def show(e: Expr, prec: int = 0) -> str:
         case Dim(name) | Size(name):
             return name
         case Access(t, idx):
-            return f"{t.name}[{', '.join(show(i) for i in idx)}]"
+            view = getattr(t, "mode", None)  # a boundary view shows as written: td.clamp(a)[...]
+            head = repr(t) if view is not None else t.name
+            return f"{head}[{', '.join(show(i) for i in idx)}]"
         case Binary("min" | "max", a, b):
             return f"td.{'minimum' if e.op == 'min' else 'maximum'}({show(a)}, {show(b)})"
         case Binary(op, a, b):

@@ -40,10 +40,14 @@ def _check_name(name, what: str) -> str:
 
 def dims(names: str) -> tuple[Dim, ...]:
     """`i, j = td.dims("i j")`: several named dimensions."""
+    if not isinstance(names, str) or not names.replace(",", " ").split():
+        raise DefinitionError(
+            f"td.dims takes the dims' names in one string, e.g. td.dims(\"y x\"), got {names!r}")
     return tuple(dim(n) for n in names.replace(",", " ").split())
 
 
 def dim(name: str) -> Dim:
+    """A named dimension: `x = td.dim("x")`."""
     return Dim(_check_name(name, "dimension"))
 
 
@@ -63,6 +67,10 @@ def _extent(e, what: str) -> Expr:
     bad = [n for n in walk(e) if isinstance(n, (Dim, Access, Reduce))]
     if bad:
         raise DefinitionError(f"{what}: extent {e!r} may only use sizes and constants, not {bad[0]!r}")
+    if not e.dtype.is_int:
+        raise DefinitionError(
+            f"{what}: extent {e!r} has dtype {e.dtype!r}; extents are integer expressions of "
+            "sizes (use // for division)")
     return e
 
 
@@ -70,6 +78,21 @@ def _bound(e, what: str) -> Expr:
     if isinstance(e, bool) or not isinstance(e, (int, Expr)):
         raise DefinitionError(f"{what}: bound {e!r} must be an int or an affine expression")
     return const(e, dt.int64) if isinstance(e, int) else e
+
+
+def _distinct_names(dims: list, what: str, where: str) -> None:
+    """Loops and error messages name dims by name: two dims of one name in one place
+    could not be told apart."""
+    names = [d.name for d in dims]
+    twice = next((n for n in names if names.count(n) > 1), None)
+    if twice is None:
+        return
+    same = [d for d in dims if d.name == twice]
+    kind = ("the same dim is listed twice" if same[0] is same[1] else
+            f"two different td.dim objects are both named {twice!r}")
+    raise DefinitionError(
+        f"{what}: {kind} in {where} ({', '.join(names)}); loops are named after dims, so "
+        "each needs its own name, e.g. td.dims(\"y x\")")
 
 
 class TensorLike:
@@ -102,6 +125,21 @@ class TensorLike:
 
     __hash__ = object.__hash__
 
+    def _unindexed(self, *_):
+        dims = ", ".join(d.name for d in self.dims)
+        raise DefinitionError(
+            f"tensor {self.name!r} used without indices; index it with its dims, e.g. "
+            f"{self.name}[{dims}], to make an expression")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _unindexed
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = _unindexed
+    __pow__ = __rpow__ = __and__ = __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = _unindexed
+    __neg__ = __abs__ = __invert__ = __lt__ = __le__ = __gt__ = __ge__ = _unindexed
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """numpy functions and operators on a tensor: it must be indexed first."""
+        self._unindexed()
+
 
 class Tensor(TensorLike):
     """A named n-d array over named dims: a pipeline input or a stage."""
@@ -113,9 +151,7 @@ class Tensor(TensorLike):
         for d in shape:
             if not isinstance(d, Dim):
                 raise DefinitionError(f"{what} {name!r}: shape key {d!r} is not a td.dim")
-        names = [d.name for d in shape]
-        if len(set(names)) != len(names):
-            raise DefinitionError(f"{what} {name!r}: dimension names {names} repeat")
+        _distinct_names(list(shape), f"{what} {name!r}", "its shape")
         self.dims: tuple[Dim, ...] = tuple(shape)
         self.shape: tuple[Expr, ...] = tuple(
             _extent(v, f"{what} {name!r}, dim {d.name}") for d, v in shape.items()
@@ -180,9 +216,7 @@ class Stage(Tensor):
                 f"stage {self.name!r}: reduction dim(s) {clash} are also dims of the stage; "
                 "reduce over a different td.dim"
             )
-        names = [d.name for d in self.loop_dims]
-        if len(set(names)) != len(names):
-            raise DefinitionError(f"stage {self.name!r}: loop names {names} repeat; use distinct dim names")
+        _distinct_names(list(self.loop_dims), f"stage {self.name!r}", "its dims and reduction dims")
         allowed = set(self.dims)
         for ax in self.reduce_axes:
             for b in (ax.lo, ax.hi):
@@ -193,13 +227,20 @@ class Stage(Tensor):
                         f"{stray}, which are not dims of the stage or earlier reduction dims"
                     )
             allowed.add(ax.dim)
-        stray = [d.name for d in free_dims(self.expr) if d not in self.dims]
-        if stray:
+        strays = [d for d in free_dims(self.expr) if d not in self.dims]
+        if strays:
             valid = [d.name for d in self.loop_dims]
+            twins = [d.name for d in strays if d.name in {x.name for x in self.dims}]
+            if twins:
+                raise DefinitionError(
+                    f"stage {self.name!r}: its expression uses a dim named {twins[0]!r} that is "
+                    f"not the stage's own dim {twins[0]!r}: two td.dim({twins[0]!r}) calls make "
+                    "two different dims; use the same Dim object in the shape and the expression"
+                )
             raise DefinitionError(
-                f"stage {self.name!r} uses dim(s) {stray} that are neither its dims nor reduced "
-                f"over; its loops are {valid} (reduce with td.sum(..., over=dim) or add the dim "
-                "to the stage's shape)"
+                f"stage {self.name!r} uses dim(s) {[d.name for d in strays]} that are neither "
+                f"its dims nor reduced over; its loops are {valid} (reduce with "
+                "td.sum(..., over=dim) or add the dim to the stage's shape)"
             )
 
 
@@ -237,9 +278,7 @@ class Update:
                 lo, hi = const(0, dt.int64), _extent(ext, f"{what} over {d.name}")
             axes.append(Axis(d, lo, hi))
         self.axes = tuple(axes)
-        names = [d.name for d in self.loop_dims]
-        if len(set(names)) != len(names):
-            raise DefinitionError(f"{what}: dimension names {names} repeat")
+        _distinct_names(list(self.loop_dims), what, "its over= dims")
         v = const(value) if not isinstance(value, Expr) else value
         if any(isinstance(n, Reduce) for n in walk(v)):
             raise DefinitionError(
@@ -383,6 +422,10 @@ def _infer_extent(body: Expr, d: Dim, what: str) -> Expr:
 
 def _reduce(op: str, body, over, dtype) -> Reduce:
     what = f"td.{op}"
+    if over is None:
+        raise DefinitionError(
+            f"{what} needs over=: the dim(s) to reduce, e.g. {what}(A[i, k], over=k) or "
+            f"over={{k: 512}}")
     body = const(body) if not isinstance(body, Expr) else body
     if isinstance(over, Dim):
         over = (over,)
@@ -414,20 +457,23 @@ def _reduce(op: str, body, over, dtype) -> Reduce:
     return Reduce(op, _coerce(body, acc), tuple(axes), acc)
 
 
-def sum(body, over, dtype=None) -> Reduce:  # noqa: A001
+def sum(body, over=None, dtype=None) -> Reduce:  # noqa: A001
     """Sum of `body` over the dims in `over`, accumulated in `dtype` (default: body's)."""
     return _reduce("sum", body, over, dtype)
 
 
-def prod(body, over, dtype=None) -> Reduce:
+def prod(body, over=None, dtype=None) -> Reduce:
+    """Product of `body` over the dims in `over`, in `dtype` (default: body's)."""
     return _reduce("prod", body, over, dtype)
 
 
-def max(body, over, dtype=None) -> Reduce:  # noqa: A001
+def max(body, over=None, dtype=None) -> Reduce:  # noqa: A001
+    """Maximum of `body` over the dims in `over`."""
     return _reduce("max", body, over, dtype)
 
 
-def min(body, over, dtype=None) -> Reduce:  # noqa: A001
+def min(body, over=None, dtype=None) -> Reduce:  # noqa: A001
+    """Minimum of `body` over the dims in `over`."""
     return _reduce("min", body, over, dtype)
 
 
@@ -473,6 +519,9 @@ class Pipeline:
     def __init__(self, outputs):
         if isinstance(outputs, Tensor):
             outputs = (outputs,)
+        if not isinstance(outputs, (tuple, list)):
+            raise DefinitionError(
+                f"outputs must be a stage made by td.compute or a tuple of them, got {outputs!r}")
         outputs = tuple(outputs)
         if not outputs:
             raise DefinitionError("a pipeline needs at least one output stage")

@@ -91,7 +91,8 @@ def check_accesses(stmt_decl, expr: cx.Expr, context: isl.Set, params) -> None:
 def _point_text(pt: isl.Point, stmt, acc: cx.Access) -> str:
     try:
         sp = pt.get_space()
-        vals = [f"{sp.get_dim_name(isl.dim_type.set, k)}={pt.get_coordinate_val(isl.dim_type.set, k).to_python()}"
+        names = [d.name for d in acc.tensor.dims]  # the range of an access map has no names
+        vals = [f"{names[k]}={pt.get_coordinate_val(isl.dim_type.set, k).to_python()}"
                 for k in range(sp.dim(isl.dim_type.set))]
         pars = [f"{sp.get_dim_name(isl.dim_type.param, k)}={pt.get_coordinate_val(isl.dim_type.param, k).to_python()}"
                 for k in range(sp.dim(isl.dim_type.param))]

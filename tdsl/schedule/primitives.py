@@ -22,7 +22,12 @@ def _loop_name(x, prim: str) -> str:
         return x.name
     if isinstance(x, str) and x.isidentifier():
         return x
-    raise ScheduleError(f"{prim}: {x!r} is not a loop name; name loops by string or td.dim")
+    raise ScheduleError(
+        f"{prim}: {x!r} is not a loop name; name loops by a string that is a Python identifier "
+        "(e.g. 'y_o') or by a td.dim")
+
+
+_EXAMPLE_NAMES = {"names": ("y_outer", "y_inner")}
 
 
 class Primitive:
@@ -32,8 +37,13 @@ class Primitive:
     loop_fields: ClassVar[tuple[str, ...]] = ()
 
     def __post_init__(self):
+        types = {f.name: str(f.type) for f in fields(self)}
         for f in self.loop_fields:
             v = getattr(self, f)
+            if isinstance(v, str) and types[f].startswith("tuple"):
+                raise ScheduleError(
+                    f"{self.method}: {f}={v!r} must be a list of loop names, not one string "
+                    f"(e.g. {f}={_EXAMPLE_NAMES.get(f, ('y', 'x'))!r})")
             if isinstance(v, (tuple, list)):
                 v = tuple(_loop_name(x, self.method) for x in v)
             elif v is not None:
@@ -59,14 +69,24 @@ class Primitive:
             if f.name in ("names", "name") and v is None or f.name == "reassociate" and not v:
                 continue
             if f.name == "reassociate":
-                args.append("reassociate=True")
+                args.append(f"reassociate={v!r}")
                 continue
-            named = isinstance(v, (Tensor, Update)) or f.name in ("stage", "consumer")
-            args.append((v if isinstance(v, str) else v.name) if named else repr(v))
+            args.append(_shown(v, f.name in ("stage", "consumer")))
         return f"{self.method}({', '.join(args)})"
 
     def apply(self, st: State) -> None:
         raise NotImplementedError
+
+
+def _shown(v, named: bool) -> str:
+    """An argument of a primitive as a message shows it: stages by name."""
+    if isinstance(v, (Tensor, Update)):
+        return v.name
+    if named and isinstance(v, str):
+        return v
+    if isinstance(v, tuple) and any(isinstance(x, (Tensor, Update)) for x in v):
+        return "[" + ", ".join(_shown(x, True) for x in v) + "]"
+    return repr(v)
 
 
 def _err(prim: Primitive, msg: str) -> ScheduleError:
@@ -77,14 +97,26 @@ def _stage(prim: Primitive, st: State, stage) -> Stage:
     found = st.resolve(stage) if isinstance(stage, (Stage, Update, str)) else None
     if found is None:
         valid = ", ".join(s.name for s in st.pipeline.schedulables)
-        what = (f"{stage.name!r} is an input" if isinstance(stage, Tensor) else
-                f"there is no stage named {stage!r}" if isinstance(stage, str) else
-                f"{stage!r} is not a stage")
-        raise _err(prim, f"{what} of this pipeline; schedulable stages are: {valid}")
+        raise _err(prim, f"{_not_schedulable(st, stage)}; schedulable stages are: {valid}")
     stage = found
     if st.compute[stage].kind == "inline":
         raise _err(prim, f"stage {stage.name} is inlined (compute_inline) and has no loops of its own")
     return stage
+
+
+def _not_schedulable(st: State, x) -> str:
+    """Why `x` names no schedulable stage of the pipeline `st` schedules."""
+    if isinstance(x, str):
+        return f"there is no stage named {x!r} in this pipeline"
+    if isinstance(x, (Stage, Update)):
+        kind = "update" if isinstance(x, Update) else "stage"
+        return (f"{kind} {x.name!r} is not part of this pipeline (it belongs to another "
+                "pipeline, or the outputs do not depend on it)")
+    if isinstance(x, Tensor):
+        if any(t is x for t in st.pipeline.inputs):
+            return f"{x.name!r} is an input of this pipeline and has no loops"
+        return f"{x.name!r} is an input of another pipeline, not of this one"
+    return f"{x!r} is not a stage"
 
 
 def _find(prim: Primitive, st: State, stage: Stage, name: str) -> tuple[int, Loop]:
@@ -168,7 +200,12 @@ class Tile(Primitive):
     method: ClassVar[str] = "tile"
 
     def __post_init__(self):
-        fs = tuple((_loop_name(n, "tile"), f) for n, f in self.factors)
+        pairs = self.factors if isinstance(self.factors, (tuple, list)) else None
+        if pairs is None or not all(isinstance(p, (tuple, list)) and len(p) == 2 for p in pairs):
+            raise ScheduleError(
+                f"tile: factors must be (loop, factor) pairs, e.g. (('y', 32), ('x', 64)), got "
+                f"{self.factors!r}")
+        fs = tuple((_loop_name(n, "tile"), f) for n, f in pairs)
         object.__setattr__(self, "factors", fs)
         if len(fs) < 1:
             raise ScheduleError("tile: give at least one loop and factor, e.g. tile(C, i=32, j=64)")
@@ -275,6 +312,8 @@ def _mark(prim, st: State, kind: str, need_const: bool) -> None:
                          f"constant first, e.g. split({stage.name}, {lp.name!r}, 8), and "
                          f"{prim.method} the inner loop")
     reassociate = getattr(prim, "reassociate", False)
+    if not isinstance(reassociate, bool):
+        raise _err(prim, f"reassociate= must be True or False, got {reassociate!r}")
     if kind in ("parallel", "vectorized") and lp.reduction and not reassociate:
         raise _err(prim, f"loop {lp.name} of {stage.name} is a reduction loop: its iterations "
                          f"accumulate into the same elements of {stage.name}, so running them "

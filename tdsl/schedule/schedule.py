@@ -92,8 +92,7 @@ class Schedule:
     # ------------------------------------------------------------ primitives
 
     def split(self, stage, loop, factor: int, names=None) -> Schedule:
-        return self.append(Split(self._stage(stage), loop, factor,
-                                 tuple(names) if names is not None else None))
+        return self.append(Split(self._stage(stage), loop, factor, _names(names)))
 
     def tile(self, stage, **factors: int) -> Schedule:
         return self.append(Tile(self._stage(stage), tuple(factors.items())))
@@ -135,8 +134,7 @@ class Schedule:
         return self.append(CacheRead(tensor, tuple(self._stage(c) for c in consumers), name))
 
     def rfactor(self, stage, loop, factor: int, names=None, name: str | None = None) -> Schedule:
-        return self.append(RFactor(self._stage(stage), loop, factor,
-                                   tuple(names) if names is not None else None, name))
+        return self.append(RFactor(self._stage(stage), loop, factor, _names(names), name))
 
     def layout(self, stage, *dims) -> Schedule:
         return self.append(Layout(self._stage(stage), _listed(dims)))
@@ -166,18 +164,32 @@ class Schedule:
 
     @classmethod
     def from_json(cls, text: str, outputs) -> Schedule:
+        if not isinstance(text, (str, bytes, bytearray)):
+            raise ScheduleError(
+                f"Schedule.from_json takes the JSON text (a str, e.g. from s.to_json()), got "
+                f"{type(text).__name__}")
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
             raise ScheduleError(f"schedule JSON is malformed: {e}") from None
-        if not isinstance(data, dict) or data.get("version") != JSON_VERSION:
-            raise ScheduleError(f"schedule JSON must be an object with version {JSON_VERSION}")
+        if not isinstance(data, dict):
+            raise ScheduleError(
+                f"schedule JSON must be an object with version {JSON_VERSION}, got a "
+                f"{type(data).__name__}")
+        if data.get("version") != JSON_VERSION:
+            raise ScheduleError(
+                f'schedule JSON field "version" must be {JSON_VERSION}, got {data.get("version")!r}')
         pipeline = Pipeline(outputs)
         names = [o.name for o in pipeline.outputs]
         if data.get("outputs", names) != names:
             raise ScheduleError(f"schedule JSON is for outputs {data.get('outputs')}, not {names}")
+        records = data.get("primitives", [])
+        if not isinstance(records, list):
+            raise ScheduleError(
+                f'schedule JSON field "primitives" must be a list of primitive records, got '
+                f"{records!r}")
         sched = cls(pipeline.outputs, _pipeline=pipeline)
-        for rec in data.get("primitives", []):
+        for rec in records:
             sched = sched.append(_from_dict(rec, pipeline))
         return sched
 
@@ -188,6 +200,12 @@ class Schedule:
         if not calls:
             return head
         return "(" + head + "".join(f"\n   .{c}" for c in calls) + ")"
+
+
+def _names(names):
+    """names= as given: a string stays a string so the primitive can refuse it
+    (tuple("ab") would silently be ("a", "b"))."""
+    return names if names is None or isinstance(names, str) else tuple(names)
 
 
 def _listed(names: tuple) -> tuple:
@@ -210,7 +228,11 @@ def _from_dict(rec: dict, pipeline: Pipeline) -> Primitive:
         if k in ("stage", "consumer", "tensor"):
             v = _lookup(v, pipeline)
         elif k == "consumers":
-            v = tuple(_lookup(x, pipeline) for x in v)
+            if v is not None and not isinstance(v, list):
+                raise ScheduleError(
+                    f'bad {rec["type"]} record {rec!r}: "consumers" must be a list of stage '
+                    f"names, got {v!r}")
+            v = tuple(_lookup(x, pipeline) for x in v) if v is not None else ()
         elif isinstance(v, list):
             v = tuple(tuple(x) if isinstance(x, list) else x for x in v)
         kwargs[k] = v
