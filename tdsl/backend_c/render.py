@@ -34,6 +34,7 @@ from ..lower.ir import (
     Stmt,
     Store,
 )
+from ..lower.rewrite import walk_stmts
 from . import helpers
 from .expr import ExprEmitter, element_count
 from .helpers import ctype
@@ -56,11 +57,14 @@ FLAVOURS = {
 STACK_LIMIT = 64 * 1024  # bytes; larger or symbolic temporaries go to the heap
 
 # Host C is compiled at -O3, whose loop vectorizer (gcc 12 with AVX-512) miscompiles
-# some loops tdsl never asked to vectorize (outer loops whose inner loops it unrolled
-# completely). Vectorized loops are `#pragma omp simd` loops; every other loop outside
-# them starts with this statement, which keeps the loop vectorizer out of it and costs
-# nothing at run time.
+# some loops tdsl never asked to vectorize: outer loops whose inner loops it unrolled
+# completely. Vectorized loops are `#pragma omp simd` loops; every other loop with a
+# loop of at most SHORT_LOOP iterations inside (one gcc may unroll completely) starts
+# with this statement, which keeps the loop vectorizer out of it and costs nothing at
+# run time. Other loops are left to the compiler (it vectorizes and interchanges
+# unscheduled loop nests).
 SCALAR_LOOP = "TDSL_SCALAR_LOOP"
+SHORT_LOOP = 32
 _SCALAR_LOOP_DEFINITION = (
     "/* Loops the schedule does not vectorize stay scalar: the loop vectorizer does not\n"
     "   touch a loop that contains an asm statement. */\n"
@@ -114,6 +118,15 @@ def stack_count(buf: Buffer) -> int | None:
     if not isinstance(count, Const) or int(count.value) * buf.dtype.itemsize > STACK_LIMIT:
         return None
     return int(count.value)
+
+
+def _short(s: Stmt) -> bool:
+    """A loop of at most SHORT_LOOP iterations (a constant bound on its trip count)."""
+    if not isinstance(s, For):
+        return False
+    if isinstance(s.start, Const) and isinstance(s.end, Const):
+        return int(s.end.value) - int(s.start.value) <= SHORT_LOOP
+    return s.max_extent is not None and s.max_extent <= SHORT_LOOP
 
 
 @dataclass
@@ -254,10 +267,12 @@ class _Renderer:
             w.close()
 
     def _scalar(self, s: For, simd: bool) -> bool:
-        """Whether loop `s` is kept out of the C compiler's loop vectorizer: every host
-        loop but the vectorized ones, what they contain, and loops to be unrolled."""
+        """Whether loop `s` is kept out of the C compiler's loop vectorizer: a host loop
+        with a short loop inside, unless it is vectorized, inside a vectorized loop, or
+        to be unrolled."""
         return (self.flavour.gnu and not (simd or self.in_simd)
-                and s.kind not in (ForKind.VECTORIZED, ForKind.UNROLLED))
+                and s.kind not in (ForKind.VECTORIZED, ForKind.UNROLLED)
+                and any(_short(x) for x in walk_stmts(s.body)))
 
     def _pragma(self, s: For) -> tuple[str | None, bool, bool]:
         """(pragma line, starts a parallel region, starts a simd region).
