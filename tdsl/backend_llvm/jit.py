@@ -1,8 +1,10 @@
 """Compile LLVM IR for the host in process, and call it through cffi.
 
 `build(func)` renders the loop IR (codegen.emit_module), optimizes the
-module with LLVM's O3 pipeline for the host CPU (new pass manager, loop and
-SLP vectorization on, its loop unroller off), loads it with MCJIT and returns an `LLVMModule`.
+module with LLVM's O3 pipeline for the host CPU (new pass manager, SLP
+vectorization on, loop vectorization only of the loops the schedule
+vectorized, its loop unroller off), loads it with MCJIT and returns an
+`LLVMModule`.
 Builds are cached in process by the sha256 of the IR text.
 
 An `LLVMModule` owns its execution engine, which owns the target machine and
@@ -139,7 +141,12 @@ def _parse(source: str, name: str) -> llvm.ModuleRef:
 
 def _optimize(module: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pto.loop_vectorization = True
+    # LLVM's loop vectorizer runs only on loops that ask for it: the schedule's
+    # vectorized loops, which codegen marks `llvm.loop.vectorize.enable`. Left
+    # to pick loops by its cost model it vectorized loops no schedule marked,
+    # and on some of them (guarded udiv/urem) its two cost models disagreed, an
+    # assertion that aborts the process with this wheel's LLVM.
+    pto.loop_vectorization = False
     pto.slp_vectorization = True
     # unrolling is the schedule's to decide (the unroll primitive does it in the loop IR);
     # LLVM's own unroller spent most of the build time on register-tiled kernels (0.6-1 s)
