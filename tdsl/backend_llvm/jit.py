@@ -5,7 +5,8 @@ module with LLVM's O3 pipeline for the host CPU (new pass manager, SLP
 vectorization on, loop vectorization only of the loops the schedule
 vectorized, its loop unroller off), loads it with MCJIT and returns an
 `LLVMModule`.
-Builds are cached in process by the sha256 of the IR text.
+Builds are cached in process by the sha256 of the IR text, the kernel's
+signature (dtypes with their signedness) and the pass options (`cache_key`).
 
 An `LLVMModule` owns its execution engine, which owns the target machine and
 the module: the kernel's code lives exactly as long as the LLVMModule.
@@ -32,6 +33,23 @@ from .codegen import emit_module, entry_symbol
 
 CACHE_SIZE = 128  # compiled modules kept alive by the cache
 
+# LLVM's O3 pipeline, tuned:
+# - loop_vectorization False: the loop vectorizer runs only on loops that ask
+#   for it, the schedule's vectorized loops, which codegen marks
+#   `llvm.loop.vectorize.enable`. Left to pick loops by its cost model it
+#   vectorized loops no schedule marked, and on some of them (guarded
+#   udiv/urem) its two cost models disagreed, an assertion that aborts the
+#   process with this wheel's LLVM.
+# - loop_unrolling False: unrolling is the schedule's to decide (the unroll
+#   primitive does it in the loop IR); LLVM's own unroller spent most of the
+#   build time on register-tiled kernels (0.6-1 s) for no measurable speed.
+PASS_OPTIONS = {
+    "speed_level": 3,
+    "loop_vectorization": False,
+    "slp_vectorization": True,
+    "loop_unrolling": False,
+}
+
 _ffi = cffi.FFI()
 _lock = threading.RLock()  # LLVM's global context is not thread safe
 _cache: OrderedDict[str, LLVMModule] = OrderedDict()
@@ -39,9 +57,9 @@ _host: tuple[str, str] | None = None
 
 
 def build(func: LoweredFunc) -> LLVMModule:
-    """Compile `func` for the host, or return the cached build of the same IR."""
+    """Compile `func` for the host, or return the cached build of the same kernel."""
     source = emit_module(func)
-    key = hashlib.sha256(source.encode()).hexdigest()
+    key = cache_key(func, source)
     with _lock:
         module = _cache.get(key)
         if module is None:
@@ -52,6 +70,18 @@ def build(func: LoweredFunc) -> LLVMModule:
         else:
             _cache.move_to_end(key)
         return module
+
+
+def cache_key(func: LoweredFunc, source: str) -> str:
+    """What a build depends on: the IR text, and what the text does not say.
+
+    The text leaves out the signedness of integers (int8 and uint8 are both
+    i8, bool is i8 too), which the module's argument checks use; and the
+    pass options that turn it into code.
+    """
+    signature = repr((func.name, func.inputs, func.outputs, func.sizes))
+    text = "\0".join((source, signature, repr(sorted(PASS_OPTIONS.items()))))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def clear_cache() -> None:
@@ -140,18 +170,9 @@ def _parse(source: str, name: str) -> llvm.ModuleRef:
 
 
 def _optimize(module: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    # LLVM's loop vectorizer runs only on loops that ask for it: the schedule's
-    # vectorized loops, which codegen marks `llvm.loop.vectorize.enable`. Left
-    # to pick loops by its cost model it vectorized loops no schedule marked,
-    # and on some of them (guarded udiv/urem) its two cost models disagreed, an
-    # assertion that aborts the process with this wheel's LLVM.
-    pto.loop_vectorization = False
-    pto.slp_vectorization = True
-    # unrolling is the schedule's to decide (the unroll primitive does it in the loop IR);
-    # LLVM's own unroller spent most of the build time on register-tiled kernels (0.6-1 s)
-    # for no measurable speed
-    pto.loop_unrolling = False
+    pto = llvm.create_pipeline_tuning_options(speed_level=PASS_OPTIONS["speed_level"])
+    for option in ("loop_vectorization", "slp_vectorization", "loop_unrolling"):
+        setattr(pto, option, PASS_OPTIONS[option])
     pb = llvm.create_pass_builder(tm, pto)
     mpm = pb.getModulePassManager()
     try:
