@@ -13,6 +13,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
+import pytest
+
+import tdsl as td
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # Aborted in LLVM's loop vectorizer ("VPlan cost model and legacy cost model
@@ -51,3 +56,138 @@ print("exact", len(arrays))
 """)
     assert p.returncode == 0, f"exit {p.returncode}\n{p.stderr[-3000:]}"
     assert "exact 12" in p.stdout
+
+
+def test_issue16_with_the_cost_model_vectorizer_is_a_compile_error():
+    """Handed to LLVM's cost-model loop vectorizer, the same kernel fails an assertion
+    inside LLVM: td.build reports it as a CompileError and the interpreter goes on."""
+    p = run_child(ISSUE16 + """
+from tdsl.backend_llvm import jit
+jit.PASS_OPTIONS["loop_vectorization"] = True
+try:
+    td.build(s, target="llvm")
+    print("built")  # an LLVM without the bug: nothing to report
+except td.CompileError as e:
+    print("compile error:", e)
+    assert "LLVM crashed (SIGABRT)" in str(e) and "Assertion" in str(e), str(e)
+    assert "Assertion" in e.log
+jit.PASS_OPTIONS["loop_vectorization"] = False
+f = td.build(s, target="llvm")
+av = np.arange(13, dtype=np.uint32).reshape(13, 1) + 1
+np.testing.assert_array_equal(f(a=av), td.evaluate(out, a=av))
+print("alive")
+""")
+    assert p.returncode == 0, f"exit {p.returncode}\n{p.stderr[-3000:]}"
+    assert p.stdout.endswith("alive\n")
+    assert "compile error: LLVM crashed (SIGABRT) while optimizing and compiling kernel " \
+           "'tdsl_out': python: " in p.stdout or "built" in p.stdout, p.stdout
+
+
+def test_a_crash_inside_llvm_is_a_compile_error():
+    """A compile that kills its process: the failed assertion becomes a CompileError, the
+    process that asked goes on, and the next build gets a new compile server."""
+    p = run_child("""
+import os, sys
+import numpy as np, tdsl as td
+from tdsl.backend_llvm import isolate, jit
+
+(i,) = td.dims("i")
+a = td.input("a", {i: 8}, td.int32)
+o = td.compute("o", {i: 8}, a[i] * 3)
+x = np.arange(8, dtype=np.int32)
+np.testing.assert_array_equal(td.build(td.schedule(o).vectorize(o, "i"), target="llvm")(a=x), x * 3)
+
+def failing_assertion(module, tm, options):
+    sys.stderr.write("python: Pass.cpp:12: void f(): Assertion `it works' failed.\\n")
+    sys.stderr.flush()
+    os.abort()
+
+optimize = jit._optimize
+jit._optimize = failing_assertion
+isolate.stop()  # the next build forks a server that has the failing pass
+try:
+    td.build(td.schedule(o), target="llvm")
+    raise SystemExit("no error")
+except td.CompileError as e:
+    assert str(e) == ("LLVM crashed (SIGABRT) while optimizing and compiling kernel 'tdsl_o': "
+                      "python: Pass.cpp:12: void f(): Assertion `it works' failed."), str(e)
+    assert "Assertion `it works' failed." in e.log
+jit._optimize = optimize
+isolate.stop()
+np.testing.assert_array_equal(td.build(td.schedule(o), target="llvm")(a=x), x * 3)
+
+try:
+    isolate.run(os.abort, what="aborting on purpose")
+    raise SystemExit("no error")
+except td.CompileError as e:
+    assert str(e).startswith("LLVM crashed (SIGABRT) while aborting on purpose"), str(e)
+try:
+    isolate.run(os._exit, 3, what="leaving")
+    raise SystemExit("no error")
+except td.CompileError as e:
+    assert str(e).startswith("LLVM exited with status 3 while leaving"), str(e)
+assert isolate.run(pow, 2, 10, what="computing") == 1024
+print("alive")
+""")
+    assert p.returncode == 0, f"exit {p.returncode}\n{p.stdout}\n{p.stderr[-3000:]}"
+    assert p.stdout == "alive\n"
+
+
+def test_errors_raised_in_the_compile_server_reach_the_caller():
+    from tdsl.backend_llvm import isolate
+
+    with pytest.raises(ZeroDivisionError):
+        isolate.run(divmod, 1, 0, what="dividing")
+    assert isolate.run(divmod, 7, 2, what="dividing") == (3, 1)
+
+
+def test_a_forked_process_builds_with_its_own_compile_server():
+    """A process forked after a build (a tuner's worker) does not share its parent's
+    compile server: both go on building, each gets right answers."""
+    p = run_child("""
+import os
+import numpy as np, tdsl as td
+
+def kernel(c):
+    (i,) = td.dims("i")
+    a = td.input("a", {i: 16}, td.int64)
+    return td.compute("o", {i: 16}, a[i] * c)
+
+x = np.arange(16, dtype=np.int64)
+assert (td.build(td.schedule(kernel(2)), target="llvm")(a=x) == x * 2).all()
+pids = []
+for c in (3, 4):
+    pid = os.fork()
+    if pid == 0:
+        ok = all((td.build(td.schedule(kernel(c + 10 * n)), target="llvm")(a=x) == x * (c + 10 * n)).all()
+                 for n in range(3))
+        os._exit(0 if ok else 1)
+    pids.append(pid)
+for n in range(3):
+    assert (td.build(td.schedule(kernel(5 + n)), target="llvm")(a=x) == x * (5 + n)).all()
+print([os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in pids])
+""")
+    assert p.returncode == 0, f"exit {p.returncode}\n{p.stderr[-3000:]}"
+    assert p.stdout == "[0, 0]\n"
+
+
+def test_in_process_build_gives_the_same_code():
+    from tdsl.backend_llvm import build, clear_cache
+    from tdsl.lower import lower_schedule
+
+    (i,) = td.dims("i")
+    a = td.input("a", {i: 32}, td.float32)
+    o = td.compute("o", {i: 32}, td.exp(a[i]) + 1)
+    func = lower_schedule(td.schedule(o).split(o, "i", 8).vectorize(o, "i_i"))
+    clear_cache()
+    isolated = build(func)
+    clear_cache()
+    in_process = build(func, isolated=False)
+    assert in_process is not isolated
+    assert in_process.optimized_ir == isolated.optimized_ir
+    x = np.linspace(-3, 3, 32, dtype=np.float32)
+    outs = [np.empty_like(x), np.empty_like(x)]
+    for m, out in zip((isolated, in_process), outs, strict=True):
+        assert m.call([x, out], []) == 0
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_allclose(outs[0], td.evaluate(o, a=x), rtol=1e-6)  # exp: 2 ulp
