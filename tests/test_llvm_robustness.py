@@ -15,6 +15,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_differential import ALLOWED_REJECTIONS
 
 import tdsl as td
 
@@ -191,3 +194,85 @@ def test_in_process_build_gives_the_same_code():
         assert m.call([x, out], []) == 0
     np.testing.assert_array_equal(outs[0], outs[1])
     np.testing.assert_allclose(outs[0], td.evaluate(o, a=x), rtol=1e-6)  # exp: 2 ulp
+
+
+# ------------------------------------------------- loops of one iteration, at random
+
+SHORT_DTYPES = [td.uint32, td.int8, td.uint8, td.int32, td.int64]
+
+
+@st.composite
+def short_loop_cases(draw):
+    """The pipeline of issue 16 with random extents of 1 to 3 and one of several bodies,
+    scheduled so that loops of one iteration appear: split by the extent or more,
+    unrolled outer blocks, parallel or vectorized loops over dims of extent 1,
+    a reduction of extent 1, computed at a consumer loop of one iteration."""
+    dtype = draw(st.sampled_from(SHORT_DTYPES))
+    h, w = (draw(st.sampled_from([1, 3, 5])) for _ in range(2))
+    kn = draw(st.sampled_from([1, 1, 3, 5]))
+    y, x, k = td.dims("y x k")
+    a = td.input("a", {y: h, x: w}, dtype)
+    op = draw(st.sampled_from([td.min, td.max, td.sum]))
+    r = td.compute("r", {y: h}, op(td.maximum(td.clamp(a)[y + 2, k + 1], 0), over={k: kn}))
+    pad, clamp = td.pad(a, 0)[y + 2, x - 1], td.clamp(a)[y - 1, x - 1]
+    body = draw(st.sampled_from([
+        lambda: a[y, x] // a[y, x] % td.maximum(pad, clamp),
+        lambda: a[y, x] % td.maximum(pad, clamp) + a[y, x] // (clamp | 1),
+        lambda: td.minimum(a[y, x], pad) * clamp,
+    ]))()
+    out = td.compute("out", {y: h, x: w}, td.maximum(body, r[y]))
+    tags = {f"reduction of extent {kn}", f"{h}x{w}"}
+    s = td.schedule(out)
+    if draw(st.booleans()):
+        s = s.cache_write(r, name="ca0").compute_at("ca0", r, "y")
+        if draw(st.booleans()):
+            s = s.parallel("ca0", "y")
+            tags.add("parallel loop of one iteration (ca0 at r.y)")
+    for stage in (r, out):
+        for _ in range(draw(st.integers(0, 3))):
+            loops = s.loops(stage)
+            loop = draw(st.sampled_from(loops))
+            step = draw(st.sampled_from(["split", "unroll", "parallel", "vectorize", "edge", "edge"]))
+            try:
+                if step == "split":
+                    s = s.split(stage, loop, draw(st.sampled_from([1, 2, 3, 4])))
+                elif step == "unroll":
+                    s = s.unroll(stage, loop)
+                elif step == "edge":  # unrolled blocks; the last one may have one iteration
+                    s = s.split(stage, loop, draw(st.sampled_from([2, 4]))).unroll(stage, f"{loop}_o")
+                    inner = draw(st.sampled_from(["parallel", "vectorize", "none"]))
+                    if inner != "none":
+                        s = getattr(s, inner)(stage, f"{loop}_i", reassociate=draw(st.booleans()))
+                else:
+                    s = getattr(s, step)(stage, loop, reassociate=draw(st.booleans()))
+            except td.ScheduleError:
+                pass  # not every primitive fits every loop
+    where = draw(st.sampled_from(["root", "at", "inline"]))
+    try:
+        if where == "at":
+            s = s.compute_at(r, out, draw(st.sampled_from(s.loops(out))))
+        elif where == "inline":
+            s = s.compute_inline(r)
+    except td.ScheduleError:
+        pass
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    info = np.iinfo(dtype.np)
+    arrays = [rng.integers(info.min, info.max, (h, w), dtype=dtype.np, endpoint=True),
+              rng.integers(0, 3, (h, w)).astype(dtype.np)]
+    return out, s, arrays, tags
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(case=short_loop_cases())
+def test_short_loops_on_llvm_are_exact(case):
+    out, s, arrays, _ = case
+    assert td.Schedule.from_json(s.to_json(), (out,)) == s
+    try:
+        f = td.build(s, target="llvm")
+    except td.ScheduleError as e:
+        assert any(m in str(e) for m in ALLOWED_REJECTIONS), f"unexpected rejection: {e}"
+        return
+    with np.errstate(all="ignore"):
+        for av in arrays:
+            np.testing.assert_array_equal(f(a=av), td.evaluate(out, a=av), err_msg=repr(s))
