@@ -276,3 +276,18 @@ def test_short_loops_on_llvm_are_exact(case):
     with np.errstate(all="ignore"):
         for av in arrays:
             np.testing.assert_array_equal(f(a=av), td.evaluate(out, a=av), err_msg=repr(s))
+
+
+def test_a_server_that_cannot_start_is_a_compile_error(monkeypatch):
+    from tdsl.backend_llvm import isolate
+
+    def no_fork():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    isolate.stop()
+    monkeypatch.setattr(isolate.os, "fork", no_fork)
+    with pytest.raises(td.CompileError, match="could not start the LLVM compile server for "
+                                              "testing: .*isolated=False"):
+        isolate.run(int, what="testing")
+    monkeypatch.undo()
+    assert isolate.run(int, "7", what="testing") == 7

@@ -65,7 +65,12 @@ def run(fn: Callable[..., T], *args, what: str) -> T:
         return fn(*args)
     with _lock:
         if _server is None:
-            _server = _Server()
+            try:
+                _server = _Server()
+            except OSError as e:  # no process or file to spare
+                raise CompileError(f"could not start the LLVM compile server for {what}: {e}; "
+                                   "backend_llvm.build(func, isolated=False) compiles in "
+                                   "process") from None
         server = _server
         try:
             ok, value = server.request(fn, args)
@@ -109,7 +114,13 @@ class _Server:
         self.err = tempfile.TemporaryFile()
         requests_r, self.requests = os.pipe()
         self.replies, replies_w = os.pipe()
-        self.pid = os.fork()
+        try:
+            self.pid = os.fork()
+        except OSError:
+            for fd in (requests_r, self.requests, self.replies, replies_w):
+                os.close(fd)
+            self.err.close()
+            raise
         if self.pid == 0:  # the server: never returns
             code = 1
             try:
