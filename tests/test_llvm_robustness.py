@@ -291,3 +291,26 @@ def test_a_server_that_cannot_start_is_a_compile_error(monkeypatch):
         isolate.run(int, what="testing")
     monkeypatch.undo()
     assert isolate.run(int, "7", what="testing") == 7
+
+
+def test_an_interrupted_request_does_not_answer_the_next_one():
+    """Ctrl-C while the server works: the server is dropped, so its late reply to the
+    interrupted request cannot be read as the reply to the next one."""
+    p = run_child("""
+import signal, time
+from tdsl.backend_llvm import isolate
+
+def interrupt(*_):
+    raise KeyboardInterrupt
+signal.signal(signal.SIGALRM, interrupt)
+signal.setitimer(signal.ITIMER_REAL, 0.3)
+try:
+    isolate.run(time.sleep, 1.0, what="sleeping")
+    raise SystemExit("not interrupted")
+except KeyboardInterrupt:
+    pass
+assert isolate.run(abs, -5, what="testing") == 5
+print("alive")
+""")
+    assert p.returncode == 0, f"exit {p.returncode}\n{p.stderr[-3000:]}"
+    assert p.stdout == "alive\n"

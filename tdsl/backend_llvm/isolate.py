@@ -78,6 +78,10 @@ def run(fn: Callable[..., T], *args, what: str) -> T:
             _server = None
             raise CompileError(f"LLVM {died.how} while {what}{_assertion(died.log)}",
                                log=died.log) from None
+        except BaseException:  # e.g. KeyboardInterrupt: its reply would answer the next request
+            _server = None
+            server.kill()
+            raise
     if ok:
         return value
     raise value
@@ -157,6 +161,11 @@ class _Server:
             except ValueError:
                 return f"crashed (signal {sig})"
         return f"exited with status {os.waitstatus_to_exitcode(status)}"
+
+    def kill(self) -> None:
+        self.abandon()
+        os.kill(self.pid, signal.SIGKILL)
+        os.waitpid(self.pid, 0)
 
     def close(self) -> None:
         self.abandon()  # the server sees its request pipe close, and leaves
