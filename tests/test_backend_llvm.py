@@ -625,3 +625,31 @@ def test_backend_imports_only_the_loop_ir():
                     path.name, node.module)
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
             assert not any(n.split(".")[0] in ("islpy", "tdsl") for n in names), path.name
+
+
+@pytest.mark.parametrize("dtypes_", [(dtypes.int8, dtypes.uint8), (dtypes.uint8, dtypes.bool_),
+                                     (dtypes.int32, dtypes.uint32)])
+def test_build_cache_tells_dtypes_with_the_same_ir_apart(dtypes_):
+    """int8 and uint8 add to the same LLVM IR; each build still checks its own dtypes."""
+    for dtype in dtypes_:
+        func = elementwise("same_ir", [dtype], dtype, lambda x: x)
+        module = build(func)
+        a = np.arange(6).astype(dtype.np)
+        out = np.zeros_like(a)
+        assert module.call([a, out], [6]) == 0
+        np.testing.assert_array_equal(out, a)
+        with pytest.raises(ArgumentError, match="must have dtype"):
+            module.call([a.astype(np.float64), out], [6])
+
+
+def test_kernels_of_pipelines_that_differ_only_in_signedness():
+    """Two pipelines alike but for int8/uint8 each take their own dtype (td.build's cache too)."""
+    import tdsl as td
+
+    for dtype in (td.int8, td.uint8, td.int8):
+        (i,) = td.dims("i")
+        a = td.input("a", {i: 8}, dtype)
+        o = td.compute("o", {i: 8}, a[i] + a[i])
+        f = td.build(td.schedule(o), target="llvm")
+        x = np.arange(60, 68).astype(dtype.np)
+        np.testing.assert_array_equal(f(a=x), x + x)

@@ -12,7 +12,8 @@ been freed.
   body, a latch. VECTORIZED loops carry `llvm.loop.vectorize.*` hints (width:
   the largest power of two <= min(max_extent, 64)) when nothing but
   UNROLLED loops is nested in them, since LLVM only vectorizes innermost
-  loops; UNROLLED loops carry `llvm.loop.unroll.full`.
+  loops; UNROLLED loops carry `llvm.loop.unroll.full`. LLVM's loop
+  vectorizer runs on the hinted loops only (see jit.py).
 - A PARALLEL loop's body is outlined into `void NAME.VAR.body(i64 lo, i64 hi,
   ptr env)`, which runs iterations [lo, hi); `env` is a struct
   `{i64 lo, i64 hi, i32 failed, captured values...}` built by the caller. A

@@ -1,12 +1,27 @@
-"""Compile LLVM IR for the host in process, and call it through cffi.
+"""Compile LLVM IR for the host (in a child process), load it, and call it through cffi.
 
 `build(func)` renders the loop IR (codegen.emit_module), optimizes the
-module with LLVM's O3 pipeline for the host CPU (new pass manager, loop and
-SLP vectorization on, its loop unroller off), loads it with MCJIT and returns an `LLVMModule`.
-Builds are cached in process by the sha256 of the IR text.
+module with LLVM's O3 pipeline for the host CPU (new pass manager, SLP
+vectorization on, loop vectorization only of the loops the schedule
+vectorized, its loop unroller off), compiles it to object code, loads that
+with MCJIT and returns an `LLVMModule`.
 
-An `LLVMModule` owns its execution engine, which owns the target machine and
-the module: the kernel's code lives exactly as long as the LLVMModule.
+LLVM runs in a child process (isolate.py). The llvmlite wheel's LLVM has its
+assertions on, and an assertion that fails in one of its passes aborts the
+process that runs it: a notebook's kernel, or a tuner with every candidate
+it holds. So optimization and code generation of every module not yet in
+the cache happen in a compile server forked from this process, which sends
+back the optimized IR and the object code; this process only loads the
+object. If the server dies, `build` raises `CompileError` naming the failed
+assertion, and this process goes on. The work is not done twice (this
+process runs no LLVM pass), so the cost is a pipe round trip per cold build
+and one fork per process (see isolate.py for the figures and the
+alternatives). `build(func, isolated=False)` compiles in process, for
+callers that are themselves a disposable child (a tuner's or fuzzer's
+worker).
+
+An `LLVMModule` owns its execution engine, which owns the object code: the
+kernel's code lives exactly as long as the LLVMModule.
 """
 
 from __future__ import annotations
@@ -25,10 +40,27 @@ from llvmlite.binding.newpassmanagers import NewPassManager
 
 from ..errors import ArgumentError, CompileError
 from ..lower.ir import Binary, Buffer, Const, Expr, LoweredFunc, Var
-from . import runtime
+from . import isolate, runtime
 from .codegen import emit_module, entry_symbol
 
 CACHE_SIZE = 128  # compiled modules kept alive by the cache
+
+# LLVM's O3 pipeline, tuned:
+# - loop_vectorization False: the loop vectorizer runs only on loops that ask
+#   for it, the schedule's vectorized loops, which codegen marks
+#   `llvm.loop.vectorize.enable`. Left to pick loops by its cost model it
+#   vectorized loops no schedule marked, and on some of them (guarded
+#   udiv/urem) its two cost models disagreed, an assertion that aborts the
+#   process with this wheel's LLVM.
+# - loop_unrolling False: unrolling is the schedule's to decide (the unroll
+#   primitive does it in the loop IR); LLVM's own unroller spent most of the
+#   build time on register-tiled kernels (0.6-1 s) for no measurable speed.
+PASS_OPTIONS = {
+    "speed_level": 3,
+    "loop_vectorization": False,
+    "slp_vectorization": True,
+    "loop_unrolling": False,
+}
 
 _ffi = cffi.FFI()
 _lock = threading.RLock()  # LLVM's global context is not thread safe
@@ -36,20 +68,36 @@ _cache: OrderedDict[str, LLVMModule] = OrderedDict()
 _host: tuple[str, str] | None = None
 
 
-def build(func: LoweredFunc) -> LLVMModule:
-    """Compile `func` for the host, or return the cached build of the same IR."""
+def build(func: LoweredFunc, isolated: bool = True) -> LLVMModule:
+    """Compile `func` for the host, or return the cached build of the same kernel.
+
+    isolated: run LLVM in a child process (see the module docstring); False
+    runs it in this one, for callers that are already a disposable process.
+    """
     source = emit_module(func)
-    key = hashlib.sha256(source.encode()).hexdigest()
+    key = cache_key(func, source)
     with _lock:
         module = _cache.get(key)
         if module is None:
-            module = LLVMModule(func, source)
+            module = LLVMModule(func, source, isolated)
             _cache[key] = module
             while len(_cache) > CACHE_SIZE:
                 _cache.popitem(last=False)
         else:
             _cache.move_to_end(key)
         return module
+
+
+def cache_key(func: LoweredFunc, source: str) -> str:
+    """What a build depends on: the IR text, and what the text does not say.
+
+    The text leaves out the signedness of integers (int8 and uint8 are both
+    i8, bool is i8 too), which the module's argument checks use; and the
+    pass options that turn it into code.
+    """
+    signature = repr((func.name, func.inputs, func.outputs, func.sizes))
+    text = "\0".join((source, signature, repr(sorted(PASS_OPTIONS.items()))))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def clear_cache() -> None:
@@ -64,22 +112,27 @@ class LLVMModule:
     optimization; `call` runs the kernel.
     """
 
-    def __init__(self, func: LoweredFunc, source: str):
+    def __init__(self, func: LoweredFunc, source: str, isolated: bool = True):
         self.name = func.name
         self.func = func
         self.source = source
         with _lock:
             tm = _target_machine()
-            module = _parse(source, func.name)
+            options = dict(PASS_OPTIONS)
+            if isolated:
+                what = f"optimizing and compiling kernel {func.name!r}"
+                self.optimized_ir, code = isolate.run(_compile, source, func.name, options,
+                                                      what=what)
+            else:
+                self.optimized_ir, code = _compile(source, func.name, options)
+            module = llvm.parse_assembly("")
             module.triple = tm.triple
             module.data_layout = str(tm.target_data)
-            _optimize(module, tm)
-            self.optimized_ir = str(module)
             engine = llvm.create_mcjit_compiler(module, tm)
+            engine.add_object_file(llvm.ObjectFileRef.from_data(code))
             engine.finalize_object()
         self._engine = engine
         self._target_machine = tm
-        self._module = module
         nargs = len(func.inputs) + len(func.outputs)
         params = ", ".join(["void *"] * nargs + ["int64_t"] * len(func.sizes))
         address = engine.get_function_address(entry_symbol(func.name))
@@ -121,6 +174,17 @@ def _target_machine() -> llvm.TargetMachine:
     return target.create_target_machine(cpu=cpu, features=features, opt=3, jit=True)
 
 
+def _compile(source: str, name: str, options: dict) -> tuple[str, bytes]:
+    """(the optimized IR, the object code) of a module for the host, optimized
+    with `options` (PASS_OPTIONS of the caller, not of the compile server)."""
+    tm = _target_machine()
+    module = _parse(source, name)
+    module.triple = tm.triple
+    module.data_layout = str(tm.target_data)
+    _optimize(module, tm, options)
+    return str(module), tm.emit_object(module)
+
+
 def _parse(source: str, name: str) -> llvm.ModuleRef:
     try:
         module = llvm.parse_assembly(source)
@@ -137,14 +201,10 @@ def _parse(source: str, name: str) -> llvm.ModuleRef:
     return module
 
 
-def _optimize(module: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pto.loop_vectorization = True
-    pto.slp_vectorization = True
-    # unrolling is the schedule's to decide (the unroll primitive does it in the loop IR);
-    # LLVM's own unroller spent most of the build time on register-tiled kernels (0.6-1 s)
-    # for no measurable speed
-    pto.loop_unrolling = False
+def _optimize(module: llvm.ModuleRef, tm: llvm.TargetMachine, options: dict) -> None:
+    pto = llvm.create_pipeline_tuning_options(speed_level=options["speed_level"])
+    for option in ("loop_vectorization", "slp_vectorization", "loop_unrolling"):
+        setattr(pto, option, options[option])
     pb = llvm.create_pass_builder(tm, pto)
     mpm = pb.getModulePassManager()
     try:

@@ -11,6 +11,7 @@ The whole compiler front to back, one pass per line:
     simplify constant folding and index simplification
     unroll   unrolled loops become copies of their bodies
     unswitch full-tile tests of unrolled edge blocks hoisted out of invariant loops
+    fold     loops of at most one iteration become bindings of their variable
     verify   loop-IR invariants (run after every pass)
 """
 
@@ -24,6 +25,7 @@ from .budget import check_unrolling, isl_budget, step
 from .from_ast import convert
 from .legality import check_legality
 from .model import build_model
+from .passes.fold_loops import fold_loops
 from .passes.simplify import simplify
 from .passes.unroll import unroll
 from .passes.unswitch import unswitch
@@ -34,6 +36,7 @@ PASSES: tuple[tuple[str, Callable[[ir.LoweredFunc], ir.LoweredFunc]], ...] = (
     ("simplify", simplify),
     ("unroll", unroll),
     ("unswitch", unswitch),
+    ("fold", fold_loops),
 )
 
 
