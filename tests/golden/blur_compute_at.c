@@ -34,16 +34,12 @@ int tdsl_by(const float *restrict inp, float *restrict by, int64_t H, int64_t W)
             continue;
         }
         for (int64_t y = 8 * y_o; y < min_i64(H, 8 * y_o + 10); y++) {
-            TDSL_SCALAR_LOOP;
             for (int64_t x = 0; x < W - 2; x++) {
-                TDSL_SCALAR_LOOP;
                 bx[(y - 8 * y_o) * (W - 2) + x] = (inp[y * W + x] + inp[y * W + x + 1] + inp[y * W + x + 2]) / 3.0f;
             }
         }
         for (int64_t y_i = 0; y_i < min_i64(8, H - 8 * y_o - 2); y_i++) {
-            TDSL_SCALAR_LOOP;
             for (int64_t x = 0; x < W - 2; x++) {
-                TDSL_SCALAR_LOOP;
                 by[(8 * y_o + y_i) * (W - 2) + x] = (bx[y_i * (W - 2) + x] + bx[(y_i + 1) * (W - 2) + x] + bx[(y_i + 2) * (W - 2) + x]) / 3.0f;
             }
         }

@@ -2,15 +2,9 @@
 
 #include <stdint.h>
 
-/* Loops the schedule does not vectorize stay scalar: the loop vectorizer does not
-   touch a loop that contains an asm statement. */
-#define TDSL_SCALAR_LOOP __asm__ __volatile__("")
-
 int tdsl_by(const float *restrict inp, float *restrict by, int64_t H, int64_t W) {
     for (int64_t y = 0; y < H - 2; y++) {
-        TDSL_SCALAR_LOOP;
         for (int64_t x = 0; x < W - 2; x++) {
-            TDSL_SCALAR_LOOP;
             by[y * (W - 2) + x] = ((inp[y * W + x] + inp[y * W + x + 1] + inp[y * W + x + 2]) / 3.0f + (inp[(y + 1) * W + x] + inp[(y + 1) * W + x + 1] + inp[(y + 1) * W + x + 2]) / 3.0f + (inp[(y + 2) * W + x] + inp[(y + 2) * W + x + 1] + inp[(y + 2) * W + x + 2]) / 3.0f) / 3.0f;
         }
     }

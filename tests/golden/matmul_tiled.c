@@ -17,7 +17,6 @@ int tdsl_C(const float *restrict A, const float *restrict B, float *restrict C, 
         for (int64_t j_o = 0; j_o < 4; j_o++) {
             TDSL_SCALAR_LOOP;
             for (int64_t i_i = 0; i_i < min_i64(32, N - 32 * i_o); i_i++) {
-                TDSL_SCALAR_LOOP;
                 #pragma omp simd
                 for (int64_t j_i = 0; j_i < 64; j_i++) {
                     C[(32 * i_o + i_i) * 256 + 64 * j_o + j_i] = 0.0f;
@@ -28,7 +27,6 @@ int tdsl_C(const float *restrict A, const float *restrict B, float *restrict C, 
                 for (int64_t i_i = 0; i_i < min_i64(32, N - 32 * i_o); i_i++) {
                     TDSL_SCALAR_LOOP;
                     for (int64_t k_i = 0; k_i < 4; k_i++) {
-                        TDSL_SCALAR_LOOP;
                         #pragma omp simd
                         for (int64_t j_i = 0; j_i < 64; j_i++) {
                             C[(32 * i_o + i_i) * 256 + 64 * j_o + j_i] = C[(32 * i_o + i_i) * 256 + 64 * j_o + j_i] + A[(32 * i_o + i_i) * 512 + 4 * k_o + k_i] * B[(4 * k_o + k_i) * 256 + 64 * j_o + j_i];
