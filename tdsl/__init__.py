@@ -8,7 +8,6 @@ polyhedral lowering to C and LLVM.
 
 from . import dtypes
 from .api import build, lower
-from .backend_c.compile import set_compile_timeout
 from .compute import abs_ as abs
 from .compute import (
     clamp,
@@ -39,6 +38,7 @@ from .errors import (
     ScheduleError,
     TdslError,
 )
+from .limits import set_compile_timeout
 from .runtime import Kernel, Timing
 from .schedule import (
     CacheRead,

@@ -314,3 +314,19 @@ print("alive")
 """)
     assert p.returncode == 0, f"exit {p.returncode}\n{p.stderr[-3000:]}"
     assert p.stdout == "alive\n"
+
+
+def test_a_compile_past_the_time_limit_is_stopped_and_a_compile_error():
+    import time
+
+    from tdsl.backend_llvm import isolate
+
+    old = td.set_compile_timeout(0.5)
+    try:
+        t0 = time.perf_counter()
+        with pytest.raises(td.CompileError, match=r"ran longer than the compile time limit of 0.5 s"):
+            isolate.run(time.sleep, 30, what="a test")
+        assert time.perf_counter() - t0 < 10
+    finally:
+        td.set_compile_timeout(old)
+    assert isolate.run(sum, [1, 2, 3], what="a test") == 6  # a new server answers

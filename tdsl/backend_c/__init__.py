@@ -6,7 +6,8 @@ through cffi. `build(func)` does all three. `render_standalone(func)` gives
 the C99 of a kernel for embedded targets (see `tdsl.emit`).
 """
 
-from .compile import DEFAULT_FLAGS, compile_source, default_cache_dir, set_compile_timeout
+from ..limits import set_compile_timeout
+from .compile import DEFAULT_FLAGS, compile_source, default_cache_dir
 from .load import CModule, build
 from .render import render, signature
 from .standalone import render_standalone, workspace_layout

@@ -11,7 +11,7 @@ a truncated or overwritten entry is rebuilt, never loaded. The source is kept
 next to the library (`<key>.c`), which is where a compiler error points. An
 unusable cache directory (read-only, or under a regular file) falls back to a
 temporary directory for the process, with a warning. The compiler runs under
-a time limit (`set_compile_timeout`).
+a time limit (`tdsl.limits.set_compile_timeout`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import atexit
 import contextlib
 import functools
 import hashlib
-import math
 import os
 import platform
 import shutil
@@ -31,7 +30,8 @@ import uuid
 import warnings
 from pathlib import Path
 
-from ..errors import ArgumentError, CompileError
+from ..errors import CompileError
+from ..limits import compile_timeout
 
 # -mprefer-vector-width=512 -fno-tree-slp-vectorize: vectorized loops use the host's widest
 # vectors (twice the FMA throughput of 256-bit ones on cores with full-width AVX-512);
@@ -160,21 +160,6 @@ def compile_source(
             f"{fallback}: {e.reason}") from None
 
 
-_COMPILE_TIMEOUT = [300.0]
-
-
-def set_compile_timeout(seconds: float) -> float:
-    """Set how long (seconds) the C compiler may run on one kernel before the build
-    fails with a `CompileError`; returns the previous limit (default 300)."""
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not (
-            0 < seconds < math.inf):
-        raise ArgumentError(
-            f"the compile timeout must be a positive, finite number of seconds, got {seconds!r}")
-    old = _COMPILE_TIMEOUT[0]
-    _COMPILE_TIMEOUT[0] = float(seconds)
-    return old
-
-
 class _Unusable(Exception):
     """The cache directory cannot be created or written (internal: caught here)."""
 
@@ -241,7 +226,7 @@ def _build(src: str, cc: str, flags: tuple[str, ...], directory: Path, key: str,
         raise _Unusable(f"{type(e).__name__}: {e.strerror or e}") from None
     tmp = directory / f".{key}.{os.getpid()}.{uuid.uuid4().hex[:12]}.so"
     cmd = [cc, *flags, "-o", str(tmp), str(source), *LIBS]
-    limit = _COMPILE_TIMEOUT[0] if timeout is None else timeout
+    limit = compile_timeout() if timeout is None else timeout
     try:
         proc = _run_bounded(cmd, limit)
     except subprocess.TimeoutExpired:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import select
 import signal
 import struct
 import tempfile
@@ -43,6 +44,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from ..errors import CompileError
+from ..limits import compile_timeout
 
 T = TypeVar("T")
 
@@ -139,8 +141,14 @@ class _Server:
 
     def request(self, fn, args) -> tuple[bool, object]:
         start = self.err.seek(0, os.SEEK_END)
+        limit = compile_timeout()
         try:
             _send(self.requests, pickle.dumps((fn, args)))
+            ready, _, _ = select.select([self.replies], [], [], limit)
+            if not ready:  # still compiling: stop it
+                self.kill()
+                raise _Died(f"ran longer than the compile time limit of {limit:g} s "
+                            "(td.set_compile_timeout(seconds) raises it)", "")
             reply = _receive(self.replies)
         except OSError:
             reply = None
