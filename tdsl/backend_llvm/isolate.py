@@ -33,6 +33,7 @@ exist, `run` calls `fn` in process.
 
 from __future__ import annotations
 
+import atexit
 import os
 import pickle
 import select
@@ -108,6 +109,7 @@ def _forget_after_fork() -> None:
 
 if available():
     os.register_at_fork(after_in_child=_forget_after_fork)
+    atexit.register(stop)  # the server leaves with the process, its files closed
 
 
 class _Died(Exception):
