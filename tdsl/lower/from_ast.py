@@ -214,16 +214,11 @@ class _StmtWriter:
         raw, inside = [], []
         for ix, ext in zip(acc.indices, exts):
             last = ir.Binary("sub", ext, ir.index_const(1), dt.index)
-            if is_affine_index(ix):
-                v = self.index(ix)
-                if isinstance(t, BoundaryView):
-                    if t.mode == "pad":
-                        inside.append(ir.Binary("and", ir.Compare("ge", v, ir.index_const(0)),
-                                                ir.Compare("lt", v, ext), dt.bool_))
-                    v = _clamp(v, last)
-            else:
-                v = _clamp(ir.Cast(self.value(ix), dt.index), last)
-            raw.append(v)
+            v = self.index(ix) if is_affine_index(ix) else ir.Cast(self.value(ix), dt.index)
+            if t.mode == "pad":  # affine or data-dependent, outside is the pad value
+                inside.append(ir.Binary("and", ir.Compare("ge", v, ir.index_const(0)),
+                                        ir.Compare("lt", v, ext), dt.bool_))
+            raw.append(_clamp(v, last))
         load = ir.Load(self.conv.buffers[base], self._relative(base, raw))
         if not inside:
             return load

@@ -1,0 +1,59 @@
+"""A `td.pad` view indexed by data: an index outside the tensor reads the pad value.
+
+Only affine indices were tested against the tensor's extent; a data-dependent one
+was clamped like `td.clamp`, so `td.pad(lut, 0)[img[y, x]]` read the edge entry
+instead of 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tdsl as td
+
+
+def _lookup(dtype, pad):
+    y, x, v = td.dims("y x v")
+    img = td.input("img", {y: 9, x: 13}, td.int16)
+    lut = td.input("lut", {v: 5}, dtype)
+    out = td.compute("out", {y: 9, x: 13}, td.pad(lut, pad)[img[y, x]])
+    return out
+
+
+def _arrays(dtype):
+    rng = np.random.default_rng(3)
+    return {"img": rng.integers(-4, 10, (9, 13)).astype(np.int16),
+            "lut": rng.integers(1, 100, 5).astype(dtype.np)}
+
+
+@pytest.mark.parametrize("dtype", [td.int32, td.float64, td.uint8], ids=lambda d: d.name)
+@pytest.mark.parametrize("schedule", ["root", "vectorized", "parallel"])
+def test_out_of_range_data_index_reads_the_pad_value(dtype, schedule, backend):
+    out = _lookup(dtype, 0)
+    a = _arrays(dtype)
+    img, lut = a["img"], a["lut"]
+    inside = (img >= 0) & (img < 5)
+    expect = np.where(inside, lut[np.clip(img, 0, 4)], 0).astype(dtype.np)
+    np.testing.assert_array_equal(td.evaluate(out, **a), expect)
+    s = td.schedule(out)
+    if schedule == "vectorized":
+        s = s.split(out, "x", 8).vectorize(out, "x_i")
+    elif schedule == "parallel":
+        s = s.parallel(out, "y")
+    np.testing.assert_array_equal(td.build(s, target=backend)(**a), expect)
+
+
+def test_data_index_into_a_padded_stage_inside_a_reduction(backend):
+    y, x, k = td.dims("y x k")
+    idx = td.input("idx", {y: 6, k: 4}, td.int32)
+    t = td.input("t", {x: 7}, td.float32)
+    p = td.compute("p", {x: 7}, t[x] * 2)
+    out = td.compute("out", {y: 6}, td.sum(td.pad(p, -1.0)[idx[y, k]], over=k))
+    rng = np.random.default_rng(0)
+    a = {"idx": rng.integers(-3, 10, (6, 4)).astype(np.int32),
+         "t": rng.uniform(-2, 2, 7).astype(np.float32)}
+    vals = np.where((a["idx"] >= 0) & (a["idx"] < 7), 2 * a["t"][np.clip(a["idx"], 0, 6)], -1)
+    np.testing.assert_allclose(td.evaluate(out, **a), vals.sum(axis=1), rtol=1e-6)
+    got = td.build(td.schedule(out).compute_at(p, out, "y"), target=backend)(**a)
+    np.testing.assert_allclose(got, vals.sum(axis=1), rtol=1e-6)
