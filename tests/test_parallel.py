@@ -1,0 +1,69 @@
+"""Parallel loops on two threads: storage computed inside a parallel loop is private to
+the iteration, on both backends and in the loop IR they share."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import tdsl as td
+from tdsl.lower import ir
+from tdsl.lower.rewrite import walk_stmts
+
+CALLS = 1000  # a shared buffer showed in about 2-4% of calls with two threads
+
+
+def three_stencils():
+    """Three clamped stencils feeding an output; s2 is computed per output tile with its
+    column loop parallel, s1 per column of s2 (issue 15)."""
+    y, x = td.dims("y x")
+    H, W = 13, 17
+    a = td.input("a", {y: H, x: W}, td.int32)
+    C = td.clamp
+    s0 = td.compute("s0", {y: H, x: W}, C(a)[y + 2, x + 1] + C(a)[y + 2, x - 2] + C(a)[y + 1, x])
+    s1 = td.compute("s1", {y: H, x: W}, C(s0)[y + 2, x + 1] + s0[y, x] + C(s0)[y - 1, x + 2])
+    s2 = td.compute("s2", {y: H, x: W}, C(s1)[y + 1, x - 1] + s1[y, x])
+    out = td.compute("out", {y: H, x: W},
+                     s2[y, x] + C(s2)[y - 2, x + 1] + C(s2)[y + 1, x + 1])
+    s = (td.schedule(out).tile(out, y=5, x=2).compute_at(s2, out, "x_o").parallel(s2, "x")
+         .compute_at(s0, out, "x_o").compute_at(s1, s2, "x"))
+    arrays = {"a": np.random.default_rng(0).integers(-1000, 1000, (H, W)).astype(np.int32)}
+    return s, out, arrays
+
+
+def shared_stores(s: ir.Stmt, name: str, live: str = "none") -> int:
+    """How many stores to temp buffer `name` inside a parallel loop write an allocation
+    of it made outside that loop (one buffer shared by the loop's iterations).
+
+    `live`: no allocation of `name` is live ("none"), or the live one was made inside
+    the innermost enclosing parallel loop ("inside") or outside it ("outside")."""
+    match s:
+        case ir.Store(buffer=buf):
+            return int(buf.name == name and live == "outside")
+        case ir.For(kind=ir.ForKind.PARALLEL, body=body):
+            return shared_stores(body, name, "none" if live == "none" else "outside")
+        case ir.Allocate(buffer=buf, body=body):
+            return shared_stores(body, name, "inside" if buf.name == name else live)
+        case ir.For(body=body) | ir.Let(body=body):
+            return shared_stores(body, name, live)
+        case ir.If(then=then, else_=other):
+            return shared_stores(then, name, live) + (
+                0 if other is None else shared_stores(other, name, live))
+        case ir.Block(stmts=stmts):
+            return sum(shared_stores(x, name, live) for x in stmts)
+    raise AssertionError(s)
+
+
+def test_stage_computed_inside_a_parallel_loop_is_allocated_inside_it():
+    s, _, _ = three_stencils()
+    body = td.lower(s).body
+    stores = [x for x in walk_stmts(body) if isinstance(x, ir.Store) and x.buffer.name == "s1"]
+    assert stores and shared_stores(body, "s1") == 0
+
+
+def test_stage_computed_inside_a_parallel_loop_is_exact_on_two_threads(backend, threads):
+    s, out, arrays = three_stencils()
+    want = td.evaluate(out, **arrays)
+    f = td.build(s, target=backend)
+    threads(2)
+    wrong = sum(not np.array_equal(f(**arrays), want) for _ in range(CALLS))
+    assert wrong == 0, f"{wrong} of {CALLS} calls on two threads differ from td.evaluate"
