@@ -4,6 +4,7 @@ the iteration, on both backends and in the loop IR they share."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import tdsl as td
 from tdsl.lower import ir
@@ -62,6 +63,54 @@ def test_stage_computed_inside_a_parallel_loop_is_allocated_inside_it():
 
 def test_stage_computed_inside_a_parallel_loop_is_exact_on_two_threads(backend, threads):
     s, out, arrays = three_stencils()
+    want = td.evaluate(out, **arrays)
+    f = td.build(s, target=backend)
+    threads(2)
+    wrong = sum(not np.array_equal(f(**arrays), want) for _ in range(CALLS))
+    assert wrong == 0, f"{wrong} of {CALLS} calls on two threads differ from td.evaluate"
+
+
+def three_stencils_restaged(how: str):
+    """The kernel of `three_stencils` with a buffer that cache_read, cache_write or
+    rfactor adds computed inside the parallel loop (or, for cache_write, s1 computed
+    inside the new stage, whose one-element block leaves isl no loops of its own)."""
+    y, x, k = td.dims("y x k")
+    H, W = 13, 17
+    a = td.input("a", {y: H, x: W}, td.int32)
+    C = td.clamp
+    s0 = td.compute("s0", {y: H, x: W}, C(a)[y + 2, x + 1] + C(a)[y + 2, x - 2] + C(a)[y + 1, x])
+    s1 = td.compute("s1", {y: H, x: W}, C(s0)[y + 2, x + 1] + s0[y, x] + C(s0)[y - 1, x + 2])
+    if how == "rfactor":
+        s2 = td.compute("s2", {y: H, x: W}, td.sum(C(s1)[y + 1, x - 1 + k], over={k: 3}))
+    else:
+        s2 = td.compute("s2", {y: H, x: W}, C(s1)[y + 1, x - 1] + s1[y, x])
+    out = td.compute("out", {y: H, x: W},
+                     s2[y, x] + C(s2)[y - 2, x + 1] + C(s2)[y + 1, x + 1])
+    s = td.schedule(out)
+    if how == "cache_write":
+        s = s.cache_write(s2, "s2w")
+    elif how == "rfactor":
+        s = s.rfactor(s2, "k", 2, name="s2_rf")
+    s = (s.tile(out, y=5, x=2).compute_at(s2, out, "x_o").parallel(s2, "x")
+         .compute_at(s0, out, "x_o"))
+    if how == "cache_read":
+        s = s.compute_at(s1, s2, "x").cache_read(s1, [s2], "s1c").compute_at("s1c", s2, "x")
+        added = "s1c"
+    elif how == "cache_write":
+        s, added = s.compute_at("s2w", s2, "x").compute_at(s1, "s2w", "x"), "s2w"
+    else:
+        s, added = s.compute_at(s1, s2, "x").compute_at("s2_rf", s2, "x"), "s2_rf"
+    arrays = {"a": np.random.default_rng(3).integers(-1000, 1000, (H, W)).astype(np.int32)}
+    return s, out, arrays, ("s1", added)
+
+
+@pytest.mark.parametrize("how", ["cache_read", "cache_write", "rfactor"])
+def test_restaged_buffers_inside_a_parallel_loop_are_private(how, backend, threads):
+    s, out, arrays, temps = three_stencils_restaged(how)
+    body = td.lower(s).body
+    for t in temps:
+        written = [x for x in walk_stmts(body) if isinstance(x, ir.Store) and x.buffer.name == t]
+        assert written and shared_stores(body, t) == 0, t
     want = td.evaluate(out, **arrays)
     f = td.build(s, target=backend)
     threads(2)

@@ -4,9 +4,10 @@ Guarantees: every Load/Store of a temp buffer is inside an Allocate of it.
 A buffer with a store loop (the loop of `BufferBox.depth`, see model.py) is
 allocated at the top of the body of every copy of that loop the isl AST
 made (a loop split by a condition above it, a degenerate loop bound by a
-Let, a strided loop's Let), and at the innermost statement enclosing the
-uses in a branch where isl substituted the loop's only value for its
-variable, so each iteration of the store loop has its own
+Let, a strided loop's Let). Where isl substituted their only values for the
+variables of that loop and of loops around it, the buffer is allocated
+inside the innermost of those loops that remain, at the innermost statement
+enclosing the uses there. So each iteration of the store loop has its own
 buffer, and so does each iteration of every loop around it, parallel ones
 included: storage is private to the iterations of every loop that encloses
 the store level, whichever branch runs them. A buffer stored at root is
@@ -61,24 +62,29 @@ def _binds(s: ir.Stmt, var: str) -> bool:
                for x in walk_stmts(s))
 
 
-def _at_store_loop(s: ir.Stmt, buf: ir.Buffer, store_var: str) -> ir.Stmt:
-    """`s` with `buf` allocated in the body of every copy of loop `store_var` that uses it;
-    uses where isl substituted the loop's one value for it get an Allocate of their own."""
+def _at_store_level(s: ir.Stmt, buf: ir.Buffer, chain: tuple[str, ...]) -> ir.Stmt:
+    """`s` with `buf` allocated once per iteration of its store loop. `chain` lists the
+    variables of the loops enclosing the store level that `s` is not yet inside, outer
+    first, the store loop last."""
     uses = _uses(s, buf.name)
     if not uses:
         return s
-    if not _binds(s, store_var):
+    match s:
+        case ir.For(var=var) | ir.Let(name=var) if var in chain:
+            rest = chain[chain.index(var) + 1:]
+            inner = ir.Allocate(buf, s.body) if not rest else _at_store_level(s.body, buf, rest)
+            return _with_body(s, inner)
+    if not any(_binds(s, v) for v in chain):
+        # isl substituted the remaining loops' only values: `s` runs in one iteration of each
         return _place(s, buf, uses)
     match s:
-        case ir.For(var=var) | ir.Let(name=var) if var == store_var:
-            return _with_body(s, ir.Allocate(buf, s.body))
         case ir.For(body=body) | ir.Let(body=body) | ir.Allocate(body=body):
-            return _with_body(s, _at_store_loop(body, buf, store_var))
+            return _with_body(s, _at_store_level(body, buf, chain))
         case ir.Block(stmts):
-            return ir.Block(tuple(_at_store_loop(x, buf, store_var) for x in stmts))
+            return ir.Block(tuple(_at_store_level(x, buf, chain) for x in stmts))
         case ir.If(c, t, e):
-            return ir.If(c, _at_store_loop(t, buf, store_var),
-                         None if e is None else _at_store_loop(e, buf, store_var))
+            return ir.If(c, _at_store_level(t, buf, chain),
+                         None if e is None else _at_store_level(e, buf, chain))
     raise AssertionError(s)
 
 
@@ -100,12 +106,14 @@ def _place(s: ir.Stmt, buf: ir.Buffer, total: int) -> ir.Stmt:
     return ir.Allocate(buf, s)
 
 
-def place_allocations(func: ir.LoweredFunc, temps: list[tuple[ir.Buffer, str | None]]) -> ir.LoweredFunc:
-    """Allocate each (temp buffer, its store loop's variable or None for root) of `temps`."""
+def place_allocations(func: ir.LoweredFunc,
+                      temps: list[tuple[ir.Buffer, tuple[str, ...]]]) -> ir.LoweredFunc:
+    """Allocate each temp buffer of `temps`, given with the variables of the loops that
+    enclose its store level, outer first (none for a buffer stored at root)."""
     body = func.body
-    for buf, store_var in temps:
-        if store_var is not None:
-            body = _at_store_loop(body, buf, store_var)
+    for buf, chain in temps:
+        if chain:
+            body = _at_store_level(body, buf, chain)
             continue
         total = _uses(body, buf.name)
         if total:
