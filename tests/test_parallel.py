@@ -116,3 +116,36 @@ def test_restaged_buffers_inside_a_parallel_loop_are_private(how, backend, threa
     threads(2)
     wrong = sum(not np.array_equal(f(**arrays), want) for _ in range(CALLS))
     assert wrong == 0, f"{wrong} of {CALLS} calls on two threads differ from td.evaluate"
+
+
+def test_store_at_outside_a_parallel_loop_that_shares_cells_is_refused():
+    s, _, _ = three_stencils()
+    for level in (("out", "x_o"), ("s2", "y")):
+        try:
+            td.lower(s.store_at("s1", *level))
+        except td.ScheduleError as e:
+            msg = str(e)
+        else:
+            raise AssertionError(f"store_at(s1, {level}) was accepted")
+        assert msg.startswith("parallel(s2, 'x'): s1 is computed inside the parallel loop x")
+        assert f"stored outside the parallel loop, at {level[0]}'s loop {level[1]}" in msg
+        assert "output dependence on s1" in msg and "in iteration x=" in msg
+        assert "store_at(s1, s2, 'x')" in msg
+
+
+def test_store_at_outside_a_parallel_loop_with_disjoint_blocks_runs(backend, threads):
+    """Each iteration of the parallel loop computes and reads cells no other touches,
+    so one buffer stored outside it is shared without a race."""
+    y, x = td.dims("y x")
+    H, W = td.size("H"), td.size("W")
+    inp = td.input("inp", {y: H, x: W}, td.float32)
+    p = td.compute("p", {y: H, x: W}, inp[y, x] * 2)
+    c = td.compute("c", {y: H, x: W}, p[y, x] + 1)
+    s = (td.schedule(c).split(c, "y", 4).parallel(c, "y_i").compute_at(p, c, "y_i")
+         .store_at(p, c, "y_o"))
+    assert "allocate p[4, W]" in str(td.lower(s))
+    a = np.random.default_rng(2).uniform(-4, 4, (37, 29)).astype(np.float32)
+    f = td.build(s, target=backend)
+    threads(2)
+    wrong = sum(not np.array_equal(f(inp=a), a * 2 + 1) for _ in range(CALLS // 5))
+    assert wrong == 0
