@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from strategies import _reads, pipelines
+from test_differential import check
 
 import tdsl as td
 from tdsl.lower import ir
@@ -149,3 +153,28 @@ def test_store_at_outside_a_parallel_loop_with_disjoint_blocks_runs(backend, thr
     threads(2)
     wrong = sum(not np.array_equal(f(inp=a), a * 2 + 1) for _ in range(CALLS // 5))
     assert wrong == 0
+
+
+@settings(max_examples=max(60, settings.default.max_examples),
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_store_at_around_a_parallel_loop_is_exact_or_refused(backend, threads, data):
+    """A producer computed at or inside a consumer's parallel loop and stored at or above
+    it: refused as a race, or exact on two threads in every call."""
+    threads(2)
+    case = data.draw(pipelines().filter(lambda c: len(c.stages) >= 2), label="pipeline")
+    producer = data.draw(st.sampled_from(case.stages[:-1]), label="producer")
+    consumer = next(c for c in case.stages if producer in _reads(c))
+    s = td.schedule(case.outputs)
+    try:
+        loop = data.draw(st.sampled_from(s.loops(consumer)), label="split")
+        s = s.split(consumer, loop, data.draw(st.sampled_from([2, 3, 4]), label="factor"))
+        loops = s.loops(consumer)
+        p = data.draw(st.integers(0, len(loops) - 1), label="parallel")
+        s = s.parallel(consumer, loops[p])
+        s = s.compute_at(producer, consumer, loops[data.draw(st.integers(p, len(loops) - 1))])
+        s = s.store_at(producer, consumer, loops[data.draw(st.integers(0, p), label="store")])
+    except td.ScheduleError:
+        assume(False)  # e.g. a reduction loop marked parallel
+    check(case, s, backend)
