@@ -1,4 +1,5 @@
-"""Shared test configuration: hypothesis profiles, golden-file flag, backend fixture.
+"""Shared test configuration: hypothesis profiles, golden-file flag, backend fixture,
+and `threads`, which runs parallel loops on a given number of threads.
 
 Hypothesis profiles: `ci` (bounded, derandomized; the default) and `dev` (many
 more examples). Select one with `--hypothesis-profile=dev` (hypothesis' own
@@ -7,6 +8,8 @@ pytest option) or the environment variable HYPOTHESIS_PROFILE.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import importlib
 import os
 
@@ -67,3 +70,28 @@ def backend(request) -> str:
             pytest.fail(f"the default backend {target!r} cannot be imported: {reason}")
         pytest.skip(f"backend {target!r} is not available: {reason}")
     return target
+
+
+def _libgomp() -> ctypes.CDLL | None:
+    """The OpenMP runtime both backends run parallel loops on, or None if it is missing."""
+    for name in ("libgomp.so.1", ctypes.util.find_library("gomp")):
+        if name:
+            try:
+                return ctypes.CDLL(name)
+            except OSError:
+                pass
+    return None
+
+
+@pytest.fixture
+def threads():
+    """`threads(n)` makes later parallel loops of this test run on n threads (both backends
+    start their parallel regions with libgomp's default team size, which this sets for the
+    calling thread); the previous default is restored afterwards. Races between iterations
+    can only show with two or more threads, whatever the machine's core count."""
+    gomp = _libgomp()
+    if gomp is None:
+        pytest.skip("libgomp is not available, so parallel loops run on one thread")
+    before = gomp.omp_get_max_threads()
+    yield gomp.omp_set_num_threads
+    gomp.omp_set_num_threads(before)

@@ -11,6 +11,9 @@ import tdsl as td
 
 DTYPES = [td.float32, td.float64, td.int8, td.int32, td.uint16]
 EXTENTS = [1, 2, 3, 5, 7, 8, 13, 16]
+# image extents also include sizes that give each of two threads several iterations of a
+# parallel loop, split or not, so that iterations sharing storage can race
+IMAGE_EXTENTS = EXTENTS + [24, 37]
 
 
 @dataclass
@@ -56,9 +59,10 @@ def _combine(draw, a, b, dtype):
 @st.composite
 def pipelines(draw) -> Case:
     dtype = draw(st.sampled_from(DTYPES))
-    kind = draw(st.sampled_from(["elementwise", "reduce", "stencil", "chain3", "matmul"]))
+    kind = draw(st.sampled_from(["elementwise", "reduce", "stencil", "chain3", "stencils",
+                                 "matmul"]))
     symbolic = draw(st.booleans())
-    h, w = draw(st.sampled_from(EXTENTS)), draw(st.sampled_from(EXTENTS))
+    h, w = draw(st.sampled_from(IMAGE_EXTENTS)), draw(st.sampled_from(IMAGE_EXTENTS))
     seed = draw(st.integers(0, 2**16))
     rng = np.random.default_rng(seed)
     y, x, k = td.dims("y x k")
@@ -95,6 +99,13 @@ def pipelines(draw) -> Case:
         g = td.compute("g", {y: H, x: W}, _combine(draw, f[y, x], td.clamp(f)[y, x + 1], dtype))
         out = td.compute("out", {y: H, x: W}, td.sum(g[y, k] + a[y, x], over={k: W}))
         stages = [f, g, out]
+    elif kind == "stencils":  # three clamped stencils in a row, each read with a halo
+        a = inp("a", {y: H, x: W}, (h, w))
+        c = td.clamp
+        s0 = td.compute("s0", {y: H, x: W}, c(a)[y + 1, x - 1] + c(a)[y, x + 2])
+        s1 = td.compute("s1", {y: H, x: W}, _combine(draw, c(s0)[y - 1, x + 1], s0[y, x], dtype))
+        out = td.compute("out", {y: H, x: W}, c(s1)[y + 2, x] + c(s1)[y, x - 1])
+        stages = [s0, s1, out]
     else:
         K = draw(st.sampled_from(EXTENTS))
         a = inp("a", {y: H, k: K}, (h, K))

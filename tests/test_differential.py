@@ -1,4 +1,7 @@
-"""Schedule invariance: random pipelines x random schedules == td.evaluate, on every backend."""
+"""Schedule invariance: random pipelines x random schedules == td.evaluate, on every backend.
+
+Kernels run on two threads and are called several times: a parallel loop whose
+iterations share storage gives different answers from call to call."""
 
 from __future__ import annotations
 
@@ -21,6 +24,9 @@ ALLOWED_REJECTIONS = (
 )
 
 
+CALLS = 4  # calls per kernel; every one must equal the first, bit for bit
+
+
 def check(case, sched, backend):
     try:
         f = td.build(sched, target=backend)
@@ -35,13 +41,17 @@ def check(case, sched, backend):
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=repr(sched))
     else:
         np.testing.assert_array_equal(got, want, err_msg=repr(sched))
+    for _ in range(CALLS - 1):
+        np.testing.assert_array_equal(f(**case.arrays), got, err_msg=f"a repeated call differs: "
+                                                                    f"{sched!r}")
 
 
 @settings(max_examples=max(150, settings.default.max_examples),
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_schedule_invariance(backend, data):
+def test_schedule_invariance(backend, threads, data):
+    threads(2)
     case = data.draw(pipelines(), label="pipeline")
     sched = data.draw(schedules(case), label="schedule")
     assert td.Schedule.from_json(sched.to_json(), case.outputs) == sched

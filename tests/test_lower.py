@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
+from test_parallel import three_stencils
 
 import tdsl as td
+from tdsl import dtypes as dt
+from tdsl.lower import ir
+from tdsl.lower.passes.simplify import simplify
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -43,6 +48,7 @@ def cases():
                             .parallel(by, "y_o")),
         "blur_store_at": (td.schedule(by).split(by, "y", 8).compute_at(bx, by, "y_i")
                           .store_at(bx, by, "y_o")),
+        "three_stencils_parallel": three_stencils()[0],
     }
 
 
@@ -83,7 +89,8 @@ def test_split_tail_is_guarded_by_bounds():
     assert "for x_i in 0 .. min(4, -4 * x_o + 10)" in text or "min(4, 10 - 4 * x_o)" in text
 
 
-@pytest.mark.parametrize("name", ["matmul_tiled", "blur_compute_at", "blur_inline"])
+@pytest.mark.parametrize("name", ["matmul_tiled", "blur_compute_at", "blur_inline",
+                                  "three_stencils_parallel"])
 def test_generated_c_golden(name, update_golden):
     from tdsl.backend_c import render
 
@@ -92,3 +99,86 @@ def test_generated_c_golden(name, update_golden):
     if update_golden or not path.exists():
         path.write_text(text)
     assert text == path.read_text()
+
+
+def test_listing_has_no_boolean_constants():
+    s, _, _ = three_stencils()
+    listing = str(td.lower(s))
+    assert "True" not in listing and "False" not in listing
+    # C writes boolean constants as 1 and 0, combined with & and |
+    assert not re.findall(r"(?<![\w.])[01] [&|] |[&|] [01](?![\w.])", td.build(s).source)
+
+
+def _i(n: int) -> ir.Const:
+    return ir.index_const(n)
+
+
+def _simplified(body: ir.Stmt, sizes=("N",)) -> ir.Stmt:
+    out = ir.Buffer("out", dt.int32, (ir.Var("N"),), "output")
+    func = ir.LoweredFunc("f", (), (out,), tuple(ir.Var(n) for n in sizes), body)
+    return simplify(func).body
+
+
+def _store(value: ir.Expr, at: ir.Expr | None = None) -> ir.Store:
+    out = ir.Buffer("out", dt.int32, (ir.Var("N"),), "output")
+    return ir.Store(out, (_i(0) if at is None else at,), value)
+
+
+def _select(cond: ir.Expr) -> ir.Store:
+    return _store(ir.Select(cond, ir.Const(1, dt.int32), ir.Const(2, dt.int32), dt.int32))
+
+
+def test_simplify_folds_boolean_constants():
+    T, F = ir.Const(True, dt.bool_), ir.Const(False, dt.bool_)
+    e = ir.Compare("lt", ir.Var("N"), _i(8))
+    both = ir.Binary("and", T, e, dt.bool_)
+    assert _simplified(_select(both)) == _select(e)
+    assert _simplified(_select(ir.Binary("and", e, F, dt.bool_))) == _store(ir.Const(2, dt.int32))
+    assert _simplified(_select(ir.Binary("or", e, T, dt.bool_))) == _store(ir.Const(1, dt.int32))
+    assert _simplified(_select(ir.Binary("or", F, e, dt.bool_))) == _select(e)
+    assert _simplified(_select(ir.Unary("invert", F, dt.bool_))) == _store(ir.Const(1, dt.int32))
+    same = ir.Select(e, ir.Const(3, dt.int32), ir.Const(3, dt.int32), dt.int32)
+    assert _simplified(_store(same)) == _store(ir.Const(3, dt.int32))
+
+
+def test_simplify_decides_comparisons_by_loop_ranges():
+    i = ir.Var("i")
+    loop = ir.For("i", _i(2), ir.Binary("min", ir.Var("N"), _i(10), dt.index), ir.ForKind.SERIAL,
+                  ir.Block((_select(ir.Compare("ge", i, _i(2))), _select(ir.Compare("eq", i, _i(10))),
+                            _select(ir.Compare("lt", i, _i(5))),
+                            _store(ir.Const(0, dt.int32), ir.Binary("max", i, _i(0), dt.index)))))
+    got = _simplified(loop)
+    assert isinstance(got, ir.For)
+    assert got.body == ir.Block((_store(ir.Const(1, dt.int32)), _store(ir.Const(2, dt.int32)),
+                                 _select(ir.Compare("lt", i, _i(5))),
+                                 _store(ir.Const(0, dt.int32), i)))
+
+
+def test_simplify_narrows_ranges_under_conditions():
+    j = ir.Var("j")
+    inner = ir.For("j", _i(0), ir.Var("N"), ir.ForKind.SERIAL,
+                   ir.If(ir.Binary("and", ir.Compare("ge", j, _i(3)), ir.Compare("le", j, _i(4)),
+                                   dt.bool_),
+                         _select(ir.Compare("eq", j, _i(2))),
+                         ir.If(ir.Compare("eq", j, _i(5)), _select(ir.Compare("gt", j, _i(4))))))
+    got = _simplified(inner)
+    assert got == ir.For("j", _i(0), ir.Var("N"), ir.ForKind.SERIAL,
+                         ir.If(inner.body.cond, _store(ir.Const(2, dt.int32)),
+                               ir.If(ir.Compare("eq", j, _i(5)), _store(ir.Const(1, dt.int32)))))
+
+
+def test_simplify_excludes_an_end_of_a_range():
+    k = ir.Var("k")
+    loop = ir.For("k", _i(0), _i(3), ir.ForKind.SERIAL,
+                  ir.If(ir.Compare("eq", k, _i(2)), _store(ir.Const(5, dt.int32)),
+                        ir.If(ir.Compare("eq", k, _i(1)), _store(ir.Const(6, dt.int32)),
+                              _select(ir.Compare("eq", k, _i(0))))))
+    got = _simplified(loop)
+    assert got.body.else_.else_ == _store(ir.Const(1, dt.int32))
+
+
+def test_simplify_removes_a_loop_that_never_runs():
+    loop = ir.For("i", _i(4), ir.Binary("min", ir.Var("N"), _i(3), dt.index), ir.ForKind.SERIAL,
+                  _store(ir.Const(0, dt.int32)))
+    assert _simplified(ir.Block((loop, _store(ir.Const(1, dt.int32))))) == _store(
+        ir.Const(1, dt.int32))

@@ -327,6 +327,6 @@ def convert(model: Model, ast: isl.AstNode, vectors, name: str) -> ir.LoweredFun
         b = buffers.get(stage)
         if b is not None and b.kind == "temp":
             depth = model.boxes[stage].depth
-            temps.append((b, model.groups[stage].prefix[depth - 1].var if depth else None))
+            temps.append((b, tuple(band.var for band in model.groups[stage].prefix[:depth])))
     return place_allocations(func, temps)
 

@@ -13,6 +13,18 @@ consumer's loops are pure and recomputed per iteration. A schedule is legal
 when every dependence keeps its direction under the new schedule and no
 parallel or vectorized loop carries one. Otherwise `ScheduleError` names the
 primitive, the dependence kind, the tensor and one conflicting pair.
+
+Storage of intermediate buffers is decided here too, for every buffer alike
+(a stage's, or one that `cache_write`, `cache_read` or `rfactor` added): a
+stage computed inside loops is stored in one buffer per iteration of its
+store loop (its compute loop, or the `store_at` loop; passes/allocate.py
+allocates it there), so iterations of the loops around the store loop never
+share storage, and iterations of a parallel loop between the store loop and
+the computation always do. Such a schedule is legal only when no cell of the
+shared buffer is written in one iteration of that loop and touched in
+another (the dependences on storage cells, not only on the tensor's
+elements); otherwise `ScheduleError` explains the race and names the
+`store_at` that would make the buffer private.
 """
 
 from __future__ import annotations
@@ -25,7 +37,7 @@ from ..compute import expr as cx
 from ..compute.tensor import Update
 from ..errors import ScheduleError
 from ..schedule import Parallel, Vectorize
-from .access import access_map, reads
+from .access import access_map, functions_map, reads
 from .model import Band, Group, Model, Statement, build_model
 from .tree import Vector, schedule_map, schedule_vectors
 
@@ -163,17 +175,98 @@ def _pair(a: _Access, b: _Access, tensor, bad: isl.UnionMap, stmts) -> str:
 
 
 def check_legality(model: Model, vectors: dict[Statement, Vector]) -> None:
-    """Raise ScheduleError unless the schedule keeps every dependence of the algorithm.
+    """Raise ScheduleError unless the schedule keeps every dependence of the algorithm
+    and no parallel loop shares a buffer cell between its iterations.
 
-    Only updates need the analysis. A pure stage writes each element once and
-    reads only other tensors. A reduction's init precedes its accumulations by
-    construction (it is sequenced before them inside the loops they share), its
-    accumulation order may be changed freely (reductions are reassociable by
-    definition), and loops over its reduction dims are refused as parallel or
-    vector loops when the schedule is written."""
+    Only updates need the analysis of elements. A pure stage writes each element
+    once and reads only other tensors. A reduction's init precedes its
+    accumulations by construction (it is sequenced before them inside the loops
+    they share), its accumulation order may be changed freely (reductions are
+    reassociable by definition), and loops over its reduction dims are refused
+    as parallel or vector loops when the schedule is written. Storage cells of
+    intermediate buffers are checked for every stage computed inside loops."""
     for g in model.roots:
         if isinstance(g.stage, Update):
             _check_group(model, g, vectors)
+    for stage, g in model.groups.items():
+        box = model.boxes.get(stage)
+        if box is not None:
+            for k in range(box.depth, len(g.prefix)):
+                if g.prefix[k].kind == "parallel":
+                    _check_shared_buffer(model, g, box.depth, k)
+
+
+def _storage_accesses(model: Model, g: Group) -> list[_Access]:
+    """Every write of `g`'s stage into its buffer and every read of it."""
+    stage = g.stage
+    out = []
+    for s in g.stmts:
+        own = cx.Access(stage, tuple(s.dims[: len(stage.dims)]))
+        out.append(_Access(s, True, repr(own), access_map(s, own)))
+    for s in model.statements:
+        if s.role == "init":
+            continue
+        srcs = [model.exprs[s.stage]]
+        if s.role == "assign":
+            srcs += list(model.targets[s.stage].indices)
+        for e in srcs:
+            for acc in reads(e, stage):
+                out.append(_Access(s, False, repr(acc), access_map(s, acc)))
+    return out
+
+
+def _check_shared_buffer(model: Model, g: Group, depth: int, k: int) -> None:
+    """Refuse the schedule if iterations of the parallel loop `g.prefix[k]`, which
+    encloses `g`'s computation but not its store loop (`depth` enclosing loops), touch
+    one cell of its buffer, one of them writing it."""
+    band = g.prefix[k]
+    neq = isl.UnionMap.from_map(isl.Map("{ [a] -> [b] : a != b }"))
+    keyed = []
+    for a in _storage_accesses(model, g):
+        s = a.stmt
+        where = functions_map(s.band_values[:k], s.domain) if k else None
+        cell = a.rel if where is None else where.flat_range_product(a.rel)
+        cell = isl.UnionMap.from_map(cell.set_tuple_name(isl.dim_type.out, "cell"))
+        it = isl.UnionMap.from_map(functions_map([s.band_values[k]], s.domain))
+        keyed.append((a, cell, it))
+    for a, cell_a, it_a in keyed:
+        if not a.write:
+            continue
+        for b, cell_b, it_b in keyed:
+            same = cell_a.apply_range(cell_b.reverse())
+            other = it_a.apply_range(neq).apply_range(it_b.reverse())
+            bad = same.intersect(other).intersect_params(model.context)
+            if not bad.is_empty():
+                raise ScheduleError(_race_message(model, g, depth, band, a, b, bad))
+
+
+def _race_message(model: Model, g: Group, depth: int, band: Band, a: _Access, b: _Access,
+                  bad: isl.UnionMap) -> str:
+    stage = g.stage
+    one = bad.get_map_list().get_at(0)
+    pair = isl.Set.from_point(one.wrap().sample_point()).unwrap()  # one conflicting pair
+    k = g.prefix.index(band)
+
+    def at(x: _Access, inst: isl.Set) -> tuple[str, int]:
+        """The element `x` touches at instance `inst`, and the parallel loop's value there."""
+        pt = x.rel.intersect_domain(inst).range().sample_point()
+        n = len(stage.dims)
+        elem = ", ".join(str(pt.get_coordinate_val(isl.dim_type.set, j).to_python()) for j in range(n))
+        it = functions_map([x.stmt.band_values[k]], inst).range().sample_point()
+        return elem, it.get_coordinate_val(isl.dim_type.set, 0).to_python()
+
+    elem, i = at(a, pair.domain())
+    _, j = at(b, pair.range())
+    verb = "written" if b.write else "read"
+    level = "at root" if depth == 0 else (
+        f"at {g.prefix[depth - 1].owner.name}'s loop {g.prefix[depth - 1].loop.name}")
+    name, loop = stage.name, band.loop.name
+    return (f"{_marking(model, band)}: {name} is computed inside the parallel loop {loop} of "
+            f"{band.owner.name} but stored outside the parallel loop, {level}, so threads would "
+            f"share its buffer: {_kind(a, b)} dependence on {name} — {name}[{elem}] written as "
+            f"{a.text} in iteration {loop}={i} is {verb} as {b.text} in iteration {loop}={j}; "
+            f"store it at or inside {loop} (store_at({name}, {band.owner.name}, {loop!r})) so "
+            f"that each iteration has a buffer of its own")
 
 
 def check_schedule(sched) -> None:

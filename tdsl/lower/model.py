@@ -6,7 +6,9 @@ domain, and the bands (loops) that enclose it. A stage computed inside a
 consumer's loop gets the consumer's enclosing loop values as extra leading
 dims ("prefix dims"): its domain is the box hull of what the readers under
 that loop need, so it recomputes exactly that block per iteration. Buffer
-boxes for store levels come from the same relations.
+boxes for store levels come from the same relations: a buffer holds the
+block of one iteration of its store loop (legality.py decides, for every
+buffer alike, whether a parallel loop inside the store loop may share it).
 
 Guarantees: every statement domain is exact (non-divisible splits are
 handled by isl's guards), every producer instance a reader needs exists in
@@ -383,13 +385,6 @@ class _Builder:
                     f"{cp.consumer.name if cp.consumer else 'root'}, {cp.loop!r})")
         elif sp.kind == "root" and stage in st.store:
             depth = 0
-        for b in g.prefix[depth:m]:
-            if b.kind == "parallel":
-                raise ScheduleError(
-                    f"{stage.name} is stored outside the parallel loop {b.loop.name} of "
-                    f"{b.owner.name} but computed inside it, so threads would share its buffer; "
-                    f"store it at or inside {b.loop.name} (store_at({stage.name}, {b.owner.name}, "
-                    f"{b.loop.name!r}))")
         pure = g.stmts[0].domain
         n_dims = len(stage.dims)
         proj = pure.project_out(isl.dim_type.set, depth, m - depth)

@@ -1,12 +1,24 @@
 """Placing temp buffers: each gets an Allocate around exactly the code that uses it.
 
-Guarantees: every Load/Store of a temp buffer is inside its Allocate; the
-Allocate sits at the top of the body of its store loop when that loop
-exists in the nest, else at the innermost statement enclosing every use.
-Both are correct: a producer's instances that a consumer reads are always
-in the same iteration of every loop enclosing both, so a buffer allocated
-per iteration of such a loop (one per thread under a parallel loop) holds
-everything that is read before it is released.
+Guarantees: every Load/Store of a temp buffer is inside an Allocate of it.
+A buffer with a store loop (the loop of `BufferBox.depth`, see model.py) is
+allocated at the top of the body of every copy of that loop the isl AST
+made (a loop split by a condition above it, a degenerate loop bound by a
+Let, a strided loop's Let). Where isl substituted their only values for the
+variables of that loop and of loops around it, the buffer is allocated
+inside the innermost of those loops that remain, at the innermost statement
+enclosing the uses there. So each iteration of the store loop has its own
+buffer, and so does each iteration of every loop around it, parallel ones
+included: storage is private to the iterations of every loop that encloses
+the store level, whichever branch runs them. A buffer stored at root is
+allocated at the innermost statement enclosing every use.
+
+This is correct because a producer's instances that a consumer reads are
+always in the same iteration of every loop enclosing both, so a buffer
+allocated per iteration of such a loop holds everything that is read before
+it is released. Which loop is the store level, and whether a parallel loop
+between it and the computation may share the buffer, is decided by the model
+(`_Builder.buffer_box`) and the legality check (`check_legality`), not here.
 """
 
 from __future__ import annotations
@@ -45,29 +57,65 @@ def _with_body(s: ir.Stmt, body: ir.Stmt) -> ir.Stmt:
     raise AssertionError(s)
 
 
-def _place(s: ir.Stmt, buf: ir.Buffer, store_var: str | None, total: int) -> ir.Stmt:
-    if isinstance(s, ir.For) and s.var == store_var:
-        return _with_body(s, ir.Allocate(buf, s.body))
+def _binds(s: ir.Stmt, var: str) -> bool:
+    return any(isinstance(x, ir.For) and x.var == var or isinstance(x, ir.Let) and x.name == var
+               for x in walk_stmts(s))
+
+
+def _at_store_level(s: ir.Stmt, buf: ir.Buffer, chain: tuple[str, ...]) -> ir.Stmt:
+    """`s` with `buf` allocated once per iteration of its store loop. `chain` lists the
+    variables of the loops enclosing the store level that `s` is not yet inside, outer
+    first, the store loop last."""
+    uses = _uses(s, buf.name)
+    if not uses:
+        return s
+    match s:
+        case ir.For(var=var) | ir.Let(name=var) if var in chain:
+            rest = chain[chain.index(var) + 1:]
+            inner = ir.Allocate(buf, s.body) if not rest else _at_store_level(s.body, buf, rest)
+            return _with_body(s, inner)
+    if not any(_binds(s, v) for v in chain):
+        # isl substituted the remaining loops' only values: `s` runs in one iteration of each
+        return _place(s, buf, uses)
     match s:
         case ir.For(body=body) | ir.Let(body=body) | ir.Allocate(body=body):
-            return _with_body(s, _place(body, buf, store_var, total))
+            return _with_body(s, _at_store_level(body, buf, chain))
+        case ir.Block(stmts):
+            return ir.Block(tuple(_at_store_level(x, buf, chain) for x in stmts))
+        case ir.If(c, t, e):
+            return ir.If(c, _at_store_level(t, buf, chain),
+                         None if e is None else _at_store_level(e, buf, chain))
+    raise AssertionError(s)
+
+
+def _place(s: ir.Stmt, buf: ir.Buffer, total: int) -> ir.Stmt:
+    """`s` with `buf` allocated at the innermost statement enclosing all `total` uses."""
+    match s:
+        case ir.For(body=body) | ir.Let(body=body) | ir.Allocate(body=body):
+            return _with_body(s, _place(body, buf, total))
         case ir.Block(stmts):
             users = [k for k, x in enumerate(stmts) if _uses(x, buf.name)]
             if len(users) == 1:
                 k = users[0]
                 new = list(stmts)
-                new[k] = _place(stmts[k], buf, store_var, total)
+                new[k] = _place(stmts[k], buf, total)
                 return ir.Block(tuple(new))
         case ir.If(c, t, e) if e is None or not _uses(e, buf.name):
             if _uses(t, buf.name) == total:
-                return ir.If(c, _place(t, buf, store_var, total), e)
+                return ir.If(c, _place(t, buf, total), e)
     return ir.Allocate(buf, s)
 
 
-def place_allocations(func: ir.LoweredFunc, temps: list[tuple[ir.Buffer, str | None]]) -> ir.LoweredFunc:
+def place_allocations(func: ir.LoweredFunc,
+                      temps: list[tuple[ir.Buffer, tuple[str, ...]]]) -> ir.LoweredFunc:
+    """Allocate each temp buffer of `temps`, given with the variables of the loops that
+    enclose its store level, outer first (none for a buffer stored at root)."""
     body = func.body
-    for buf, store_var in temps:
+    for buf, chain in temps:
+        if chain:
+            body = _at_store_level(body, buf, chain)
+            continue
         total = _uses(body, buf.name)
         if total:
-            body = _place(body, buf, store_var, total)
+            body = _place(body, buf, total)
     return ir.LoweredFunc(func.name, func.inputs, func.outputs, func.sizes, body)

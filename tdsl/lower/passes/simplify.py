@@ -4,10 +4,20 @@ Guarantees: the result computes the same values; index arithmetic on
 constants is folded, `x + 0`, `x * 1`, `x - 0` vanish, min/max of constants
 fold, min/max and comparisons of index expressions that differ by a constant
 fold (`4*i + 3 < 4*i + 4` is true), and `If` on a constant condition keeps
-only the taken branch.
+only the taken branch. Boolean constants fold away (`True and e` is `e`,
+`False and e` is `False`, `e or True` is `True`, `not False` is `True`,
+`select(False, a, b)` is `b`, `select(c, a, a)` is `a`), and comparisons of
+index expressions and min/max of them are decided by the ranges of the
+variables in scope: a loop variable lies in [start, end - 1] of its loop, a
+let variable in the range of its value, and inside `if c` (or its `else`)
+the comparisons of one variable with constants that `c` asserts (or denies)
+narrow that range (`v != c` only when c is an end of it). A loop whose range is empty for every value of the
+variables around it is removed.
 """
 
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 from ... import dtypes as dt
 from .. import ir
@@ -104,15 +114,201 @@ def _difference(a: ir.Expr, b: ir.Expr) -> int | None:
     return d.value if isinstance(d, ir.Const) else None
 
 
+Range = tuple[int | None, int | None]  # inclusive bounds; None is unbounded
+_ANY: Range = (None, None)
+
+
+def _add(a: Range, b: Range) -> Range:
+    return (None if a[0] is None or b[0] is None else a[0] + b[0],
+            None if a[1] is None or b[1] is None else a[1] + b[1])
+
+
+def _scale(a: Range, c: int) -> Range:
+    lo = None if a[0] is None else a[0] * c
+    hi = None if a[1] is None else a[1] * c
+    return (lo, hi) if c >= 0 else (hi, lo)
+
+
+def _hull(a: Range, b: Range) -> Range:
+    return (None if a[0] is None or b[0] is None else min(a[0], b[0]),
+            None if a[1] is None or b[1] is None else max(a[1], b[1]))
+
+
+def _meet(a: Range, b: Range) -> Range:
+    lo = a[0] if b[0] is None else b[0] if a[0] is None else max(a[0], b[0])
+    hi = a[1] if b[1] is None else b[1] if a[1] is None else min(a[1], b[1])
+    return lo, hi
+
+
+def _decide(op: str, d: Range) -> bool | None:
+    """The truth of `d op 0` for every value in range `d`, or None when it depends."""
+    lo, hi = d
+    below = hi is not None and hi < 0  # d < 0 always
+    above = lo is not None and lo > 0  # d > 0 always
+    nonpos = hi is not None and hi <= 0
+    nonneg = lo is not None and lo >= 0
+    zero = nonpos and nonneg
+    answers = {
+        "lt": (below, nonneg), "le": (nonpos, above), "gt": (above, nonpos),
+        "ge": (nonneg, below), "eq": (zero, below or above), "ne": (below or above, zero),
+    }
+    yes, no = answers[op]
+    return True if yes else False if no else None
+
+
 class _Simplify(Rewriter):
+    """Folds bottom-up; `ranges` holds what the enclosing loops, lets and ifs say about
+    the index variables in scope."""
+
+    def __init__(self):
+        self.ranges: dict[str, Range] = {}
+
+    # ------------------------------------------------------------ ranges
+
+    def range_of(self, e: ir.Expr) -> Range:
+        """Bounds of an index expression given the ranges in scope."""
+        terms: dict = {}
+        const = [0]
+        _linear(e, 1, terms, const)
+        out: Range = (const[0], const[0])
+        for atom, c in terms.items():
+            if c:
+                out = _add(out, _scale(self._atom_range(atom), c))
+        return out
+
+    def _atom_range(self, e: ir.Expr) -> Range:
+        match e:
+            case ir.Var(name):
+                return self.ranges.get(name, _ANY)
+            case ir.Binary("min", a, b):
+                ra, rb = self.range_of(a), self.range_of(b)
+                return (None if ra[0] is None or rb[0] is None else min(ra[0], rb[0]),
+                        rb[1] if ra[1] is None else ra[1] if rb[1] is None else min(ra[1], rb[1]))
+            case ir.Binary("max", a, b):
+                ra, rb = self.range_of(a), self.range_of(b)
+                return (rb[0] if ra[0] is None else ra[0] if rb[0] is None else max(ra[0], rb[0]),
+                        None if ra[1] is None or rb[1] is None else max(ra[1], rb[1]))
+            case ir.Binary("floordiv" | "pdiv", a, ir.Const(c)) if c > 0:
+                lo, hi = self.range_of(a)
+                return (None if lo is None else lo // c, None if hi is None else hi // c)
+            case ir.Binary("mod" | "pmod", a, ir.Const(c)) if c > 0:
+                lo, hi = self.range_of(a)
+                if lo is not None and hi is not None and lo // c == hi // c:
+                    return lo % c, hi % c
+                return (0 if e.op == "mod" or (lo is not None and lo >= 0) else -(c - 1), c - 1)
+            case ir.Select(_, a, b) if e.dtype == dt.index:
+                return _hull(self.range_of(a), self.range_of(b))
+        return _ANY
+
+    @contextmanager
+    def narrowed(self, facts: dict[str, Range]):
+        saved = dict(self.ranges)
+        for name, r in facts.items():
+            self.ranges[name] = _meet(self.ranges.get(name, _ANY), r)
+        try:
+            yield
+        finally:
+            self.ranges = saved
+
+    def _facts(self, c: ir.Expr, holds: bool) -> dict[str, Range]:
+        """Ranges of single variables that condition `c` being `holds` implies."""
+        match c:
+            case ir.Binary(op, a, b, d) if d == dt.bool_ and op == ("and" if holds else "or"):
+                out = self._facts(a, holds)
+                for name, r in self._facts(b, holds).items():
+                    out[name] = _meet(out.get(name, _ANY), r)
+                return out
+            case ir.Unary("invert", a, d) if d == dt.bool_:
+                return self._facts(a, not holds)
+            case ir.Compare(op, a, b) if a.dtype == dt.index and b.dtype == dt.index:
+                if not holds:
+                    op = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}[op]
+                terms: dict = {}
+                const = [0]
+                _linear(ir.Binary("sub", a, b, dt.index), 1, terms, const)
+                terms = {t: k for t, k in terms.items() if k}
+                if len(terms) != 1:
+                    return {}
+                (atom, k), = terms.items()
+                if not isinstance(atom, ir.Var):
+                    return {}
+                if op == "ne":  # an end of the variable's range excluded narrows it
+                    lo, hi = self.ranges.get(atom.name, _ANY)
+                    v = -const[0] // k if const[0] % k == 0 else None
+                    return ({atom.name: (lo + 1, hi)} if v is not None and v == lo else
+                            {atom.name: (lo, hi - 1)} if v is not None and v == hi else {})
+                return {atom.name: r} if (r := _solve(op, k, const[0])) else {}
+        return {}
+
+    # ------------------------------------------------------------ statements
+
+    def visit(self, s):
+        match s:
+            case ir.For(var, start, end, kind, body, mx):
+                start, end = self.visit_expr(start), self.visit_expr(end)
+                lo, hi = self.range_of(start)[0], self.range_of(end)[1]
+                if lo is not None and hi is not None and hi <= lo:
+                    return ir.Block(())  # runs no iteration
+                with self.narrowed({var: (lo, None if hi is None else hi - 1)}):
+                    new = ir.For(var, start, end, kind, self.visit(body), mx)
+            case ir.Let(name, v, body):
+                v = self.visit_expr(v)
+                with self.narrowed({name: self.range_of(v)} if v.dtype == dt.index else {}):
+                    new = ir.Let(name, v, self.visit(body))
+            case ir.If(c, t, e):
+                c = self.visit_expr(c)
+                if isinstance(c, ir.Const):
+                    return self.visit(t if c.value else (e or ir.Block(())))
+                with self.narrowed(self._facts(c, True)):
+                    t = self.visit(t)
+                with self.narrowed(self._facts(c, False)):
+                    e = None if e is None else self.visit(e)
+                new = ir.If(c, t, e)
+            case _:
+                return super().visit(s)
+        if new == s:
+            new = s
+        out = self.stmt(new)
+        return new if out is None else out
+
+    # ------------------------------------------------------------ expressions
+
+    def _boolean(self, e):
+        match e:
+            case ir.Binary("and", ir.Const(v), b, d) | ir.Binary("and", b, ir.Const(v), d) \
+                    if d == dt.bool_:
+                return b if v else ir.Const(False, dt.bool_)
+            case ir.Binary("or", ir.Const(v), b, d) | ir.Binary("or", b, ir.Const(v), d) \
+                    if d == dt.bool_:
+                return ir.Const(True, dt.bool_) if v else b
+            case ir.Unary("invert", ir.Const(v), d) if d == dt.bool_:
+                return ir.Const(not v, dt.bool_)
+            case ir.Select(ir.Const(v), a, b):
+                return a if v else b
+            case ir.Select(_, a, b) if a == b:
+                return a
+        return None
+
     def expr(self, e):
+        folded = self._boolean(e)
+        if folded is not None:
+            return folded
         if isinstance(e, ir.Compare) and e.op in _COMPARE:
             d = _difference(e.a, e.b)
-            return ir.Const(_COMPARE[e.op](d), dt.bool_) if d is not None else None
+            if d is not None:
+                return ir.Const(_COMPARE[e.op](d), dt.bool_)
+            if e.a.dtype == dt.index and e.b.dtype == dt.index:
+                known = _decide(e.op, self.range_of(ir.Binary("sub", e.a, e.b, dt.index)))
+                return None if known is None else ir.Const(known, dt.bool_)
+            return None
         if isinstance(e, ir.Binary) and e.op in ("min", "max"):
             d = _difference(e.a, e.b)
             if d is not None:
                 return e.a if (d <= 0) == (e.op == "min") else e.b
+            if e.dtype == dt.index:
+                a_le_b = _decide("le", self.range_of(ir.Binary("sub", e.a, e.b, dt.index)))
+                if a_le_b is not None:
+                    return e.a if a_le_b == (e.op == "min") else e.b
         if not isinstance(e, ir.Binary) or e.dtype != dt.index:
             if isinstance(e, ir.Unary) and e.dtype == dt.index and isinstance(e.a, ir.Const):
                 return ir.Const(-e.a.value, dt.index)
@@ -150,6 +346,20 @@ class _Simplify(Rewriter):
             if len(flat) != len(s.stmts):
                 return ir.Block(tuple(flat))
         return None
+
+
+def _solve(op: str, k: int, c: int) -> Range | None:
+    """The range of v where `k * v + c op 0` (k != 0), or None if it is not an interval."""
+    if op == "ne":
+        return None
+    if op == "eq":
+        return (-c // k, -c // k) if c % k == 0 else None  # no solution: nothing to narrow
+    # k*v <= m, or k*v >= m
+    upper = {"lt": -c - 1, "le": -c}.get(op)
+    lower = {"gt": -c + 1, "ge": -c}.get(op)
+    if upper is not None:
+        return (None, upper // k) if k > 0 else (-(-upper // k), None)
+    return (-(-lower // k), None) if k > 0 else (None, lower // k)
 
 
 def simplify(func: ir.LoweredFunc) -> ir.LoweredFunc:
