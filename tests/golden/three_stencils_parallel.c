@@ -2,6 +2,10 @@
 
 #include <stdint.h>
 
+/* Loops the schedule does not vectorize stay scalar: the loop vectorizer does not
+   touch a loop that contains an asm statement. */
+#define TDSL_SCALAR_LOOP __asm__ __volatile__("")
+
 static inline int64_t min_i64(int64_t a, int64_t b) {
     return a < b ? a : b;
 }
@@ -12,11 +16,14 @@ static inline int64_t max_i64(int64_t a, int64_t b) {
 
 int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
     for (int64_t y_o = 0; y_o < 3; y_o++) {
+        TDSL_SCALAR_LOOP;
         for (int64_t x_o = 0; x_o < 9; x_o++) {
+            TDSL_SCALAR_LOOP;
             int32_t s2[24] __attribute__((aligned(64)));
             int32_t s0[66] __attribute__((aligned(64)));
             if (y_o == 2) {
                 for (int64_t y = 7; y < 13; y++) {
+                    TDSL_SCALAR_LOOP;
                     if ((x_o >= 1) & (x_o <= 6)) {
                         for (int64_t x = 2 * x_o - 1; x < 2 * x_o + 5; x++) {
                             s0[(y - 7) * 6 + x - 2 * x_o + 1] = (int32_t)((uint32_t)a[min_i64(y + 2, 12) * 17 + min_i64(x + 1, 16)] + (uint32_t)a[min_i64(y + 2, 12) * 17 + max_i64(x - 2, 0)] + (uint32_t)a[min_i64(y + 1, 12) * 17 + x]);
@@ -37,6 +44,7 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                 }
             } else if (y_o == 1) {
                 for (int64_t y = 2; y < 13; y++) {
+                    TDSL_SCALAR_LOOP;
                     if (x_o >= 1) {
                         for (int64_t x = 2 * x_o - 1; x < min_i64(17, 2 * x_o + 5); x++) {
                             s0[(y - 2) * 6 + x - 2 * x_o + 1] = (int32_t)((uint32_t)a[min_i64(y + 2, 12) * 17 + min_i64(x + 1, 16)] + (uint32_t)a[min_i64(y + 2, 12) * 17 + max_i64(x - 2, 0)] + (uint32_t)a[min_i64(y + 1, 12) * 17 + x]);
@@ -49,6 +57,7 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                 }
             } else {
                 for (int64_t y = 0; y < 9; y++) {
+                    TDSL_SCALAR_LOOP;
                     if ((x_o >= 1) & (x_o <= 6)) {
                         for (int64_t x = 2 * x_o - 1; x < 2 * x_o + 5; x++) {
                             s0[y * 6 + x - 2 * x_o + 1] = (int32_t)((uint32_t)a[(y + 2) * 17 + min_i64(x + 1, 16)] + (uint32_t)a[(y + 2) * 17 + max_i64(x - 2, 0)] + (uint32_t)a[(y + 1) * 17 + x]);
@@ -70,12 +79,15 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
             }
             if (y_o == 2) {
                 for (int64_t y = 8; y < 13; y++) {
+                    TDSL_SCALAR_LOOP;
                     if (x_o <= 7) {
                         #pragma omp parallel for schedule(static)
                         for (int64_t x = 2 * x_o; x < 2 * x_o + 3; x++) {
+                            TDSL_SCALAR_LOOP;
                             int32_t s1[4] __attribute__((aligned(64)));
                             if (x >= 1) {
                                 for (int64_t y_s1 = y; y_s1 < min_i64(13, y + 2); y_s1++) {
+                                    TDSL_SCALAR_LOOP;
                                     for (int64_t x_s1 = x - 1; x_s1 < x + 1; x_s1++) {
                                         s1[(y_s1 - y) * 2 + x_s1 - x + 1] = (int32_t)((uint32_t)s0[min_i64(y_s1 - 5, 5) * 6 + min_i64(x_s1 + 1, 16) - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))] + (uint32_t)s0[(y_s1 - 7) * 6 + x_s1 - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))] + (uint32_t)s0[(y_s1 - 8) * 6 + min_i64(x_s1 + 2, 16) - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))]);
                                     }
@@ -90,6 +102,7 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                     } else {
                         int32_t s1[4] __attribute__((aligned(64)));
                         for (int64_t y_s1 = y; y_s1 < min_i64(13, y + 2); y_s1++) {
+                            TDSL_SCALAR_LOOP;
                             for (int64_t x_s1 = 15; x_s1 < 17; x_s1++) {
                                 s1[(y_s1 - y) * 2 + x_s1 - 15] = (int32_t)((uint32_t)s0[min_i64(y_s1 - 5, 5) * 6 + min_i64(x_s1 + 1, 16) - 2 * x_o + 1] + (uint32_t)s0[(y_s1 - 7) * 6 + x_s1 - 2 * x_o + 1] + (uint32_t)s0[(y_s1 - 8) * 6 + 17 - 2 * x_o]);
                             }
@@ -99,12 +112,15 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                 }
             } else if (y_o == 1) {
                 for (int64_t y = 3; y < 11; y++) {
+                    TDSL_SCALAR_LOOP;
                     if (x_o <= 7) {
                         #pragma omp parallel for schedule(static)
                         for (int64_t x = 2 * x_o; x < 2 * x_o + 3; x++) {
+                            TDSL_SCALAR_LOOP;
                             int32_t s1[4] __attribute__((aligned(64)));
                             if (x >= 1) {
                                 for (int64_t y_s1 = y; y_s1 < y + 2; y_s1++) {
+                                    TDSL_SCALAR_LOOP;
                                     for (int64_t x_s1 = x - 1; x_s1 < x + 1; x_s1++) {
                                         s1[(y_s1 - y) * 2 + x_s1 - x + 1] = (int32_t)((uint32_t)s0[min_i64(y_s1, 10) * 6 + min_i64(x_s1 + 1, 16) - (x_o == 0 ? 0 : 2 * x_o - 1)] + (uint32_t)s0[(y_s1 - 2) * 6 + x_s1 - (x_o == 0 ? 0 : 2 * x_o - 1)] + (uint32_t)s0[(y_s1 - 3) * 6 + min_i64(x_s1 + 2, 16) - (x_o == 0 ? 0 : 2 * x_o - 1)]);
                                     }
@@ -119,6 +135,7 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                     } else {
                         int32_t s1[4] __attribute__((aligned(64)));
                         for (int64_t y_s1 = y; y_s1 < y + 2; y_s1++) {
+                            TDSL_SCALAR_LOOP;
                             for (int64_t x_s1 = 15; x_s1 < 17; x_s1++) {
                                 s1[(y_s1 - y) * 2 + x_s1 - 15] = (int32_t)((uint32_t)s0[min_i64(y_s1, 10) * 6 + min_i64(x_s1 + 1, 16) - 2 * x_o + 1] + (uint32_t)s0[(y_s1 - 2) * 6 + x_s1 - 2 * x_o + 1] + (uint32_t)s0[(y_s1 - 3) * 6 + 17 - 2 * x_o]);
                             }
@@ -128,12 +145,15 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                 }
             } else {
                 for (int64_t y = 0; y < 6; y++) {
+                    TDSL_SCALAR_LOOP;
                     if (x_o <= 7) {
                         #pragma omp parallel for schedule(static)
                         for (int64_t x = 2 * x_o; x < 2 * x_o + 3; x++) {
+                            TDSL_SCALAR_LOOP;
                             int32_t s1[4] __attribute__((aligned(64)));
                             if (x >= 1) {
                                 for (int64_t y_s1 = y; y_s1 < y + 2; y_s1++) {
+                                    TDSL_SCALAR_LOOP;
                                     for (int64_t x_s1 = x - 1; x_s1 < x + 1; x_s1++) {
                                         s1[(y_s1 - y) * 2 + x_s1 - x + 1] = (int32_t)((uint32_t)s0[(y_s1 + 2) * 6 + min_i64(x_s1 + 1, 16) - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))] + (uint32_t)s0[y_s1 * 6 + x_s1 - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))] + (uint32_t)s0[max_i64(y_s1 - 1, 0) * 6 + min_i64(x_s1 + 2, 16) - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))]);
                                     }
@@ -148,6 +168,7 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                     } else {
                         int32_t s1[4] __attribute__((aligned(64)));
                         for (int64_t y_s1 = y; y_s1 < y + 2; y_s1++) {
+                            TDSL_SCALAR_LOOP;
                             for (int64_t x_s1 = 15; x_s1 < 17; x_s1++) {
                                 s1[(y_s1 - y) * 2 + x_s1 - 15] = (int32_t)((uint32_t)s0[(y_s1 + 2) * 6 + min_i64(x_s1 + 1, 16) - 2 * x_o + 1] + (uint32_t)s0[y_s1 * 6 + x_s1 - 2 * x_o + 1] + (uint32_t)s0[max_i64(y_s1 - 1, 0) * 6 + 17 - 2 * x_o]);
                             }
@@ -157,6 +178,7 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                 }
             }
             for (int64_t y_i = 0; y_i < min_i64(5, 13 - 5 * y_o); y_i++) {
+                TDSL_SCALAR_LOOP;
                 for (int64_t x_i = 0; x_i < min_i64(2, 17 - 2 * x_o); x_i++) {
                     out[(5 * y_o + y_i) * 17 + 2 * x_o + x_i] = (int32_t)((uint32_t)s2[(5 * y_o + y_i - (y_o == 0 ? 0 : (y_o == 1 ? 3 : 8))) * 3 + x_i] + (uint32_t)s2[(max_i64(5 * y_o + y_i - 2, 0) - (y_o == 0 ? 0 : (y_o == 1 ? 3 : 8))) * 3 + min_i64(2 * x_o + x_i + 1, 16) - 2 * x_o] + (uint32_t)s2[(min_i64(5 * y_o + y_i + 1, 12) - (y_o == 0 ? 0 : (y_o == 1 ? 3 : 8))) * 3 + min_i64(2 * x_o + x_i + 1, 16) - 2 * x_o]);
                 }
