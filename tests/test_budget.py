@@ -70,3 +70,27 @@ def test_errors_inside_the_budget_pass_through_unchanged():
     s = td.schedule(o).compute_at(p, o, "x").split(o, "x", 2)
     with pytest.raises(td.ScheduleError, match="has no loop 'x' after the later primitives"):
         lower_schedule(s)
+
+
+def test_an_analysis_past_the_time_limit_is_a_schedule_error(monkeypatch):
+    y, x = td.dims("y x")
+    a = td.input("a", {y: 64, x: 64}, td.float32)
+    p = td.compute("p", {y: 64, x: 64}, a[y, x] + 1)
+    q = td.compute("q", {y: 64, x: 64}, p[y, x] * 2)
+    o = td.compute("o", {y: 64, x: 64}, q[y, x] - 1)
+    s = (td.schedule(o).tile(o, y=8, x=8).fuse(o, "y_i", "x_i")
+         .compute_at(q, o, "x_o").compute_at(p, q, "x"))
+    monkeypatch.setattr(budget, "MAX_ISL_SECONDS", 1e-4)
+    with pytest.raises(td.ScheduleError, match=r"exceeded its time limit of 0.0001 s"):
+        lower_schedule(s)
+    monkeypatch.undo()
+    lower_schedule(s)  # the context is no longer aborted
+
+
+def test_a_late_watchdog_does_not_abort_the_next_lowering(monkeypatch):
+    _, o = _scale(64)
+    monkeypatch.setattr(budget, "MAX_ISL_SECONDS", 1.0)
+    for _ in range(5):  # each lowering finishes before its own watchdog fires
+        lower_schedule(td.schedule(o).split(o, "x", 8))
+    time.sleep(1.2)  # every old watchdog has fired by now
+    lower_schedule(td.schedule(o).split(o, "x", 4))

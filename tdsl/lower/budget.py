@@ -1,15 +1,16 @@
 """Bounds on the work one lowering may do, so that no schedule can make it hang.
 
-Two limits, both deterministic (the same on every machine):
-
 - `MAX_ISL_OPERATIONS`: the polyhedral analysis (bounds inference, legality,
-  AST generation) runs under isl's operation quota. The benchmark kernels need
-  0.1-0.4 million operations and lower in well under a second; the limit leaves
-  a hundredfold margin and stops an analysis at roughly ten seconds.
+  AST generation) runs under isl's operation quota, a deterministic limit (the
+  same on every machine). The benchmark kernels need 0.1-0.35 million
+  operations and lower in well under a second; the limit leaves a tenfold
+  margin. isl's operations are not all alike, so
+- `MAX_ISL_SECONDS` bounds the analysis in time as well: a watchdog aborts isl
+  past it.
 - `MAX_UNROLLED`: the number of copies of one statement that unrolling may make
   (the product of the trip counts of the unrolled loops around it).
 
-Exceeding either is a `ScheduleError` that names what was being analysed or the
+Exceeding any is a `ScheduleError` that names what was being analysed or the
 `unroll` primitives at fault. `isl_budget()` also serialises lowering between
 threads: isl's operation counter belongs to its context, which all lowerings
 share.
@@ -25,16 +26,20 @@ import islpy as isl
 
 from ..errors import ScheduleError
 
-MAX_ISL_OPERATIONS = 40_000_000
+MAX_ISL_OPERATIONS = 5_000_000
+MAX_ISL_SECONDS = 10.0
 MAX_UNROLLED = 1024
 
 _LOCK = threading.RLock()
 _FAILED_IN: list[str] = []  # the innermost step that an exception left, first one only
+_RUN = [0]  # which lowering a watchdog belongs to
 
 
-def _quota_exhausted(ctx: isl.Context) -> bool:
-    """True when `ctx` refuses work because its operation quota is used up (every
-    counted operation fails from then on, so a small probe tells)."""
+def _exhausted(ctx: isl.Context) -> bool:
+    """True when `ctx` refuses work: aborted by the watchdog, or its operation quota used
+    up (every counted operation fails from then on, so a small probe tells)."""
+    if ctx.aborted():
+        return True
     try:
         isl.Set.read_from_str(ctx, "{ [i, j] : 0 <= i <= j < 4 and i + j >= 2 }").lexmin()
     except isl.Error:
@@ -42,34 +47,54 @@ def _quota_exhausted(ctx: isl.Context) -> bool:
     return False
 
 
+def _watchdog(ctx: isl.Context, run: int, seconds: float) -> threading.Timer:
+    def stop():
+        if _RUN[0] == run:
+            ctx.abort()
+
+    timer = threading.Timer(seconds, stop)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
 @contextlib.contextmanager
 def isl_budget(what: str, limit: int | None = None) -> Iterator[None]:
     """Run the isl analysis of `what` (e.g. "the schedule of out") under `limit` operations
-    (default: MAX_ISL_OPERATIONS, read at the call).
+    (default: MAX_ISL_OPERATIONS) and MAX_ISL_SECONDS, both read at the call.
 
-    Any failure inside that turns out to come from the exhausted quota becomes a
+    Any failure inside that turns out to come from the exhausted budget becomes a
     ScheduleError naming the analysis step that ran out (see `step`)."""
     ctx = isl.DEFAULT_CONTEXT
     limit = limit or MAX_ISL_OPERATIONS
     with _LOCK:
-        outer = ctx.get_max_operations()
-        if outer:  # nested: the outer budget already applies
+        if ctx.get_max_operations():  # nested: the outer budget already applies
             yield
             return
+        ctx.resume()
         ctx.set_max_operations(limit)
         ctx.reset_operations()
+        _RUN[0] += 1
+        timer = _watchdog(ctx, _RUN[0], MAX_ISL_SECONDS)
         try:
             yield
         except Exception as e:
-            if isinstance(e, ScheduleError) or not _quota_exhausted(ctx):
+            if isinstance(e, ScheduleError) or not _exhausted(ctx):
                 raise
             where = _FAILED_IN[0] if _FAILED_IN else what
+            if ctx.aborted():
+                spent = f"its time limit of {MAX_ISL_SECONDS:g} s (tdsl.lower.budget.MAX_ISL_SECONDS)"
+            else:
+                spent = (f"its limit of {limit:,} isl operations "
+                         "(tdsl.lower.budget.MAX_ISL_OPERATIONS)")
             raise ScheduleError(
-                f"lowering {what}: the polyhedral analysis of {where} exceeded its limit of "
-                f"{limit:,} isl operations (tdsl.lower.budget.MAX_ISL_OPERATIONS); simplify the "
-                "schedule there: fewer fused or nested split loops, or a compute_at at an outer "
-                "loop") from None
+                f"lowering {what}: the polyhedral analysis of {where} exceeded {spent}; "
+                "simplify the schedule there: fewer fused or nested split loops, or a "
+                "compute_at at an outer loop") from None
         finally:
+            _RUN[0] += 1
+            timer.cancel()
+            ctx.resume()
             ctx.set_max_operations(0)
             ctx.reset_operations()
             _FAILED_IN.clear()
