@@ -33,6 +33,7 @@ class Options:
     shrink: int = 5  # distinct findings to shrink
     shrink_seconds: float = 240.0
     quiet: bool = False
+    exclude: tuple = ()  # generator features to leave out (gen.FEATURES)
 
 
 @dataclass
@@ -63,7 +64,7 @@ def tasks(opts: Options):
     index = 0
     while opts.trials is None or index < opts.trials:
         yield {"id": index, "seed": opts.seed, "index": index, "target": opts.target,
-               "max_stages": opts.max_stages,
+               "max_stages": opts.max_stages, "exclude": list(opts.exclude),
                "sanitize": opts.sanitize and index % opts.sanitize_every == 0}
         index += 1
 

@@ -42,7 +42,8 @@ def prepare(task, send):
     spec = task.get("spec")
     fresh = spec is None
     if fresh:
-        spec = gen.generate(task["seed"], task["index"], task.get("max_stages", 5))
+        spec = gen.generate(task["seed"], task["index"], task.get("max_stages", 5),
+                            task.get("exclude", ()))
         send({"type": "spec", "spec": spec})
     ns: dict = {}
     try:
@@ -60,7 +61,7 @@ def prepare(task, send):
     except td.ScheduleError as e:
         raise Rejected(f"ScheduleError: {e}") from None
     send({"type": "spec", "spec": spec})
-    return spec, ns["outputs"], s, ns["arrays"]
+    return spec, ns, s, ns["arrays"]
 
 
 def run_task(task: dict, send) -> dict:
@@ -78,7 +79,8 @@ def run_task(task: dict, send) -> dict:
 
 
 def judge(task, send, res):
-    spec, outputs, s, arrays = prepare(task, send)
+    spec, ns, s, arrays = prepare(task, send)
+    outputs = ns["outputs"]
     res["n_prims"] = len(spec["schedule"])
     if td.Schedule.from_json(s.to_json(), outputs) != s:
         raise AssertionError(f"schedule JSON does not round-trip: {s.to_json()}")
@@ -87,6 +89,8 @@ def judge(task, send, res):
     except (td.DefinitionError, td.ScheduleError) as e:
         raise Rejected(f"evaluate: {type(e).__name__}: {e}") from None
     want = want if isinstance(want, tuple) else (want,)
+    spec["scale"] = scale(spec, ns, arrays)
+    send({"type": "spec", "spec": spec})
     f = build(task, send, res, s)
     args = {k: v for k, v in arrays.items() if k in f.args}
     send({"type": "phase", "phase": "call"})
@@ -99,6 +103,16 @@ def judge(task, send, res):
 
         send({"type": "phase", "phase": "sanitize"})
         res.update(sanitize(s, f, outputs, args, want, spec))
+
+
+def scale(spec, ns, arrays) -> float:
+    """The largest finite float magnitude among the inputs and every stage."""
+    used = render.reachable(spec)
+    stages = [ns[st["name"]] for st in spec["stages"]
+              if st["kind"] == "compute" and st["name"] in used]
+    values = td.evaluate(stages, **arrays)
+    values = values if isinstance(values, tuple) else (values,)
+    return oracle.magnitude([*values, *arrays.values()])
 
 
 def build(task, send, res, s):
@@ -120,7 +134,7 @@ def calls(f, args, outputs, want, spec) -> str | None:
     """Call three times (the last into garbage-filled outputs); a mismatch message."""
     base = oracle.float_base(spec)
     first = as_tuple(f(**args))
-    msg = oracle.check_results(outputs, first, want, spec["tol"], base)
+    msg = oracle.check_results(outputs, first, want, spec["tol"], base, spec.get("scale", 1.0))
     if msg:
         return msg
     again = as_tuple(f(**args))

@@ -53,8 +53,9 @@ def kind(d: str) -> str:
 class Gen:
     """One random algorithm; `spec()` is the result."""
 
-    def __init__(self, rng: np.random.Generator, max_stages: int = 5):
+    def __init__(self, rng: np.random.Generator, max_stages: int = 5, exclude=()):
         self.rng = rng
+        self.exclude = set(exclude)
         self.max_stages = max_stages
         self.sizes: dict[str, int] = {}
         self.dims: dict[str, object] = {}
@@ -133,17 +134,22 @@ class Gen:
             make_stage(self, f"s{n}")
         computes = [s["name"] for s in self.stages if s["kind"] == "compute"]
         outputs = [computes[-1]]
-        if len(computes) >= 2 and self.chance(0.15):
+        if len(computes) >= 2 and self.chance(0.15) and "multi-output" not in self.exclude:
             outputs.insert(0, self.pick(computes[:-1]))
         return {
             "sizes": self.sizes, "dims": self.dims, "inputs": self.inputs,
             "stages": self.stages, "outputs": outputs,
-            "array_seed": int(self.rng.integers(2**31)), "special_values": self.chance(0.2),
+            "array_seed": int(self.rng.integers(2**31)), "special_values": self.chance(0.2) and "special-values" not in self.exclude,
             "tol": min(self.tol, 1e6), "schedule": [],
         }
 
 
-def generate(seed: int, index: int, max_stages: int = 5) -> dict:
+# Features a campaign may leave out (`--exclude`), e.g. while a known bug in
+# them is being fixed: the rest of each case stays as it would have been drawn.
+FEATURES = ("pad-data-index", "nested-reduction", "update", "multi-output", "special-values")
+
+
+def generate(seed: int, index: int, max_stages: int = 5, exclude=()) -> dict:
     """The algorithm of case `index` of a campaign with `seed` (no schedule yet)."""
     rng = np.random.default_rng([seed, index])
-    return Gen(rng, max_stages).spec()
+    return Gen(rng, max_stages, exclude).spec()

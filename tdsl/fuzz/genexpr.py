@@ -98,6 +98,8 @@ def access(g, ctx, name=None, view="random"):
     if idx and g.chance(0.08) and pick_tensor(g, ints=True):
         pos = int(g.rng.integers(len(idx)))  # a data-dependent index among affine ones
         idx[pos] = access(g, ctx, pick_tensor(g, ints=True))[0]
+        if v != "clamp" and v is not None and "pad-data-index" in g.exclude:
+            v = "clamp"
     return ["a", name, v, idx], t["dtype"], t["exact"]
 
 
@@ -110,6 +112,8 @@ def lut_access(g, ctx):
         node = ["b", "+", node, scalar(g, g.tensors[src]["dtype"])]
     t = g.tensors["lut"]
     v = None if g.chance(0.6) else view_for(g, "lut")
+    if v not in (None, "clamp") and "pad-data-index" in g.exclude:
+        v = "clamp"
     return ["a", "lut", v, [node]], t["dtype"], t["exact"]
 
 
@@ -132,7 +136,7 @@ def expr(g, ctx, depth):
         return cast(g, expr(g, ctx, depth - 1))
     if r < 0.84:
         return compare(g, ctx, depth)
-    if ctx.red_ok and g.n_red < 3 and g.chance(0.05):
+    if ctx.red_ok and g.n_red < 3 and g.chance(0.05) and "nested-reduction" not in g.exclude:
         return reduction(g, ctx, depth)  # nested: tdsl may refuse (a rejected trial)
     return binary(g, expr(g, ctx, depth - 1), leaf(g, ctx))
 
@@ -216,14 +220,19 @@ def cast(g, a):
     node, d, e = a
     target = g.pick(("float32", "float64", "int8", "int16", "int32", "int64", "uint8",
                      "uint16", "uint32", "bool"))
-    if kind(d) == "f" and kind(target) != "f":
-        if not e:
-            target = g.pick(FLOATS)
-        elif target != "bool":
-            lo, hi = RANGES[target]
-            clamped = ["b", "min", ["b", "max", node, ["c", float(lo), None]], ["c", float(hi), None]]
-            node = ["w", ["cmp", "==", node, node], clamped, ["c", 0.0, None]]
-    return ["cast", target, node], target, e
+    if kind(d) == "f" and kind(target) != "f" and not e:
+        target = g.pick(FLOATS)
+    return ["cast", target, safe(node, d, target)], target, e
+
+
+def safe(node, d, target):
+    """`node` (of dtype d) made safe to convert to `target`: a float going to an
+    integer is clamped into range and NaN becomes 0 (C leaves the rest undefined)."""
+    if kind(d) == "f" and kind(target) in "iu":
+        lo, hi = RANGES[target]
+        clamped = ["b", "min", ["b", "max", node, ["c", float(lo), None]], ["c", float(hi), None]]
+        return ["w", ["cmp", "==", node, node], clamped, ["c", 0.0, None]]
+    return node
 
 
 def reduce_over(g, ctx, d, k):
@@ -282,7 +291,8 @@ def make_stage(g, name):
         node, dtype, exact = expr(g, ctx, int(g.rng.integers(1, 4)))
     g.stages.append({"kind": "compute", "name": name, "dims": dims, "expr": node})
     g.add_tensor(name, dims, dtype, exact, "stage")
-    for n in range(2 if g.chance(0.25) else 1 if g.chance(0.25) else 0):
+    for n in range(0 if "update" in g.exclude else 2 if g.chance(0.25) else
+                   1 if g.chance(0.25) else 0):
         make_update(g, name, dims, n)
 
 
@@ -308,6 +318,8 @@ def make_update(g, name, dims, n):
         prev = ["a", name, None, [["i", e] for e in dims]]
     value = expr(g, ctx, 2)
     node, dtype, exact = binary(g, (prev, t["dtype"], t["exact"]), value)
+    if kind(dtype) == "f" and kind(t["dtype"]) != "f":  # tdsl converts the value to y's dtype
+        node = ["cast", t["dtype"], safe(node, dtype, t["dtype"])] if exact else prev
     t["exact"] = t["exact"] and exact
     target = [["i", idx[e]] for e in dims]
     g.stages.append({"kind": "update", "stage": name, "name": f"{name}.u{n}",

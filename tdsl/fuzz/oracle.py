@@ -1,7 +1,9 @@
 """Comparing a kernel's results with `td.evaluate`.
 
 Integers and bools must be equal. Floats are compared with an absolute
-tolerance of `base * tol * max(1, max |expected|)`: `base` is 1e-5 for float32
+tolerance of `base * tol * scale`, where scale is at least 1 and the largest
+finite magnitude of any input or stage of the case (a difference of two large
+intermediates may be small and carry their rounding error): `base` is 1e-5 for float32
 and 1e-12 for float64, and `tol` is the case's error growth (the generator
 multiplies it by the length of every float reduction and by 4 for every math
 call), so reassociated sums and libm-versus-numpy differences pass while a
@@ -16,13 +18,24 @@ import numpy as np
 BASE = {np.dtype("float32"): 1e-5, np.dtype("float64"): 1e-12}
 
 
-def mismatch(got: np.ndarray, want: np.ndarray, tol: float, base=None) -> str | None:
+def magnitude(arrays) -> float:
+    """The largest finite magnitude in float arrays (1 at least)."""
+    m = 1.0
+    for a in arrays:
+        if isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.size:
+            finite = a[np.isfinite(a)]
+            m = max(m, float(np.max(np.abs(finite), initial=0.0)))
+    return m
+
+
+def mismatch(got: np.ndarray, want: np.ndarray, tol: float, base=None,
+             scale: float = 1.0) -> str | None:
     """None when `got` matches `want`, else a description of the first differences."""
     if got.shape != want.shape or got.dtype != want.dtype:
         return f"shape/dtype {got.shape} {got.dtype}, expected {want.shape} {want.dtype}"
     if want.dtype.kind == "f":
         finite = np.isfinite(want)
-        scale = max(1.0, float(np.max(np.abs(want[finite]), initial=0.0)))
+        scale = max(scale, magnitude([want]))
         atol = (base if base is not None else BASE[want.dtype]) * tol * scale
         g, w = got.astype(np.float64), want.astype(np.float64)
         with np.errstate(all="ignore"):
@@ -49,10 +62,10 @@ def float_base(spec) -> float:
     return BASE[np.dtype("float32")] if "float32" in text else BASE[np.dtype("float64")]
 
 
-def check_results(outputs, got, want, tol, base) -> str | None:
+def check_results(outputs, got, want, tol, base, scale=1.0) -> str | None:
     """Compare tuples of results output by output; a message for the first mismatch."""
     for out, g, w in zip(outputs, got, want):
-        msg = mismatch(g, w, tol, base)
+        msg = mismatch(g, w, tol, base, scale)
         if msg:
             return f"output {out.name}: {msg}"
     return None

@@ -49,6 +49,7 @@ class Worker:
         self.spec = None
         self.phase = "start"
         self.err_offset = 0
+        self.done = 0
 
     def give(self, task: dict) -> None:
         self.task, self.started, self.spec, self.phase = task, time.monotonic(), None, "start"
@@ -174,4 +175,7 @@ class Pool:
         task, w.task = w.task, None
         result.setdefault("lower_s", getattr(w, "lower_s", None))
         result["seconds"] = round(time.monotonic() - w.started, 3)
+        w.done += 1
+        if w.done >= self.max_tasks and w in self.workers:
+            self.retire(w)  # it exits by itself now: start a fresh one for the next task
         on_result(task, w.spec, result)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import re
 
+from .oracle import float_base
+
 ARRAYS = '''
 def make_array(rng, shape, dtype, special):
     """Random input data: small values, sometimes extremes, NaN and infinities."""
@@ -208,9 +210,8 @@ def main(target=TARGET):
         for out, g in zip(outputs, got):
             want = td.evaluate(out, **arrays)
             if want.dtype.kind == "f":
-                scale = max(1.0, float(np.nanmax(np.abs(np.where(np.isfinite(want), want, 0)),
-                                                 initial=0)))
-                tol = (1e-5 if want.dtype == np.float32 else 1e-12) * TOL * scale
+                scale = max(SCALE, float(np.max(np.abs(want[np.isfinite(want)]), initial=0)))
+                tol = BASE * TOL * scale
                 same = np.isclose(got_f := g.astype(np.float64), want, rtol=0, atol=tol,
                                   equal_nan=True) | (got_f == want)
             else:
@@ -237,4 +238,6 @@ def reproducer(spec, finding: dict) -> str:
     doc = ("tdsl fuzz finding.\n\n" + "\n".join(head) + "\n\n" + detail.strip()[:3000]).strip()
     return ('"""' + doc + '\n"""\n\n' + program(spec, schedule=True)
             + f"\nTARGET = {finding.get('target', 'c')!r}\nTOL = {spec['tol']!r}\n"
+            + f"BASE = {float_base(spec)!r}  # float32's when any tensor is float32\n"
+            + f"SCALE = {spec.get('scale', 1.0)!r}  # largest magnitude of any stage\n"
             + f"SPEC = {json.dumps(spec)!r}\n" + MAIN)

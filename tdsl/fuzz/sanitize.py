@@ -109,7 +109,8 @@ def run_flavour(d: Path, flavour: str, main: str, extra: tuple, outputs, want, s
                 f"{run.returncode}:\n{run.stderr[-3000:]}"}
     got = tuple(np.fromfile(d / f"{o.name}.out", w.dtype).reshape(w.shape)
                 for o, w in zip(outputs, want))
-    msg = oracle.check_results(outputs, got, want, spec["tol"], oracle.float_base(spec))
+    msg = oracle.check_results(outputs, got, want, spec["tol"], oracle.float_base(spec),
+                               spec.get("scale", 1.0))
     return {"class": "wrong", "detail": f"sanitized {flavour} C: {msg}"} if msg else {}
 
 

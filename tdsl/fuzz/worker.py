@@ -28,10 +28,21 @@ def main() -> None:
     for n, line in enumerate(sys.stdin):
         task = json.loads(line)
         print(f"--- task {task.get('id')}", file=sys.stderr, flush=True)
+        self_test(task.get("self_test"))
         result = run_task(task, send)
         send({"type": "result", "result": result})
         if n + 1 >= limit:
             break
+
+
+def self_test(what) -> None:
+    """Misbehave on purpose, so tests can check that the pool records it."""
+    if what == "abort":
+        os.abort()
+    elif what == "hang":
+        import time
+
+        time.sleep(3600)
 
 
 if __name__ == "__main__":
