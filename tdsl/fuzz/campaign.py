@@ -77,8 +77,12 @@ def finding_name(task, result) -> str:
 def record(opts: Options, summary: Summary, log, task, spec, result) -> None:
     cls = result["class"]
     summary.counts[cls] += 1
-    if (result.get("lower_s") or 0) > SLOW_LOWERING:
+    if (result.get("lower_s") or 0) > SLOW_LOWERING and spec is not None:
         summary.slow += 1
+        info = {"class": f"{cls}, slow lowering ({result['lower_s']} s)", "target": task["target"],
+                "seed": task["seed"], "case": task["index"]}
+        name = f"slow-lowering-{task['target']}-seed{task['seed']}-case{task['index']}.py"
+        (Path(opts.out) / name).write_text(render.reproducer(spec, info))
     entry = {"seed": task["seed"], "index": task["index"], "target": task["target"],
              "sanitize": task.get("sanitize", False), **{k: v for k, v in result.items()
                                                           if k != "detail"},

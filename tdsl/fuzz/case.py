@@ -54,7 +54,8 @@ def prepare(task, send):
     try:
         if fresh:
             rng = np.random.default_rng([task["seed"], task["index"], 1])
-            s, spec["schedule"] = schedgen.generate_schedule(rng, spec, s)
+            send({"type": "phase", "phase": "schedule"})
+            s, spec["schedule"] = schedgen.generate_schedule(rng, spec, s, send)
         else:
             s, kept = schedgen.apply_ops(s, spec["schedule"], task.get("lenient", False))
             spec = {**spec, "schedule": kept}
@@ -82,8 +83,10 @@ def judge(task, send, res):
     spec, ns, s, arrays = prepare(task, send)
     outputs = ns["outputs"]
     res["n_prims"] = len(spec["schedule"])
+    send({"type": "phase", "phase": "check"})
     if td.Schedule.from_json(s.to_json(), outputs) != s:
         raise AssertionError(f"schedule JSON does not round-trip: {s.to_json()}")
+    send({"type": "phase", "phase": "evaluate"})
     try:
         want = td.evaluate(outputs, **arrays)
     except (td.DefinitionError, td.ScheduleError) as e:

@@ -50,9 +50,12 @@ class Worker:
         self.phase = "start"
         self.err_offset = 0
         self.done = 0
+        self.lower_s: float | None = None
 
-    def give(self, task: dict) -> None:
+    def give(self, task: dict, timeout: float) -> None:
+        task = {**task, "timeout": timeout}
         self.task, self.started, self.spec, self.phase = task, time.monotonic(), None, "start"
+        self.lower_s = None
         self.err.flush()
         self.err_offset = os.path.getsize(self.err.name)
         self.proc.stdin.write((json.dumps(task) + "\n").encode())
@@ -122,7 +125,7 @@ class Pool:
                 if task is None:
                     exhausted = True
                     break
-                w.give(task)
+                w.give(task, self.timeout)
             busy = [w for w in self.workers if w.task is not None]
             if not busy:
                 return
@@ -156,9 +159,11 @@ class Pool:
     def message(self, w: Worker, msg: dict, on_result) -> None:
         if msg["type"] == "spec":
             w.spec = msg["spec"]
+        elif msg["type"] == "ops" and w.spec is not None:
+            w.spec = {**w.spec, "schedule": msg["ops"]}
         elif msg["type"] == "phase":
             w.phase = msg["phase"]
-            w.lower_s = msg.get("lower_s", getattr(w, "lower_s", None))
+            w.lower_s = msg.get("lower_s", w.lower_s)
         elif msg["type"] == "result" and w.task is not None:
             self.finish(w, on_result, msg["result"])
 
@@ -173,7 +178,7 @@ class Pool:
 
     def finish(self, w: Worker, on_result, result: dict) -> None:
         task, w.task = w.task, None
-        result.setdefault("lower_s", getattr(w, "lower_s", None))
+        result.setdefault("lower_s", w.lower_s)
         result["seconds"] = round(time.monotonic() - w.started, 3)
         w.done += 1
         if w.done >= self.max_tasks and w in self.workers:

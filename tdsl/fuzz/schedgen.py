@@ -20,8 +20,9 @@ FACTORS = (1, 2, 3, 4, 5, 7, 8, 16)
 class SchedGen:
     """Builds `ops`, a list of `[method, args, kwargs]`, applied to `s` as it goes."""
 
-    def __init__(self, rng, spec, s):
+    def __init__(self, rng, spec, s, send=None):
         self.rng, self.spec, self.s = rng, spec, s
+        self.send = send or (lambda msg: None)
         self.ops: list = []
         self.marked: dict[str, list[str]] = {}  # stage -> parallel/fused loop names
         self.added: list[tuple[str, str]] = []  # (new stage, its consumer)
@@ -36,6 +37,8 @@ class SchedGen:
     def attempt(self, method, *args, **kwargs) -> bool:
         """Append a primitive unless the schedule refuses it; primitives on updates
         are also proved legal at once (most random ones break a dependence)."""
+        # the parent holds the ops so far: a hang or crash in here is reproducible
+        self.send({"type": "ops", "ops": [*self.ops, [method, list(args), kwargs]]})
         try:
             s = getattr(self.s, method)(*args, **kwargs)
             if args and isinstance(args[0], str) and "." in args[0] and not self.chance(0.1):
@@ -63,8 +66,12 @@ class SchedGen:
     def readers(self, name):
         from .render import tensors_read
 
-        return [st["name"] for st in self.spec["stages"] if st["kind"] == "compute"
-                and name in tensors_read(st["expr"])]
+        found = []
+        for st in self.spec["stages"]:
+            reader = st["name"] if st["kind"] == "compute" else st["stage"]
+            if name in tensors_read(st) and reader != name and reader not in found:
+                found.append(reader)
+        return found
 
     def all_stages(self):
         return self.computes() + self.updates() + [a for a, _ in self.added]
@@ -73,7 +80,7 @@ class SchedGen:
 
     def restage(self):
         for n in range(int(self.rng.integers(0, 3))):
-            op = self.pick(("cache_write", "cache_read", "rfactor", "layout"))
+            op = self.pick(("cache_write", "cache_read", "rfactor", "rfactor", "layout"))
             stage = self.pick(self.computes())
             if op == "cache_write" and self.attempt("cache_write", stage, name=f"cw{n}"):
                 self.added.append((f"cw{n}", stage))
@@ -85,6 +92,8 @@ class SchedGen:
                 if self.attempt("cache_read", source, [reader], name=f"cr{n}"):
                     self.added.append((f"cr{n}", reader))
             elif op == "rfactor":
+                stage = self.pick([c for c in self.computes() if any(
+                    lp.startswith("k") for lp in self.loops(c))] or [stage])
                 reds = [lp for lp in self.loops(stage) if lp.startswith("k")]
                 if reds and self.attempt("rfactor", stage, self.pick(reds), self.pick(FACTORS),
                                          name=f"rf{n}"):
@@ -103,7 +112,7 @@ class SchedGen:
             if not loops:
                 return
             op = self.pick(("split", "split", "tile", "reorder", "fuse", "vectorize", "unroll",
-                            "parallel", "parallel"))
+                            "parallel", "parallel", "tile_fuse"))
             getattr(self, "op_" + op)(stage, loops)
 
     def op_split(self, stage, loops):
@@ -124,6 +133,23 @@ class SchedGen:
             n = int(self.rng.integers(len(loops) - 1))
             if self.attempt("fuse", stage, loops[n], loops[n + 1]):
                 self.marked.setdefault(stage, []).append(f"{loops[n]}_{loops[n + 1]}")
+
+    def op_tile_fuse(self, stage, loops):
+        """Tile two loops, fuse the two inner ones, maybe move the fused loop outside
+        an unfused one: the shapes that broke bounds inference for compute_at."""
+        if len(loops) < 2:
+            return
+        n = int(self.rng.integers(len(loops) - 1))
+        a, b = loops[n], loops[n + 1]
+        if not self.attempt("tile", stage, **{a: self.pick(FACTORS), b: self.pick(FACTORS)}):
+            return
+        if self.attempt("fuse", stage, f"{a}_i", f"{b}_i"):
+            fused = f"{a}_i_{b}_i"
+            self.marked.setdefault(stage, []).append(fused)
+            if self.chance(0.5):
+                order = [lp for lp in self.loops(stage) if lp != fused]
+                order.insert(int(self.rng.integers(len(order) + 1)), fused)
+                self.attempt("reorder", stage, *order)
 
     def op_vectorize(self, stage, loops):
         loop = self.pick(loops)
@@ -187,9 +213,10 @@ class SchedGen:
         return self.s, self.ops
 
 
-def generate_schedule(rng, spec, s):
-    """Random primitives on schedule `s`: returns (schedule, ops as JSON-able data)."""
-    return SchedGen(rng, spec, s).run()
+def generate_schedule(rng, spec, s, send=None):
+    """Random primitives on schedule `s`: returns (schedule, ops as JSON-able data).
+    `send` gets the ops so far before each primitive is tried."""
+    return SchedGen(rng, spec, s, send).run()
 
 
 def apply_ops(s, ops, lenient=False):

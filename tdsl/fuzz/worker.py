@@ -7,6 +7,7 @@ memory held by built kernels is returned, and the pool starts a fresh one.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import sys
@@ -28,8 +29,11 @@ def main() -> None:
     for n, line in enumerate(sys.stdin):
         task = json.loads(line)
         print(f"--- task {task.get('id')}", file=sys.stderr, flush=True)
+        if task.get("timeout"):  # where it hangs, in the log the parent shows
+            faulthandler.dump_traceback_later(max(1.0, task["timeout"] - 2), exit=False)
         self_test(task.get("self_test"))
         result = run_task(task, send)
+        faulthandler.cancel_dump_traceback_later()
         send({"type": "result", "result": result})
         if n + 1 >= limit:
             break
