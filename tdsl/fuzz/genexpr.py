@@ -156,6 +156,8 @@ def binary(g, a, b, scalar_rhs=False):
         op = "+"
     if op == "/":
         r = promote(r, "float64") if k != "f" else r
+        if kind(db) == "f" and not eb:  # near a pole, rounding is amplified without bound
+            nb = ["b", "+", ["u", "abs", nb], ["c", 1.0, None]]
     exact = ea and eb and (kind(r) != "f" or op in ("max", "min"))
     if kind(r) == "f" and not exact:
         g.tol *= 1.5
