@@ -165,15 +165,29 @@ def reachable(spec) -> set[str]:
 def used_sizes(spec) -> dict:
     """The sizes the reachable part of the pipeline uses, with their values."""
     used = reachable(spec)
-    text = json.dumps([st for st in spec["stages"]
-                       if st.get("name") in used or st.get("stage") in used])
-    dims = set(text_names(text))
+    names: set[str] = set()
+
+    def walk(n):
+        if isinstance(n, list) and n and n[0] in ("i", "d"):
+            names.update(text_names(n[1]))
+        elif isinstance(n, list) and n and n[0] == "r" and n[3][0] != "infer":
+            for _, lo, hi in n[3]:
+                names.update(text_names(f"{lo} {hi}"))
+        if isinstance(n, list):
+            for m in n:
+                walk(m)
+    for st in spec["stages"]:
+        if (st.get("stage") or st["name"]) in used:
+            names.update(st.get("dims", []))
+            walk([st.get("expr"), st.get("target"), st.get("value")])
+            for _, lo, hi in st.get("over", []):
+                names.update(text_names(f"{lo} {hi}"))
     for t in spec["inputs"]:
         if t["name"] in used:
-            dims.update(t["dims"])
-    names = {e for d, e in spec["dims"].items() if d in dims and isinstance(e, str)}
-    names.update(n for n in text_names(text) if n in spec["sizes"])
-    return {n: spec["sizes"][n] for n in sorted(names)}
+            names.update(t["dims"])
+    sizes = {e for d, e in spec["dims"].items() if d in names and isinstance(e, str)}
+    sizes.update(n for n in names if n in spec["sizes"])
+    return {n: spec["sizes"][n] for n in sorted(sizes)}
 
 
 def text_names(text: str) -> list[str]:
