@@ -3,6 +3,7 @@ promote a fixed finding to a regression test.
 
     python -m tdsl.fuzz --minutes 10 --target c [--jobs 2] [--sanitize] [--out DIR]
     python -m tdsl.fuzz --replay fuzz-findings/wrong-c-seed0-case12.py [--target llvm]
+    python -m tdsl.fuzz --triage fuzz-findings/*.py --target c
     python -m tdsl.fuzz --promote fuzz-findings/wrong-c-seed0-case12.py
 """
 
@@ -35,6 +36,8 @@ def parser() -> argparse.ArgumentParser:
                    help="leave a generator feature out (e.g. while a known bug in it is fixed)")
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--replay", metavar="FILE", help="run a reproducer in a worker; print its class")
+    p.add_argument("--triage", metavar="FILE", nargs="+",
+                   help="replay findings with each generator feature left out in turn")
     p.add_argument("--promote", metavar="FILE",
                    help="copy a reproducer that now passes on both targets to tests/fuzz_regressions/")
     return p
@@ -42,9 +45,11 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     a = parser().parse_args(argv)
-    if a.replay or a.promote:
-        from .replay import promote, replay
+    if a.replay or a.promote or a.triage:
+        from .replay import promote, replay, triage
 
+        if a.triage:
+            return triage(a.triage, a.target, a.timeout)
         if a.replay:
             return replay(a.replay, a.target, a.timeout)
         return promote(a.promote, a.timeout)
