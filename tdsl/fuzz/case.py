@@ -1,0 +1,157 @@
+"""One trial, run inside a worker process: generate (or take) a spec, build it,
+run it, judge it.
+
+Outcome classes (`CLASSES`):
+
+- rejected: tdsl refused the algorithm or the schedule with a `DefinitionError`
+  or `ScheduleError` — a legitimate answer, not a failure;
+- exact: every output matches `td.evaluate`, three calls agree bit for bit
+  (with 2 OpenMP threads), and the sanitized builds are clean;
+- wrong: an output differs from the reference, or two calls differ;
+- error: any other exception (an isl or Python traceback, a `CompileError`, an
+  `ArgumentError` on valid arguments, a schedule whose JSON does not round-trip);
+- crashed / timed out: decided by the parent (the worker died or overran);
+- sanitizer: ASan or UBSan reported a problem in a sanitized build.
+
+Lowering time is recorded for every trial (`lower_s`); above 10 s the trial is
+also counted as slow lowering.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+
+import numpy as np
+
+import tdsl as td
+
+from . import gen, oracle, render, schedgen
+
+CLASSES = ("rejected", "exact", "wrong", "crashed", "timed out", "error", "sanitizer")
+FAILURES = ("wrong", "crashed", "timed out", "error", "sanitizer")
+SLOW_LOWERING = 10.0
+
+
+class Rejected(Exception):
+    """The algorithm or schedule was refused by tdsl (not a failure)."""
+
+
+def prepare(task, send):
+    """The spec and the tdsl objects of a task: (spec, outputs, schedule, arrays)."""
+    spec = task.get("spec")
+    fresh = spec is None
+    if fresh:
+        spec = gen.generate(task["seed"], task["index"], task.get("max_stages", 5),
+                            task.get("exclude", ()))
+        send({"type": "spec", "spec": spec})
+    ns: dict = {}
+    try:
+        exec(compile(render.program(spec), "<tdsl-fuzz-case>", "exec"), ns)
+    except (td.DefinitionError, td.ScheduleError) as e:
+        raise Rejected(f"{type(e).__name__}: {e}") from None
+    s = ns["s"]
+    try:
+        if fresh:
+            rng = np.random.default_rng([task["seed"], task["index"], 1])
+            send({"type": "phase", "phase": "schedule"})
+            s, spec["schedule"] = schedgen.generate_schedule(rng, spec, s, send)
+        else:
+            s, kept = schedgen.apply_ops(s, spec["schedule"], task.get("lenient", False))
+            spec = {**spec, "schedule": kept}
+    except td.ScheduleError as e:
+        raise Rejected(f"ScheduleError: {e}") from None
+    send({"type": "spec", "spec": spec})
+    return spec, ns, s, ns["arrays"]
+
+
+def run_task(task: dict, send) -> dict:
+    """Run one trial; `send` passes progress messages (spec, phase) to the parent."""
+    res = {"class": "exact", "lower_s": None, "build_s": None, "detail": ""}
+    try:
+        with np.errstate(all="ignore"):
+            judge(task, send, res)
+    except Rejected as e:
+        res.update({"class": "rejected", "detail": str(e)[:500]})
+    except Exception as e:  # noqa: BLE001 - anything that is not a TdslError is a finding
+        res.update({"class": "error", "kind": type(e).__name__,
+                    "detail": "".join(traceback.format_exception(e))[-4000:]})
+    return res
+
+
+def judge(task, send, res):
+    spec, ns, s, arrays = prepare(task, send)
+    outputs = ns["outputs"]
+    res["n_prims"] = len(spec["schedule"])
+    send({"type": "phase", "phase": "check"})
+    if td.Schedule.from_json(s.to_json(), outputs) != s:
+        raise AssertionError(f"schedule JSON does not round-trip: {s.to_json()}")
+    send({"type": "phase", "phase": "evaluate"})
+    try:
+        want = td.evaluate(outputs, **arrays)
+    except (td.DefinitionError, td.ScheduleError) as e:
+        raise Rejected(f"evaluate: {type(e).__name__}: {e}") from None
+    want = want if isinstance(want, tuple) else (want,)
+    spec["scale"] = scale(spec, ns, arrays)
+    send({"type": "spec", "spec": spec})
+    f = build(task, send, res, s)
+    args = {k: v for k, v in arrays.items() if k in f.args}
+    send({"type": "phase", "phase": "call"})
+    msg = calls(f, args, outputs, want, spec)
+    if msg:
+        res.update({"class": "wrong", "detail": msg})
+        return
+    if task.get("sanitize"):
+        from .sanitize import sanitize
+
+        send({"type": "phase", "phase": "sanitize"})
+        res.update(sanitize(s, f, outputs, args, want, spec))
+
+
+def scale(spec, ns, arrays) -> float:
+    """The largest finite float magnitude among the inputs and every stage."""
+    used = render.reachable(spec)
+    stages = [ns[st["name"]] for st in spec["stages"]
+              if st["kind"] == "compute" and st["name"] in used]
+    values = td.evaluate(stages, **arrays)
+    values = values if isinstance(values, tuple) else (values,)
+    return oracle.magnitude([*values, *arrays.values()])
+
+
+def build(task, send, res, s):
+    send({"type": "phase", "phase": "lower"})
+    t0 = time.perf_counter()
+    try:
+        td.lower(s)
+        res["lower_s"] = round(time.perf_counter() - t0, 3)
+        send({"type": "phase", "phase": "build", "lower_s": res["lower_s"]})
+        t0 = time.perf_counter()
+        f = td.build(s, target=task["target"])
+    except (td.DefinitionError, td.ScheduleError) as e:
+        raise Rejected(f"{type(e).__name__}: {e}") from None
+    res["build_s"] = round(time.perf_counter() - t0, 3)
+    return f
+
+
+def calls(f, args, outputs, want, spec) -> str | None:
+    """Call three times (the last into garbage-filled outputs); a mismatch message."""
+    base = oracle.float_base(spec)
+    first = as_tuple(f(**args))
+    msg = oracle.check_results(outputs, first, want, spec["tol"], base, spec.get("scale", 1.0))
+    if msg:
+        return msg
+    again = as_tuple(f(**args))
+    if not all(oracle.identical(a, b) for a, b in zip(first, again)):
+        return "a second call gave different results: " + str(
+            oracle.check_results(outputs, again, first, 0.0, base))
+    garbage = {o.name: np.full_like(w, 7 if w.dtype.kind != "b" else True)
+               for o, w in zip(outputs, want)}
+    into = as_tuple(f(**args, **garbage))
+    if not all(oracle.identical(a, b) for a, b in zip(first, into)):
+        return "a call into pre-filled output arrays gave different results: " + str(
+            oracle.check_results(outputs, into, first, 0.0, base))
+    return None
+
+
+def as_tuple(x):
+    return x if isinstance(x, tuple) else (x,)

@@ -1,0 +1,328 @@
+"""Random stages for `gen.Gen`: pointwise expressions, stencils through boundary
+views, data-dependent indices, (nested, triangular) reductions and updates.
+
+Every builder returns `(node, dtype, exact)`; see `gen` for the node format and
+what "exact" means.
+"""
+
+from __future__ import annotations
+
+from .gen import FLOATS, INTS, kind, promote
+
+CMP = ("<", "<=", ">", ">=", "==", "!=")
+RANGES = {"int8": (-128, 127), "int16": (-32768, 32767), "uint8": (0, 255),
+          "uint16": (0, 65535), "int32": (-1e6, 1e6), "int64": (-1e6, 1e6),
+          "uint32": (0, 1e6)}
+
+
+class Ctx:
+    """Where an expression is generated: the stage's dims, reduction dims standing
+    in for data dims, and how much nesting is left."""
+
+    def __init__(self, dims, subst=None, red_ok=True):
+        self.dims = list(dims)
+        self.subst = dict(subst or {})
+        self.red_ok = red_ok
+
+    def base(self, d):
+        return self.subst.get(d) or (d if d in self.dims else None)
+
+    def values(self):
+        return self.dims + list(self.subst.values())
+
+
+def scalar(g, dtype):
+    """A Python scalar that fits `dtype` (it takes the other operand's dtype)."""
+    k = kind(dtype)
+    if k == "b":
+        return ["c", bool(g.chance(0.5)), None]
+    if k == "f":
+        return ["c", float(g.pick((0.5, -1.5, 2.0, 3.0, -0.25))), None]
+    lo = 0 if k == "u" else -3
+    return ["c", int(g.rng.integers(lo, 4)), None]
+
+
+def leaf(g, ctx):
+    r = g.rng.random()
+    if r < 0.12 and ctx.values():
+        return ["d", g.pick(ctx.values())], "int32", True
+    if r < 0.22:
+        dtype = g.pick(("float32", "int32", "int8", "uint16", "bool", "float64"))
+        value = scalar(g, dtype)[1]
+        return ["c", value, dtype], dtype, True
+    return access(g, ctx)
+
+
+def pick_tensor(g, need_dim=None, ints=False):
+    names = [n for n, t in g.tensors.items()
+             if (need_dim is None or need_dim in t["dims"])
+             and (not ints or kind(t["dtype"]) in "iu")]
+    if not names:
+        return None
+    stages = [n for n in names if g.tensors[n]["role"] == "stage"]
+    if stages and g.chance(0.5):
+        return stages[-1]
+    return g.pick(names)
+
+
+def view_for(g, name):
+    r = g.rng.random()
+    if r < 0.45:
+        return None
+    if r < 0.75:
+        return "clamp"
+    k = kind(g.tensors[name]["dtype"])
+    value = {"b": True, "u": 3, "i": -1, "f": -0.5}[k] if g.chance(0.5) else (
+        False if k == "b" else 0)
+    return ["pad", value]
+
+
+def index_for(g, ctx, d, view):
+    base = ctx.base(d)
+    if view is None:
+        return ["i", base if base is not None else "0"]
+    if base is None:
+        return ["i", str(int(g.rng.integers(-1, 4)))]
+    off = int(g.rng.integers(-2, 3)) if g.chance(0.6) else 0
+    text = f"2 * {base}" if g.chance(0.08) else base
+    return ["i", text if off == 0 else f"{text} {'+' if off > 0 else '-'} {abs(off)}"]
+
+
+def access(g, ctx, name=None, view="random"):
+    if name is None and "lut" in g.tensors and g.chance(0.15):
+        return lut_access(g, ctx)
+    name = name or pick_tensor(g)
+    t = g.tensors[name]
+    v = view_for(g, name) if view == "random" else view
+    idx = [index_for(g, ctx, d, v) for d in t["dims"]]
+    if idx and g.chance(0.08) and pick_tensor(g, ints=True):
+        pos = int(g.rng.integers(len(idx)))  # a data-dependent index among affine ones
+        idx[pos] = access(g, ctx, pick_tensor(g, ints=True))[0]
+        if v != "clamp" and v is not None and "pad-data-index" in g.exclude:
+            v = "clamp"
+    return ["a", name, v, idx], t["dtype"], t["exact"]
+
+
+def lut_access(g, ctx):
+    src = pick_tensor(g, ints=True)
+    if src is None or src == "lut":
+        return access(g, ctx, pick_tensor(g) if pick_tensor(g) != "lut" else None, "random")
+    node, _, _ = access(g, ctx, src)
+    if g.chance(0.3):
+        node = ["b", "+", node, scalar(g, g.tensors[src]["dtype"])]
+    t = g.tensors["lut"]
+    v = None if g.chance(0.6) else view_for(g, "lut")
+    if v not in (None, "clamp") and "pad-data-index" in g.exclude:
+        v = "clamp"
+    return ["a", "lut", v, [node]], t["dtype"], t["exact"]
+
+
+def expr(g, ctx, depth):
+    if depth <= 0 or g.chance(0.25):
+        return leaf(g, ctx)
+    r = g.rng.random()
+    if r < 0.40:
+        return binary(g, expr(g, ctx, depth - 1), expr(g, ctx, depth - 1))
+    if r < 0.48:
+        a = expr(g, ctx, depth - 1)
+        return binary(g, a, (scalar(g, a[1]), a[1], True), scalar_rhs=True)
+    if r < 0.55:
+        return unary(g, expr(g, ctx, depth - 1))
+    if r < 0.64:
+        return math(g, expr(g, ctx, depth - 1))
+    if r < 0.72:
+        return where(g, ctx, depth)
+    if r < 0.80:
+        return cast(g, expr(g, ctx, depth - 1))
+    if r < 0.84:
+        return compare(g, ctx, depth)
+    if ctx.red_ok and g.n_red < 3 and g.chance(0.05) and "nested-reduction" not in g.exclude:
+        return reduction(g, ctx, depth)  # nested: tdsl may refuse (a rejected trial)
+    return binary(g, expr(g, ctx, depth - 1), leaf(g, ctx))
+
+
+def binary(g, a, b, scalar_rhs=False):
+    (na, da, ea), (nb, db, eb) = a, b
+    r = da if scalar_rhs else promote(da, db)
+    k = kind(r)
+    if k == "b":
+        ops = ["&", "|", "^", "max", "min", "+", "*"]
+    elif k in "iu":
+        ops = ["+", "-", "*", "//", "%", "&", "|", "^", "max", "min", "/"]
+    else:
+        ops = ["+", "-", "*", "/", "max", "min"] + (["//", "%"] if ea and eb else [])
+    op = g.pick(ops)
+    if op == "-" and "bool" in (da, db):
+        op = "+"
+    if op == "/":
+        r = promote(r, "float64") if k != "f" else r
+        if kind(db) == "f" and not eb:  # near a pole, rounding is amplified without bound
+            nb = ["b", "+", ["u", "abs", nb], ["c", 1.0, None]]
+    exact = ea and eb and (kind(r) != "f" or op in ("max", "min"))
+    if kind(r) == "f" and not exact:
+        g.tol *= 1.5
+    return ["b", op, na, nb], r, exact
+
+
+def unary(g, a):
+    node, d, e = a
+    k = kind(d)
+    op = g.pick(["abs"] + (["neg"] if k != "b" else []) + (["invert"] if k != "f" else []))
+    return ["u", op, node], d, e
+
+
+def as_float(g, a):
+    node, d, e = a
+    if kind(d) == "f":
+        return a
+    t = g.pick(FLOATS)
+    return ["cast", t, node], t, e
+
+
+def math(g, a):
+    node, d, e = as_float(g, a)
+    fn = g.pick(("exp", "log", "sqrt", "sin", "cos", "tanh", "floor", "ceil"))
+    if fn in ("floor", "ceil") and not e:
+        fn = "tanh"
+    if fn == "exp":
+        node = ["b", "min", ["b", "max", node, ["c", -20.0, None]], ["c", 20.0, None]]
+    elif fn == "log":
+        node = ["b", "+", ["u", "abs", node], ["c", 1.0, None]]
+    elif fn == "sqrt" and not e:
+        node = ["u", "abs", node]
+    if fn not in ("floor", "ceil"):
+        g.tol *= 4
+    return ["f", fn, node], d, e and fn in ("floor", "ceil")
+
+
+def exact_operand(g, ctx, depth):
+    for _ in range(4):
+        a = expr(g, ctx, depth - 1)
+        if a[2]:
+            return a
+    return leaf(g, Ctx(ctx.dims, ctx.subst, False)) if g.chance(0.5) else (
+        ["d", ctx.values()[0]] if ctx.values() else ["c", 1, "int32"], "int32", True)
+
+
+def compare(g, ctx, depth):
+    a, b = exact_operand(g, ctx, depth), exact_operand(g, ctx, depth)
+    if "bool" in (a[1], b[1]) and a[1] != b[1]:
+        b = (scalar(g, a[1]), a[1], True)
+        return ["cmp", g.pick(CMP), a[0], b[0]], "bool", True
+    return ["cmp", g.pick(CMP), a[0], b[0]], "bool", True
+
+
+def where(g, ctx, depth):
+    cond = compare(g, ctx, depth)
+    (na, da, ea), (nb, db, eb) = expr(g, ctx, depth - 1), expr(g, ctx, depth - 1)
+    return ["w", cond[0], na, nb], promote(da, db), ea and eb
+
+
+def cast(g, a):
+    node, d, e = a
+    target = g.pick(("float32", "float64", "int8", "int16", "int32", "int64", "uint8",
+                     "uint16", "uint32", "bool"))
+    if kind(d) == "f" and kind(target) != "f" and not e:
+        target = g.pick(FLOATS)
+    return ["cast", target, safe(node, d, target)], target, e
+
+
+def safe(node, d, target):
+    """`node` (of dtype d) made safe to convert to `target`: a float going to an
+    integer is clamped into range and NaN becomes 0 (C leaves the rest undefined)."""
+    if kind(d) == "f" and kind(target) in "iu":
+        lo, hi = RANGES[target]
+        clamped = ["b", "min", ["b", "max", node, ["c", float(lo), None]], ["c", float(hi), None]]
+        return ["w", ["cmp", "==", node, node], clamped, ["c", 0.0, None]]
+    return node
+
+
+def reduce_over(g, ctx, d, k):
+    """Bounds of reduction dim k standing in for data dim d (never out of d's range)."""
+    ext = g.ext_code(d)
+    same = [s for s in ctx.dims if g.ext_code(s) == ext]
+    r = g.rng.random()
+    if r < 0.15:
+        return ["infer", k]
+    if r < 0.5 or not same and r < 0.8:
+        return [[k, None, ext]]
+    if r < 0.8 or not same:
+        return [[k, "1", ext]]
+    s = g.pick(same)
+    return [[k, "0", f"{s} + 1"]] if g.chance(0.5) else [[k, s, ext]]
+
+
+def reduction(g, ctx, depth):
+    d = g.pick([d for d in g.data_dims() if pick_tensor(g, need_dim=d)] or g.data_dims())
+    name = pick_tensor(g, need_dim=d)
+    if name is None:
+        return leaf(g, ctx)
+    k = f"k{g.n_red}"
+    g.n_red += 1
+    over = reduce_over(g, ctx, d, k)
+    inner = Ctx(ctx.dims, {**ctx.subst, d: k}, ctx.red_ok and g.chance(0.3))
+    view = None if over[0] == "infer" else "random"
+    body = access(g, inner, name, view)
+    if g.chance(0.5):
+        body = binary(g, body, expr(g, inner, depth - 1))
+    op = g.pick(("sum", "sum", "prod", "max", "min"))
+    dtype = None
+    if body[1] == "bool" and op in ("sum", "prod"):
+        dtype = "int32"
+    elif body[1] in INTS and op in ("sum", "prod") and g.chance(0.3):
+        dtype = g.pick(("int32", "int64", "float64"))
+    out = dtype or body[1]
+    exact = kind(out) != "f" or (op in ("max", "min") and body[2])
+    if not exact:
+        g.tol *= 1 + g.ext_value(d)
+    return ["r", op, body[0], over, dtype], out, exact
+
+
+# ---------------------------------------------------------------- stages
+
+
+def make_stage(g, name):
+    """Append a compute stage (pointwise, stencil or reduction), maybe with updates."""
+    dims = g.some_dims()
+    ctx = Ctx(dims, red_ok=g.chance(0.1))
+    if g.chance(0.4) and g.n_red < 3:
+        node, dtype, exact = reduction(g, ctx, 2)
+        if g.chance(0.05):
+            node, dtype, exact = binary(g, (node, dtype, exact), access(g, ctx))
+    else:
+        node, dtype, exact = expr(g, ctx, int(g.rng.integers(1, 4)))
+    g.stages.append({"kind": "compute", "name": name, "dims": dims, "expr": node})
+    g.add_tensor(name, dims, dtype, exact, "stage")
+    for n in range(0 if "update" in g.exclude else 2 if g.chance(0.25) else
+                   1 if g.chance(0.25) else 0):
+        make_update(g, name, dims, n)
+
+
+def make_update(g, name, dims, n):
+    t = g.tensors[name]
+    ctx = Ctx(dims, red_ok=False)
+    over = [[d, None, g.ext_code(d)] for d in dims]
+    idx = {d: d for d in dims}
+    r = g.rng.random()
+    d = g.pick(dims)
+    pos = dims.index(d)
+    if r < 0.35:  # a scan: y[d] = y[d - 1] op v
+        over[pos] = [d, "1", g.ext_code(d)]
+        prev = ["a", name, None, [["i", f"{e} - 1" if e == d else e] for e in dims]]
+    elif r < 0.5:  # an anti-dependence: y[d] = y[d + 1] op v
+        over[pos] = [d, "0", f"{g.ext_code(d)} - 1"]
+        prev = ["a", name, None, [["i", f"{e} + 1" if e == d else e] for e in dims]]
+    elif r < 0.7 and len(dims) >= 2:  # a triangle of the first two dims
+        d0, d1 = dims[0], dims[1]
+        over[1] = [d1, "0", f"td.minimum({d0} + 1, {g.ext_code(d1)})"]
+        prev = ["a", name, None, [["i", e] for e in dims]]
+    else:  # in place over everything
+        prev = ["a", name, None, [["i", e] for e in dims]]
+    value = expr(g, ctx, 2)
+    node, dtype, exact = binary(g, (prev, t["dtype"], t["exact"]), value)
+    if kind(dtype) == "f" and kind(t["dtype"]) != "f":  # tdsl converts the value to y's dtype
+        node = ["cast", t["dtype"], safe(node, dtype, t["dtype"])] if exact else prev
+    t["exact"] = t["exact"] and exact
+    target = [["i", idx[e]] for e in dims]
+    g.stages.append({"kind": "update", "stage": name, "name": f"{name}.u{n}",
+                     "target": target, "value": node, "over": over})

@@ -1,0 +1,71 @@
+"""Comparing a kernel's results with `td.evaluate`.
+
+Integers and bools must be equal. Floats are compared with an absolute
+tolerance of `base * tol * scale`, where scale is at least 1 and the largest
+finite magnitude of any input or stage of the case (a difference of two large
+intermediates may be small and carry their rounding error): `base` is 1e-5 for float32
+and 1e-12 for float64, and `tol` is the case's error growth (the generator
+multiplies it by the length of every float reduction and by 4 for every math
+call), so reassociated sums and libm-versus-numpy differences pass while a
+wrong element does not. NaN must be NaN where numpy has NaN, and infinities
+must match exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+BASE = {np.dtype("float32"): 1e-5, np.dtype("float64"): 1e-12}
+
+
+def magnitude(arrays) -> float:
+    """The largest finite magnitude in float arrays (1 at least)."""
+    m = 1.0
+    for a in arrays:
+        if isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.size:
+            finite = a[np.isfinite(a)]
+            m = max(m, float(np.max(np.abs(finite), initial=0.0)))
+    return m
+
+
+def mismatch(got: np.ndarray, want: np.ndarray, tol: float, base=None,
+             scale: float = 1.0) -> str | None:
+    """None when `got` matches `want`, else a description of the first differences."""
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return f"shape/dtype {got.shape} {got.dtype}, expected {want.shape} {want.dtype}"
+    if want.dtype.kind == "f":
+        finite = np.isfinite(want)
+        scale = max(scale, magnitude([want]))
+        atol = (base if base is not None else BASE[want.dtype]) * tol * scale
+        g, w = got.astype(np.float64), want.astype(np.float64)
+        with np.errstate(all="ignore"):
+            same = (g == w) | (np.isnan(g) & np.isnan(w)) | (
+                finite & np.isfinite(g) & (np.abs(g - w) <= atol))
+    else:
+        same = got == want
+    if np.all(same):
+        return None
+    bad = np.argwhere(~same)
+    first = [tuple(int(v) for v in p) for p in bad[:5]]
+    return (f"{len(bad)} of {want.size} elements differ; at {first}: expected "
+            f"{[want[p].item() for p in first]}, got {[got[p].item() for p in first]}")
+
+
+def identical(a: np.ndarray, b: np.ndarray) -> bool:
+    """Bitwise equality (NaN equals NaN of the same bits)."""
+    return a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def float_base(spec) -> float:
+    """The tolerance base of a case: float32's when any tensor is float32."""
+    text = repr(spec.get("inputs")) + repr(spec.get("stages"))
+    return BASE[np.dtype("float32")] if "float32" in text else BASE[np.dtype("float64")]
+
+
+def check_results(outputs, got, want, tol, base, scale=1.0) -> str | None:
+    """Compare tuples of results output by output; a message for the first mismatch."""
+    for out, g, w in zip(outputs, got, want):
+        msg = mismatch(g, w, tol, base, scale)
+        if msg:
+            return f"output {out.name}: {msg}"
+    return None

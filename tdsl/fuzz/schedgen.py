@@ -1,0 +1,234 @@
+"""Random schedules over every primitive, placed as a hostile user would.
+
+Runs in the child (it asks the schedule for its loops). Four phases: stage-adding
+primitives (cache_write, cache_read, rfactor, layout), loop primitives on every
+schedulable (split, tile, reorder, fuse, vectorize with and without
+reassociate, unroll, parallel), placement of every intermediate (root, inline,
+compute_at, store_at — preferring parallel and fused loops of the consumer,
+nesting compute_at), then loop primitives again on what was placed. A
+primitive the schedule refuses at once (`td.ScheduleError`) is left out; what
+is refused only at build time makes a "rejected" trial.
+"""
+
+from __future__ import annotations
+
+import tdsl as td
+
+FACTORS = (1, 2, 3, 4, 5, 7, 8, 16)
+
+
+class SchedGen:
+    """Builds `ops`, a list of `[method, args, kwargs]`, applied to `s` as it goes."""
+
+    def __init__(self, rng, spec, s, send=None):
+        self.rng, self.spec, self.s = rng, spec, s
+        self.send = send or (lambda msg: None)
+        self.ops: list = []
+        self.marked: dict[str, list[str]] = {}  # stage -> parallel/fused loop names
+        self.added: list[tuple[str, str]] = []  # (new stage, its consumer)
+        self.vectorized: dict[str, list[str]] = {}
+
+    def pick(self, seq):
+        return seq[int(self.rng.integers(len(seq)))]
+
+    def chance(self, p):
+        return bool(self.rng.random() < p)
+
+    def attempt(self, method, *args, **kwargs) -> bool:
+        """Append a primitive unless the schedule refuses it; primitives on updates
+        are also proved legal at once (most random ones break a dependence)."""
+        # the parent holds the ops so far: a hang or crash in here is reproducible
+        self.send({"type": "ops", "ops": [*self.ops, [method, list(args), kwargs]]})
+        try:
+            s = getattr(self.s, method)(*args, **kwargs)
+            if args and isinstance(args[0], str) and "." in args[0] and not self.chance(0.1):
+                s.check()
+        except td.ScheduleError:
+            return False
+        self.s = s
+        self.ops.append([method, list(args), kwargs])
+        return True
+
+    def loops(self, stage) -> list[str]:
+        try:
+            return self.s.loops(stage)
+        except td.ScheduleError:
+            return []
+
+    # ------------------------------------------------------------ names
+
+    def computes(self):
+        return [st["name"] for st in self.spec["stages"] if st["kind"] == "compute"]
+
+    def updates(self):
+        return [st["name"] for st in self.spec["stages"] if st["kind"] == "update"]
+
+    def readers(self, name):
+        from .render import tensors_read
+
+        found = []
+        for st in self.spec["stages"]:
+            reader = st["name"] if st["kind"] == "compute" else st["stage"]
+            if name in tensors_read(st) and reader != name and reader not in found:
+                found.append(reader)
+        return found
+
+    def all_stages(self):
+        return self.computes() + self.updates() + [a for a, _ in self.added]
+
+    # ------------------------------------------------------------ phases
+
+    def restage(self):
+        for n in range(int(self.rng.integers(0, 3))):
+            op = self.pick(("cache_write", "cache_read", "rfactor", "rfactor", "layout"))
+            stage = self.pick(self.computes())
+            if op == "cache_write" and self.attempt("cache_write", stage, name=f"cw{n}"):
+                self.added.append((f"cw{n}", stage))
+            elif op == "cache_read":
+                sources = [t["name"] for t in self.spec["inputs"]] + self.computes()
+                source = self.pick(sources)
+                readers = self.readers(source) or [stage]
+                reader = self.pick(readers)
+                if self.attempt("cache_read", source, [reader], name=f"cr{n}"):
+                    self.added.append((f"cr{n}", reader))
+            elif op == "rfactor":
+                stage = self.pick([c for c in self.computes() if any(
+                    lp.startswith("k") for lp in self.loops(c))] or [stage])
+                reds = [lp for lp in self.loops(stage) if lp.startswith("k")]
+                if reds and self.attempt("rfactor", stage, self.pick(reds), self.pick(FACTORS),
+                                         name=f"rf{n}"):
+                    self.added.append((f"rf{n}", stage))
+            elif op == "layout":
+                self.layout(stage)
+
+    def layout(self, stage):
+        dims = [lp for lp in self.loops(stage) if not lp.startswith("k")]
+        if dims:
+            self.attempt("layout", stage, *[dims[i] for i in self.rng.permutation(len(dims))])
+
+    def loop_ops(self, stage, count):
+        for _ in range(count):
+            loops = self.loops(stage)
+            if not loops:
+                return
+            op = self.pick(("split", "split", "tile", "reorder", "fuse", "vectorize", "unroll",
+                            "parallel", "parallel", "tile_fuse"))
+            getattr(self, "op_" + op)(stage, loops)
+
+    def op_split(self, stage, loops):
+        self.attempt("split", stage, self.pick(loops), self.pick(FACTORS))
+
+    def op_tile(self, stage, loops):
+        if len(loops) >= 2:
+            n = int(self.rng.integers(len(loops) - 1))
+            self.attempt("tile", stage, **{loops[n]: self.pick(FACTORS),
+                                           loops[n + 1]: self.pick(FACTORS)})
+
+    def op_reorder(self, stage, loops):
+        if len(loops) >= 2:
+            self.attempt("reorder", stage, *[loops[i] for i in self.rng.permutation(len(loops))])
+
+    def op_fuse(self, stage, loops):
+        if len(loops) >= 2:
+            n = int(self.rng.integers(len(loops) - 1))
+            if self.attempt("fuse", stage, loops[n], loops[n + 1]):
+                self.marked.setdefault(stage, []).append(f"{loops[n]}_{loops[n + 1]}")
+
+    def op_tile_fuse(self, stage, loops):
+        """Tile two loops, fuse the two inner ones, maybe move the fused loop outside
+        an unfused one: the shapes that broke bounds inference for compute_at."""
+        if len(loops) < 2:
+            return
+        n = int(self.rng.integers(len(loops) - 1))
+        a, b = loops[n], loops[n + 1]
+        if not self.attempt("tile", stage, **{a: self.pick(FACTORS), b: self.pick(FACTORS)}):
+            return
+        if self.attempt("fuse", stage, f"{a}_i", f"{b}_i"):
+            fused = f"{a}_i_{b}_i"
+            self.marked.setdefault(stage, []).append(fused)
+            if self.chance(0.5):
+                order = [lp for lp in self.loops(stage) if lp != fused]
+                order.insert(int(self.rng.integers(len(order) + 1)), fused)
+                self.attempt("reorder", stage, *order)
+
+    def op_vectorize(self, stage, loops):
+        loop = self.pick(loops)
+        if self.attempt("vectorize", stage, loop, **self.reassociate(loop)):
+            self.vectorized.setdefault(stage, []).append(loop)
+
+    def op_unroll(self, stage, loops):
+        self.attempt("unroll", stage, self.pick(loops))
+
+    def op_parallel(self, stage, loops):
+        loop = self.pick(loops)
+        if self.attempt("parallel", stage, loop, **self.reassociate(loop)):
+            self.marked.setdefault(stage, []).append(loop)
+
+    def reassociate(self, loop):
+        return {"reassociate": True} if loop.startswith("k") and self.chance(0.5) else {}
+
+    def place(self, stage, consumer):
+        readers = self.readers(stage) if consumer is None else [consumer]
+        if not readers or self.chance(0.08):
+            readers = self.computes() + [a for a, _ in self.added]
+        consumer = self.pick(readers)
+        loops = self.outside_vectors(consumer)
+        r = self.rng.random()
+        if len(readers) > 1 and r < 0.6:
+            r = self.rng.random() * 0.4  # compute_at in one of several readers is refused
+        if r < 0.2 or not loops:
+            return
+        if r < 0.4:
+            self.attempt("compute_inline", stage)
+            return
+        hot = [lp for lp in self.marked.get(consumer, []) if lp in loops]
+        n = loops.index(self.pick(hot)) if hot and self.chance(0.6) else int(
+            self.rng.integers(len(loops)))
+        if self.attempt("compute_at", stage, consumer, loops[n]) and self.chance(0.3):
+            self.attempt("store_at", stage, consumer, loops[int(self.rng.integers(n + 1))])
+
+    def outside_vectors(self, stage):
+        """The stage's loops, without those inside a vectorized loop (compute_at there
+        is refused), unless a hostile mood strikes."""
+        loops = self.loops(stage)
+        inner = [loops.index(v) for v in self.vectorized.get(stage, []) if v in loops]
+        if inner and not self.chance(0.1):
+            loops = loops[: min(inner)]
+        return loops
+
+    def run(self):
+        self.restage()
+        for stage in self.all_stages():
+            self.loop_ops(stage, int(self.rng.integers(0, 5)))
+        outputs = set(self.spec["outputs"])
+        todo = [(c, None) for c in self.computes() if c not in outputs] + self.added
+        for i in self.rng.permutation(len(todo)):
+            self.place(*todo[i])
+            if self.chance(0.3):
+                self.layout(todo[i][0])
+        for stage, _ in todo:
+            self.loop_ops(stage, int(self.rng.integers(0, 3)))
+        for stage in self.spec["outputs"]:
+            self.loop_ops(stage, int(self.rng.integers(0, 2)))
+        return self.s, self.ops
+
+
+def generate_schedule(rng, spec, s, send=None):
+    """Random primitives on schedule `s`: returns (schedule, ops as JSON-able data).
+    `send` gets the ops so far before each primitive is tried."""
+    return SchedGen(rng, spec, s, send).run()
+
+
+def apply_ops(s, ops, lenient=False):
+    """Replay recorded ops; `lenient` leaves out those the schedule refuses (while
+    shrinking) and returns the ops kept."""
+    kept = []
+    for method, args, kwargs in ops:
+        try:
+            s = getattr(s, method)(*args, **kwargs)
+        except td.ScheduleError:
+            if not lenient:
+                raise
+            continue
+        kept.append([method, args, kwargs])
+    return s, kept
