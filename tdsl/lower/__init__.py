@@ -42,6 +42,7 @@ def lower_schedule(sched: Schedule, name: str | None = None,
     model = build_model(sched)
     vectors = schedule_vectors(model)
     check_legality(model, vectors)
+    vectors = schedule_vectors(model, binders=True)
     ast = build_ast(model, vectors)
     func = verify(convert(model, ast, vectors, name))
     if dump:
