@@ -10,6 +10,7 @@ The whole compiler front to back, one pass per line:
     simplify constant folding and index simplification
     unroll   unrolled loops become copies of their bodies
     unswitch full-tile tests of unrolled edge blocks hoisted out of invariant loops
+    inbounds every scratch-buffer access proven inside its allocation (isl), or an error
     verify   loop-IR invariants (run after every pass)
 """
 
@@ -22,6 +23,7 @@ from . import ir
 from .from_ast import convert
 from .legality import check_legality
 from .model import build_model
+from .passes.inbounds import check_in_bounds
 from .passes.simplify import simplify
 from .passes.unroll import unroll
 from .passes.unswitch import unswitch
@@ -32,6 +34,7 @@ PASSES: tuple[tuple[str, Callable[[ir.LoweredFunc], ir.LoweredFunc]], ...] = (
     ("simplify", simplify),
     ("unroll", unroll),
     ("unswitch", unswitch),
+    ("inbounds", check_in_bounds),
 )
 
 
