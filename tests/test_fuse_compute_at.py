@@ -81,3 +81,19 @@ def test_block_at_fused_loop_is_one_element():
     s = (td.schedule(out).fuse(out, "y", "x").reorder(p, "x y").tile(p, x=7, y=1)
          .compute_at(p, out, "y_x"))
     assert "allocate p[1, 1]" in str(td.lower(s))
+
+
+def test_two_blocks_at_one_fused_loop_with_symbolic_rows(backend):
+    # isl nests the two blocks' statements in blocks of its own choosing; each block's
+    # bounds must still be set before its loops (and the buffers sized by H)
+    y, x, k = td.dims("y x k")
+    H = td.size("H")
+    a = td.input("a", {y: H, x: 16}, td.int32)
+    r = td.compute("r", {y: H}, td.min(a[y, k], over={k: 16}))
+    p = td.compute("p", {y: H, x: 16}, a[y, x] * 3 + 1)
+    out = td.compute("out", {y: H, x: 16}, p[y, x] - r[y])
+    s = (td.schedule(out).tile(out, y=2, x=16).fuse(out, "y_i", "x_i")
+         .reorder(out, "x_o y_i_x_i y_o").compute_at(r, out, "y_i_x_i")
+         .reorder(p, "x y").tile(p, x=7, y=1).compute_at(p, out, "y_i_x_i"))
+    for rows in (1, 2, 7):
+        _exact(s, out, backend, a=_ints((rows, 16), np.int32, seed=rows))

@@ -43,8 +43,7 @@ class Converter:
         T = isl.ast_node_type
         t = n.get_type()
         if t == T.block:
-            kids = n.block_get_children()
-            return self._block([self.node(kids.get_at(k), env) for k in range(kids.n_ast_node())])
+            return self._block(self._items(n, env))
         if t == T.for_:
             return self.loop(n, env)
         if t == T.if_:
@@ -55,6 +54,14 @@ class Converter:
         if t == T.user:
             return self.statement(n.user_get_expr(), env)
         raise AssertionError(f"unexpected isl AST node {n.to_C_str()}")
+
+    def _items(self, n: isl.AstNode, env) -> list:
+        """The statements of a block, nested blocks flattened (isl nests them as it likes,
+        and a binder may end an inner block whose block follows in the outer one)."""
+        if n.get_type() != isl.ast_node_type.block:
+            return [self.node(n, env)]
+        kids = n.block_get_children()
+        return [s for k in range(kids.n_ast_node()) for s in self._items(kids.get_at(k), env)]
 
     @staticmethod
     def _block(stmts: list) -> ir.Stmt:
