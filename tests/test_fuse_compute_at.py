@@ -97,3 +97,17 @@ def test_two_blocks_at_one_fused_loop_with_symbolic_rows(backend):
          .reorder(p, "x y").tile(p, x=7, y=1).compute_at(p, out, "y_i_x_i"))
     for rows in (1, 2, 7):
         _exact(s, out, backend, a=_ints((rows, 16), np.int32, seed=rows))
+
+
+def test_unrolled_fused_producer_loop_in_a_block_at_a_fused_loop(backend):
+    # the loop generated for p's fused x_i_y over a block bounded by parameters spans more
+    # values than the one it runs (a guard picks it); unrolling must cover the whole span
+    y, x = td.dims("y x")
+    a = td.input("a", {y: 8, x: 8}, td.int8)
+    b = td.input("b", {y: 8, x: 8}, td.int8)
+    p = td.compute("p", {y: 8, x: 8}, a[y, x] + b[y, x])
+    out = td.compute("out", {y: 8, x: 8}, p[y, x] - a[y, x])
+    s = (td.schedule(out).split(p, "x", 2).reorder(p, "x_i y x_o").fuse(p, "x_i", "y")
+         .split(p, "x_o", 3).unroll(p, "x_i_y").fuse(out, "y", "x").parallel(out, "y_x")
+         .compute_at(p, out, "y_x").store_at(p, out, "y_x"))
+    _exact(s, out, backend, a=_ints((8, 8), np.int8, seed=3), b=_ints((8, 8), np.int8, seed=4))

@@ -7,6 +7,7 @@ The whole compiler front to back, one pass per line:
     legality dependences (isl) kept by the schedule; parallel loops race-free
     ast      isl's AST of the schedule
     convert  the isl AST as loop IR (tdsl's own nodes, with the schedule's names)
+    extents  every loop's max extent proven to bound its span (isl), widened where not
     simplify constant folding and index simplification
     unroll   unrolled loops become copies of their bodies
     unswitch full-tile tests of unrolled edge blocks hoisted out of invariant loops
@@ -23,6 +24,7 @@ from . import ir
 from .from_ast import convert
 from .legality import check_legality
 from .model import build_model
+from .passes.extents import prove_extents
 from .passes.inbounds import check_in_bounds
 from .passes.simplify import simplify
 from .passes.unroll import unroll
@@ -31,6 +33,7 @@ from .passes.verify import verify
 from .tree import build_ast, schedule_vectors
 
 PASSES: tuple[tuple[str, Callable[[ir.LoweredFunc], ir.LoweredFunc]], ...] = (
+    ("extents", prove_extents),
     ("simplify", simplify),
     ("unroll", unroll),
     ("unswitch", unswitch),

@@ -28,12 +28,14 @@ _CTX = isl.DEFAULT_CONTEXT
 _ARITH = {"add", "sub", "mul", "floordiv", "mod", "pdiv", "pmod", "min", "max"}
 
 
-class _Checker:
-    def __init__(self, func: ir.LoweredFunc):
-        self.func = func
+class Terms:
+    """Loop-IR index expressions and conditions as isl objects over the variables in scope
+    (isl parameters named as the variables). Shared by the passes that reason on the loop
+    IR with isl."""
+
+    def __init__(self):
         self.unknowns = 0
         self.vars: dict[str, isl.PwAff] = {}
-        self.extents: dict[str, list[isl.PwAff | None]] = {}
         self.terms: dict[ir.Expr, isl.PwAff] = {}  # unrolled copies repeat their indices
         self.consts: dict[int, isl.PwAff] = {}
 
@@ -125,19 +127,42 @@ class _Checker:
                 return None if ca is None else ca.complement()
         return None
 
+    def entry(self, func: ir.LoweredFunc) -> isl.Set:
+        """What holds at the start of `func`: every size is at least 1."""
+        ctx = self.const(0).domain()
+        for v in func.sizes:
+            ctx = ctx & self.var(v.name).ge_set(self.const(1))
+        return ctx
+
+    def loop(self, ctx: isl.Set, s: ir.For) -> isl.Set:
+        """What holds inside loop `s`."""
+        v = self.var(s.var)
+        return ctx & v.ge_set(self.term(s.start)) & v.lt_set(self.term(s.end))
+
+    def let(self, ctx: isl.Set, name: str, value: ir.Expr) -> isl.Set:
+        """What holds inside a let of `name` (forgetting what held of an earlier `name`)."""
+        k = ctx.find_dim_by_name(isl.dim_type.param, name)
+        if k >= 0:
+            ctx = ctx.project_out(isl.dim_type.param, k, 1)
+        return ctx & self.var(name).eq_set(self.term(value))
+
+
+class _Checker(Terms):
+    def __init__(self, func: ir.LoweredFunc):
+        super().__init__()
+        self.func = func
+        self.extents: dict[str, list[isl.PwAff]] = {}
+
     # ------------------------------------------------------------ walk
 
     def stmt(self, s: ir.Stmt, ctx: isl.Set) -> None:
         match s:
-            case ir.For(var, start, end, _, body):
+            case ir.For(_, start, end, _, body):
                 self.exprs((start, end), ctx)
-                v = self.var(var)
-                inner = ctx & v.ge_set(self.term(start)) & v.lt_set(self.term(end))
-                self.stmt(body, inner)
+                self.stmt(body, self.loop(ctx, s))
             case ir.Let(name, value, body):
                 self.exprs((value,), ctx)
-                t = self.term(value)
-                self.stmt(body, _forget(ctx, name) & self.var(name).eq_set(t))
+                self.stmt(body, self.let(ctx, name, value))
             case ir.If(c, then, other):
                 self.exprs((c,), ctx)
                 cond = self.cond(c)
@@ -179,12 +204,6 @@ class _Checker:
             f"{_point(bad)}; please report this schedule")
 
 
-def _forget(ctx: isl.Set, name: str) -> isl.Set:
-    """`ctx` without what it knew of `name` (a let that rebinds it)."""
-    k = ctx.find_dim_by_name(isl.dim_type.param, name)
-    return ctx if k < 0 else ctx.project_out(isl.dim_type.param, k, 1)
-
-
 def _point(bad: isl.Set) -> str:
     pt = bad.sample_point()
     sp = pt.get_space()
@@ -199,8 +218,5 @@ def _point(bad: isl.Set) -> str:
 def check_in_bounds(func: ir.LoweredFunc) -> ir.LoweredFunc:
     """Prove every temp-buffer access of `func` in bounds (raise OutOfBoundsError if not)."""
     c = _Checker(func)
-    ctx = c.const(0).domain()
-    for v in func.sizes:
-        ctx = ctx & c.var(v.name).ge_set(c.const(1))
-    c.stmt(func.body, ctx)
+    c.stmt(func.body, c.entry(func))
     return func
