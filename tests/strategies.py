@@ -226,7 +226,8 @@ def schedules(draw, case: Case, fused: bool = False):
             s = _fuse_ops(draw, s, stage)
         s = _loop_ops(draw, s, stage)
     for stage in case.stages[:-1]:
-        where = draw(st.sampled_from(["root", "inline", "at", "at_store"]))
+        where = draw(st.sampled_from(["root", "inline", "at", "at_store"]
+                                     + (["at", "at_store"] if fused else [])))
         consumers = [c for c in case.stages if stage in _reads(c)]
         consumer = consumers[0]
         try:
