@@ -34,6 +34,7 @@ from .errors import (
     ArgumentError,
     CompileError,
     DefinitionError,
+    OutOfBoundsError,
     RuntimeFailure,
     ScheduleError,
     TdslError,
@@ -63,7 +64,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ArgumentError", "CacheRead", "CacheWrite", "CompileError", "ComputeAt", "ComputeInline", "DefinitionError", "Fuse",
-    "Kernel", "Layout", "Parallel", "Reorder", "RFactor", "RuntimeFailure", "Schedule", "ScheduleError", "Split",
+    "Kernel", "Layout", "OutOfBoundsError", "Parallel", "Reorder", "RFactor", "RuntimeFailure", "Schedule", "ScheduleError", "Split",
     "StoreAt", "TdslError", "Tile", "Timing", "Unroll", "Vectorize", "abs", "bool_", "build",
     "cast", "ceil", "clamp", "compute", "cos", "dim", "dims", "dtypes", "emit_c", "evaluate", "exp",
     "float32", "float64", "floor", "input", "int8", "int16", "int32", "int64", "log", "lower",

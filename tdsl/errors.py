@@ -36,5 +36,11 @@ class CompileError(TdslError):
         self.log = log
 
 
+class OutOfBoundsError(CompileError):
+    """Generated code could access a scratch buffer outside its allocation: an internal
+    error of the lowering, caught at build time (the message names the buffer, the
+    index and a point where it leaves the buffer)."""
+
+
 class RuntimeFailure(TdslError):
     """Generated code reported a failure at run time (for example out of memory)."""

@@ -8,6 +8,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 import tdsl as td
+from tdsl.schedule.state import LFuse
 
 DTYPES = [td.float32, td.float64, td.int8, td.int32, td.uint16]
 EXTENTS = [1, 2, 3, 5, 7, 8, 13, 16]
@@ -143,6 +144,44 @@ def _loop_ops(draw, s, stage):
     return s
 
 
+def _fuse_ops(draw, s, stage):
+    """Maybe split or tile a loop of `stage` (factors that divide or not, 16 beyond most
+    extents), maybe reorder, then fuse two adjacent loops."""
+    loops = s.loops(stage)
+    pre = draw(st.sampled_from(["none", "split", "tile"]))
+    try:
+        if pre == "split":
+            s = s.split(stage, draw(st.sampled_from(loops)), draw(st.sampled_from([2, 3, 16])))
+        elif pre == "tile" and len(loops) >= 2:
+            n = draw(st.integers(0, len(loops) - 2))
+            f1, f2 = draw(st.sampled_from([1, 2, 3])), draw(st.sampled_from([2, 5, 16]))
+            s = s.tile(stage, **{loops[n]: f1, loops[n + 1]: f2})
+    except td.ScheduleError:
+        pass
+    loops = s.loops(stage)
+    if len(loops) < 2:
+        return s
+    try:
+        if draw(st.booleans()):
+            s = s.reorder(stage, *draw(st.permutations(loops)))
+            loops = s.loops(stage)
+        n = draw(st.integers(0, len(loops) - 2))
+        s = s.fuse(stage, loops[n], loops[n + 1])
+    except td.ScheduleError:
+        pass  # e.g. an inner loop of symbolic extent
+    return s
+
+
+def _at_loop(draw, s, consumer) -> int:
+    """A loop of `consumer` to compute a producer at: often a fused one when there is one."""
+    loops = s.loops(consumer)
+    resolved = s.state.resolve(consumer)
+    fused = [n for n, lp in enumerate(s.state.loops[resolved]) if isinstance(lp.expr, LFuse)]
+    if fused and draw(st.booleans()):
+        return draw(st.sampled_from(fused))
+    return draw(st.integers(0, len(loops) - 1))
+
+
 def _restage(draw, s, case: Case):
     """Maybe add stages: cache_write, cache_read or rfactor of random stages; each new
     stage is placed at a random loop of the stage that reads it. Returns the schedule
@@ -173,8 +212,11 @@ def _restage(draw, s, case: Case):
 
 
 @st.composite
-def schedules(draw, case: Case):
+def schedules(draw, case: Case, fused: bool = False):
+    """A random schedule of `case`; with `fused`, every stage fuses loops (after a split,
+    tile or reorder) before its other loop primitives, on producers and consumers alike."""
     s = td.schedule(case.outputs)
+    fused = fused or draw(st.integers(0, 3)) == 0
     s, added = _restage(draw, s, case)
     for name, consumer in added:
         if draw(st.booleans()):
@@ -191,9 +233,12 @@ def schedules(draw, case: Case):
                 pass
         s = _loop_ops(draw, s, name)
     for stage in case.stages:
+        if fused:
+            s = _fuse_ops(draw, s, stage)
         s = _loop_ops(draw, s, stage)
     for stage in case.stages[:-1]:
-        where = draw(st.sampled_from(["root", "inline", "at", "at_store"]))
+        where = draw(st.sampled_from(["root", "inline", "at", "at_store"]
+                                     + (["at", "at_store"] if fused else [])))
         consumers = [c for c in case.stages if stage in _reads(c)]
         consumer = consumers[0]
         try:
@@ -201,7 +246,7 @@ def schedules(draw, case: Case):
                 s = s.compute_inline(stage)
             elif where.startswith("at"):
                 loops = s.loops(consumer)
-                n = draw(st.integers(0, len(loops) - 1))
+                n = _at_loop(draw, s, consumer)
                 s = s.compute_at(stage, consumer, loops[n])
                 if where == "at_store":
                     s = s.store_at(stage, consumer, loops[draw(st.integers(0, n))])

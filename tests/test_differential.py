@@ -56,3 +56,15 @@ def test_schedule_invariance(backend, threads, data):
     sched = data.draw(schedules(case), label="schedule")
     assert td.Schedule.from_json(sched.to_json(), case.outputs) == sched
     check(case, sched, backend)
+
+
+@settings(max_examples=max(60, settings.default.max_examples),
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                               HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_fused_schedule_invariance(backend, data):
+    # fused loops on both sides of compute_at/store_at, with splits, tiles and reorders
+    case = data.draw(pipelines(), label="pipeline")
+    sched = data.draw(schedules(case, fused=True), label="schedule")
+    assert td.Schedule.from_json(sched.to_json(), case.outputs) == sched
+    check(case, sched, backend)

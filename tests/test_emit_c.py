@@ -91,6 +91,7 @@ def _inputs(name: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
                             "B": rng.integers(-128, 128, (32, 12), dtype=np.int8)},
         "scale": lambda: {"a": _int16_edges(rng), "b": _int16_edges(rng)[::-1].copy()},
         "int_ops": lambda: {"a": _int8_edges(rng), "b": _int8_edges(rng)[::-1].copy()},
+        "fused_at": lambda: {"a": rng.integers(-1000, 1000, (9, 16), dtype=np.int32)},
     }[name]()
 
 
@@ -125,8 +126,23 @@ def int_ops() -> td.Schedule:
     return td.schedule((o8, o16, o32, o64, ou, tr))
 
 
-TEST_KERNELS = {"int_ops": int_ops}
-NAMES = ["matmul", "blur_root", "blur", "softmax", "qmatmul", "scale", "int_ops"]
+def fused_at() -> td.Schedule:
+    """A row minimum and a tiled, reordered producer computed at a fused loop with the
+    consumer's y_o loop inside it: blocks over rows of one parity, bounds set per
+    iteration, buffers (and the workspace) sized by the symbolic row count."""
+    y, x, k = td.dims("y x k")
+    H = td.size("H")
+    a = td.input("a", {y: H, x: 16}, td.int32)
+    r = td.compute("r", {y: H}, td.min(a[y, k], over={k: 16}))
+    p = td.compute("p", {y: H, x: 16}, a[y, x] * 3 + 1)
+    out = td.compute("out", {y: H, x: 16}, p[y, x] - r[y])
+    return (td.schedule(out).tile(out, y=2, x=16).fuse(out, "y_i", "x_i")
+            .reorder(out, "x_o y_i_x_i y_o").compute_at(r, out, "y_i_x_i")
+            .reorder(p, "x y").tile(p, x=7, y=1).compute_at(p, out, "y_i_x_i"))
+
+
+TEST_KERNELS = {"int_ops": int_ops, "fused_at": fused_at}
+NAMES = ["matmul", "blur_root", "blur", "softmax", "qmatmul", "scale", "int_ops", "fused_at"]
 
 
 @dataclass

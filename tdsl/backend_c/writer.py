@@ -124,7 +124,9 @@ def ternary(c: CExpr, a: CExpr, b: CExpr) -> CExpr:
     def side(e: CExpr) -> str:
         return e.text if e.prec > Prec.TERNARY else paren(e)
 
-    return CExpr(f"{side(c)} ? {side(a)} : {side(b)}", Prec.TERNARY)
+    # a bitwise condition (`a & b ? x : y`) is parenthesised: clang warns about it
+    cond = paren(c) if Prec.BOR <= c.prec <= Prec.BAND else side(c)
+    return CExpr(f"{cond} ? {side(a)} : {side(b)}", Prec.TERNARY)
 
 
 def call(fn: str, *args: CExpr) -> CExpr:

@@ -204,7 +204,7 @@ def input_shapes(spec) -> dict:
 
 def program(spec, schedule: bool = False) -> str:
     """Module source defining `outputs`, `s` and `arrays` for a spec."""
-    lines = ["import numpy as np", "import tdsl as td", "", f"INPUTS = {input_shapes(spec)!r}",
+    lines = ["import numpy as np", "", "import tdsl as td", "", f"INPUTS = {input_shapes(spec)!r}",
              ARRAYS, *algorithm(spec), "s = td.schedule(outputs)"]
     if schedule:
         lines += [call(op) for op in spec["schedule"]]

@@ -8,10 +8,12 @@ The whole compiler front to back, one pass per line:
     legality dependences (isl) kept by the schedule; parallel loops race-free
     ast      isl's AST of the schedule
     convert  the isl AST as loop IR (tdsl's own nodes, with the schedule's names)
+    extents  every loop's max extent proven to bound its span (isl), widened where not
     simplify constant folding and index simplification
     unroll   unrolled loops become copies of their bodies
     unswitch full-tile tests of unrolled edge blocks hoisted out of invariant loops
     fold     loops of at most one iteration become bindings of their variable
+    inbounds every scratch-buffer access proven inside its allocation (isl), or an error
     verify   loop-IR invariants (run after every pass)
 """
 
@@ -25,7 +27,9 @@ from .budget import check_unrolling, isl_budget, step
 from .from_ast import convert
 from .legality import check_legality
 from .model import build_model
+from .passes.extents import prove_extents
 from .passes.fold_loops import fold_loops
+from .passes.inbounds import check_in_bounds
 from .passes.simplify import simplify
 from .passes.unroll import unroll
 from .passes.unswitch import unswitch
@@ -33,10 +37,12 @@ from .passes.verify import verify
 from .tree import build_ast, schedule_vectors
 
 PASSES: tuple[tuple[str, Callable[[ir.LoweredFunc], ir.LoweredFunc]], ...] = (
+    ("extents", prove_extents),
     ("simplify", simplify),
     ("unroll", unroll),
     ("unswitch", unswitch),
     ("fold", fold_loops),
+    ("inbounds", check_in_bounds),
 )
 
 
@@ -52,14 +58,16 @@ def lower_schedule(sched: Schedule, name: str | None = None,
         with step("the dependence analysis"):
             check_legality(model, vectors)
         with step("loop generation"):
+            vectors = schedule_vectors(model, binders=True)
             ast = build_ast(model, vectors)
             func = verify(convert(model, ast, vectors, name))
-    if dump:
-        dump("convert", func)
-    for pass_name, run in PASSES:
-        func = verify(run(func))
         if dump:
-            dump(pass_name, func)
+            dump("convert", func)
+        for pass_name, run in PASSES:
+            with step(f"the {pass_name} pass"):
+                func = verify(run(func))
+            if dump:
+                dump(pass_name, func)
     return func
 
 

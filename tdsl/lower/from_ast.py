@@ -3,8 +3,9 @@
 Walks the AST that isl built from the model's schedule map: each loop takes the
 name and kind of the band its schedule dimension is, and each statement
 instance becomes a Store whose indices and value are written from the
-algorithm in terms of the loop variables. Temp buffers are then placed by
-the allocation pass.
+algorithm in terms of the loop variables. A block's binder statement (see
+`model.Group.bounds`) becomes lets of the block's bounds around the
+statements after it. Temp buffers are then placed by the allocation pass.
 """
 
 from __future__ import annotations
@@ -30,7 +31,10 @@ class Converter:
         self.vectors = vectors
         self.buffers = buffers
         self.stmts = {s.name: s for s in model.statements}
+        self.stmts.update({g.binder.name: g.binder for g in model.groups.values() if g.binder})
         self.size_vars = {p: ir.Var(p) for p in model.params}
+        # block bound parameters are plain variables, bound by their binder statements
+        self.bound_vars = {n: ir.Var(n) for g in model.groups.values() for n, _ in g.bounds}
         self._offsets: dict[tuple[str, Tensor], list[ir.Expr | None]] = {}
 
     # ---------------------------------------------------------- nodes
@@ -39,8 +43,7 @@ class Converter:
         T = isl.ast_node_type
         t = n.get_type()
         if t == T.block:
-            kids = n.block_get_children()
-            return ir.Block(tuple(self.node(kids.get_at(k), env) for k in range(kids.n_ast_node())))
+            return self._block(self._items(n, env))
         if t == T.for_:
             return self.loop(n, env)
         if t == T.if_:
@@ -51,6 +54,28 @@ class Converter:
         if t == T.user:
             return self.statement(n.user_get_expr(), env)
         raise AssertionError(f"unexpected isl AST node {n.to_C_str()}")
+
+    def _items(self, n: isl.AstNode, env) -> list:
+        """The statements of a block, nested blocks flattened (isl nests them as it likes,
+        and a binder may end an inner block whose block follows in the outer one)."""
+        if n.get_type() != isl.ast_node_type.block:
+            return [self.node(n, env)]
+        kids = n.block_get_children()
+        return [s for k in range(kids.n_ast_node()) for s in self._items(kids.get_at(k), env)]
+
+    @staticmethod
+    def _block(stmts: list) -> ir.Stmt:
+        """A block; the statements after a binder of block bounds are nested in its lets."""
+        out: list[ir.Stmt] = []
+        for k, s in enumerate(stmts):
+            if isinstance(s, _Bind):
+                rest = Converter._block(stmts[k + 1:])
+                for name, value in reversed(s.lets):
+                    rest = ir.Let(name, value, rest)
+                out.append(rest)
+                break
+            out.append(s)
+        return out[0] if len(out) == 1 else ir.Block(tuple(out))
 
     def _band(self, n: isl.AstNode, it: str) -> Band:
         """The loop that schedule dimension `it` (c<K>) is, for the statements under `n`."""
@@ -69,7 +94,7 @@ class Converter:
         return band
 
     def _names(self, env) -> dict[str, ir.Expr]:
-        return {**self.size_vars, **env}
+        return {**self.size_vars, **self.bound_vars, **env}
 
     def loop(self, n: isl.AstNode, env) -> ir.Stmt:
         it = n.for_get_iterator().get_id().get_name()
@@ -129,6 +154,9 @@ class Converter:
         s = self.stmts[sname]
         args = [ast_expr_to_ir(call.get_op_arg(k + 1), names) for k in range(call.get_op_n_arg() - 1)]
         coords = dict(zip(s.isl_names, args))
+        if s.role == "bounds":
+            g = self.model.groups[s.stage]
+            return _Bind(tuple((name, pwaff_to_ir(pa, args, self.size_vars)) for name, pa in g.bounds))
         dims = {d: coords[d.name] for d in s.dims}
         w = _StmtWriter(self, s, coords, dims, env)
         stage = s.stage
@@ -167,6 +195,13 @@ class Converter:
             pa = m.apply_range(isl.Map.from_pw_aff(lo)).as_pw_multi_aff().get_pw_aff(0)
             out.append(pwaff_to_ir(pa.coalesce(), coord_list, self.size_vars))
         return out
+
+
+class _Bind:
+    """A binder statement met in the AST: the block bounds it sets, for what follows it."""
+
+    def __init__(self, lets: tuple[tuple[str, ir.Expr], ...]):
+        self.lets = lets
 
 
 class _StmtWriter:

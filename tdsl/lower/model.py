@@ -5,14 +5,19 @@ stage; an init and an update for a reduction), each with an isl iteration
 domain, and the bands (loops) that enclose it. A stage computed inside a
 consumer's loop gets the consumer's enclosing loop values as extra leading
 dims ("prefix dims"): its domain is the box hull of what the readers under
-that loop need, so it recomputes exactly that block per iteration. Buffer
-boxes for store levels come from the same relations: a buffer holds the
-block of one iteration of its store loop (legality.py decides, for every
-buffer alike, whether a parallel loop inside the store loop may share it).
+that loop need (all of them: the consumer's loops inside the compute loop
+included), so it recomputes exactly that block per iteration. Buffer boxes
+for store levels come from the same relations: a buffer holds the block of
+one iteration of its store loop (legality.py decides, for every buffer alike,
+whether a parallel loop inside the store loop may share it). When the block's
+bounds divide the compute loop's values (a fused consumer loop), the AST is
+built from the same block with its bounds as parameters, set per iteration
+(`Group.bounds`).
 
 Guarantees: every statement domain is exact (non-divisible splits are
 handled by isl's guards), every producer instance a reader needs exists in
-the same iteration of the compute loop, and every affine access of the
+the same iteration of the compute loop (each box is checked to contain what
+it bounds, and widened if isl's answer did not), and every affine access of the
 algorithm is proven in bounds (or a DefinitionError names it).
 """
 
@@ -57,6 +62,9 @@ class Statement:
     vars: Vars
     domain: isl.Set
     band_values: list[isl.PwAff]
+    # the domain isl's AST builder sees, when it differs from `domain` (a block whose
+    # bounds are parameters bound per iteration of the compute loop; see `Group.bounds`)
+    ast_domain: isl.Set | None = None
 
     @property
     def dim_names(self) -> dict:
@@ -79,6 +87,13 @@ class Group:
     children: dict[Band, list[Group]] = field(default_factory=dict)
     stmts: list[Statement] = field(default_factory=list)
     store_depth: int = 0  # how many prefix bands enclose the buffer
+    # A block whose bounds are not affine in the compute loop's values (a fused or
+    # floor-divided consumer loop): each bound is a parameter of the AST (name, value
+    # over the prefix), bound per iteration by the `binder` statement scheduled just
+    # before the block. isl's AST builder is not shown the division structure that
+    # ties the block to the prefix (it mis-generates degenerate loops over it).
+    bounds: list[tuple[str, isl.PwAff]] = field(default_factory=list)
+    binder: Statement | None = None
 
 
 @dataclass
@@ -100,6 +115,7 @@ class Model:
     boxes: dict[Stage, BufferBox]
     params: list[str]
     context: isl.Set
+    ast_context: isl.Set  # `context` and what holds of the blocks' bound parameters
 
     @property
     def statements(self) -> list[Statement]:
@@ -233,6 +249,24 @@ def _to_map(s: isl.Set, n_in: int) -> isl.Map:
 
 
 def _box(rel: isl.Map) -> tuple[list[isl.PwAff], list[isl.PwAff]]:
+    """Per output dim, the least and greatest value `rel` maps each input to: the box hull
+    of the image of every input, proven to contain it.
+
+    isl's parametric lexmin/lexmax has been seen to return a single value of a strided
+    set (the rows of one residue class read by a fused loop) when the relation carries
+    redundant constraints on its divs; every answer is therefore checked against `rel`
+    and, failing that, recomputed without the redundancies, then as the hull over all
+    inputs (larger, never smaller)."""
+    plain = rel.reset_tuple_id(isl.dim_type.in_).reset_tuple_id(isl.dim_type.out)
+    for attempt in (rel, rel.remove_redundancies(),
+                    isl.Map.from_domain_and_range(rel.domain(), rel.range())):
+        los, his = _box_bounds(attempt)
+        if plain.is_subset(_between(los, his)):
+            return los, his
+    raise AssertionError(f"no box found that contains {rel}")
+
+
+def _box_bounds(rel: isl.Map) -> tuple[list[isl.PwAff], list[isl.PwAff]]:
     n = rel.dim(isl.dim_type.out)
     los, his = [], []
     for k in range(n):
@@ -265,8 +299,18 @@ def _declared_update(u: Update, vs: Vars) -> isl.Set:
     return s
 
 
+def _has_divs(pa: isl.PwAff) -> bool:
+    """Whether a piecewise affine function divides (floor, mod) anywhere."""
+    for piece, aff in pa.get_pieces():
+        if aff.dim(isl.dim_type.div) or any(b.dim(isl.dim_type.div)
+                                            for b in piece.get_basic_sets()):
+            return True
+    return False
+
+
 class _Builder:
-    def __init__(self, sched: Schedule, exprs, targets, groups, params, context):
+    def __init__(self, sched: Schedule, exprs, targets, groups, params, context, taken):
+        self.taken = taken
         self.sched = sched
         self.exprs = exprs
         self.targets = targets
@@ -289,7 +333,7 @@ class _Builder:
             self.stmts_of[stage] = g.stmts
             return
         m = len(g.prefix)
-        pure_dom = self._pure_domain(g)
+        pure_dom, block_dom = self._pure_domain(g)
         if stage.reduction is None:
             g.stmts = [self._stmt(g, stage.name, "pure", stage.dims, g.shared, pure_dom)]
         else:
@@ -298,16 +342,28 @@ class _Builder:
             rdims = tuple(ax.dim for ax in stage.reduce_axes)
             names = [f"p{k}" for k in range(m)] + [d.name for d in stage.dims + rdims]
             vs = Vars(space(f"{stage.name}_update", names, self.params))
-            dom = pure_dom.insert_dims(isl.dim_type.set, m + len(stage.dims), len(rdims))
-            dom = dom.set_tuple_name(f"{stage.name}_update")
-            for k, nm in enumerate(names):
-                dom = dom.set_dim_name(isl.dim_type.set, k, nm)
-            dnames = {d: d.name for d in stage.dims + rdims}
-            dom = dom & _declared(stage, vs, dnames, True)
+            dom = self._update_domain(stage, m, pure_dom, vs)
             upd = self._stmt(g, f"{stage.name}_update", "update", stage.dims + rdims,
                              g.shared + g.update, dom, vs)
             g.stmts = [init, upd]
+        if block_dom is not None:
+            g.stmts[0].ast_domain = block_dom.set_tuple_name(g.stmts[0].name).coalesce()
+            if len(g.stmts) == 2:
+                upd = g.stmts[1]
+                upd.ast_domain = self._update_domain(stage, m, block_dom, upd.vars).coalesce()
         self.stmts_of[stage] = g.stmts
+
+    @staticmethod
+    def _update_domain(stage: Stage, m: int, pure_dom: isl.Set, vs: Vars) -> isl.Set:
+        """A reduction's update domain: its pure domain times its reduction dims' bounds."""
+        rdims = tuple(ax.dim for ax in stage.reduce_axes)
+        names = [f"p{k}" for k in range(m)] + [d.name for d in stage.dims + rdims]
+        dom = pure_dom.insert_dims(isl.dim_type.set, m + len(stage.dims), len(rdims))
+        dom = dom.set_tuple_name(f"{stage.name}_update")
+        for k, nm in enumerate(names):
+            dom = dom.set_dim_name(isl.dim_type.set, k, nm)
+        dnames = {d: d.name for d in stage.dims + rdims}
+        return dom & _declared(stage, vs, dnames, True)
 
     def _stmt(self, g: Group, name, role, dims, own: list[Band], dom, vs=None) -> Statement:
         m = len(g.prefix)
@@ -319,21 +375,63 @@ class _Builder:
         return Statement(name, g.stage, role, tuple(dims), g.prefix + own, m, vs,
                          dom.coalesce(), values)
 
-    def _pure_domain(self, g: Group) -> isl.Set:
+    def _pure_domain(self, g: Group) -> tuple[isl.Set, isl.Set | None]:
+        """The block of a pure stage (or a reduction's init) computed per iteration of its
+        compute loop: the box hull of what its readers inside that loop read, within the
+        stage. With it, when the box's bounds divide the compute loop's values, the same
+        block with its bounds as parameters (see `Group.bounds`)."""
         stage = g.stage
         m = len(g.prefix)
         names = [f"p{k}" for k in range(m)] + [d.name for d in stage.dims]
         vs = Vars(space(stage.name, names, self.params))
         decl = _declared(stage, vs, {d: d.name for d in stage.dims}, False)
         if m == 0:
-            return decl
+            return decl, None
         need = self.needed(stage, g.prefix)
         los, his = _box(need)
         box = _between(los, his).wrap().flatten()
         box = box.set_tuple_name(stage.name)
         for k, nm in enumerate(names):
             box = box.set_dim_name(isl.dim_type.set, k, nm)
-        return (box & decl).intersect_params(self.context)
+        exact = (box & decl).intersect_params(self.context)
+        if not any(_has_divs(pa) for pa in los + his):
+            return exact, None
+        return exact, self._block_domain(g, need.domain(), los, his, names)
+
+    def _block_domain(self, g: Group, where: isl.Set, los, his, names) -> isl.Set:
+        """{[p, x] : p in `where`, lo_k <= x_k <= hi_k}, lo and hi parameters."""
+        stage = g.stage
+        m = len(g.prefix)
+        for d, lo, hi in zip(stage.dims, los, his):
+            for end, pa in (("lo", lo), ("hi", hi)):
+                g.bounds.append((self.fresh(f"{stage.name}_{d.name}_{end}"), pa))
+        bnames = [n for n, _ in g.bounds]
+        vs = Vars(space(stage.name, names, self.params + bnames))
+        blk = _declared(stage, vs, {d: d.name for d in stage.dims}, False)
+        for k, d in enumerate(stage.dims):
+            x = vs[d.name]
+            blk = blk & x.ge_set(vs[bnames[2 * k]]) & x.le_set(vs[bnames[2 * k + 1]])
+        pnames = names[:m]
+        where = where.reset_tuple_id()
+        for k, nm in enumerate(pnames):
+            where = where.set_dim_name(isl.dim_type.set, k, nm)
+        bvs = Vars(space(f"{stage.name}_bounds", pnames, self.params))
+        g.binder = Statement(f"{stage.name}_bounds", stage, "bounds", (), list(g.prefix), m, bvs,
+                             where.set_tuple_name(f"{stage.name}_bounds").coalesce(),
+                             [bvs[nm] for nm in pnames])
+        lifted = where.insert_dims(isl.dim_type.set, m, len(stage.dims))
+        lifted = lifted.set_tuple_name(stage.name)
+        for k, nm in enumerate(names):
+            lifted = lifted.set_dim_name(isl.dim_type.set, k, nm)
+        return (blk & lifted).intersect_params(self.context)
+
+    def fresh(self, base: str) -> str:
+        name, n = base, 1
+        while name in self.taken:
+            n += 1
+            name = f"{base}{n}"
+        self.taken.add(name)
+        return name
 
     def readers(self, stage: Stage) -> list[tuple[Statement, list[cx.Access]]]:
         out = []
@@ -418,20 +516,40 @@ def build_model(sched: Schedule) -> Model:
     context = _context(pipeline, params)
     taken = set(params) | {t.name for t in pipeline.tensors}
     roots, groups = _structure(sched, _Namer(taken))
-    b = _Builder(sched, exprs, targets, groups, params, context)
+    taken = taken | {bd.var for g in groups.values()
+                     for bd in g.prefix + g.shared + g.init + g.update}
+    b = _Builder(sched, exprs, targets, groups, params, context, taken)
     for stage in reversed([s for s in pipeline.schedulables if s in groups]):
         _check_definition(stage, exprs[stage], targets.get(stage), params, context)
         b.statements(groups[stage])
     boxes = {s: b.buffer_box(g) for s, g in groups.items() if isinstance(s, Stage)}
     _infer_extents(b.stmts_of.values(), context)
-    return Model(sched, exprs, targets, roots, groups, boxes, params, context)
+    return Model(sched, exprs, targets, roots, groups, boxes, params, context,
+                 _ast_context(groups.values(), params, context))
+
+
+def _ast_context(groups, params, context: isl.Set) -> isl.Set:
+    """`context`, and for each block bound parameter pair: lo <= hi, both within the stage
+    (the block is never empty and never leaves the stage)."""
+    names = [n for g in groups for n, _ in g.bounds]
+    if not names:
+        return context
+    vs = Vars(space(None, [], params + names))
+    ctx = vs.universe()
+    for g in groups:
+        if not g.bounds:
+            continue
+        for k, ext in enumerate(g.stage.shape):
+            lo, hi = vs[g.bounds[2 * k][0]], vs[g.bounds[2 * k + 1][0]]
+            ctx = ctx & lo.ge_set(vs.const(0)) & lo.le_set(hi) & hi.lt_set(pwaff(ext, vs, {}))
+    return (ctx.params() & context).coalesce()
 
 
 def _trip_count(s: Statement, depth: int, context: isl.Set) -> int | None:
     """The most iterations band `depth` of `s` runs for any values of the loops outside it,
     when that is a constant."""
     rel = _to_map(functions_map(s.band_values[:depth + 1], s.domain).range(), depth)
-    lo, hi = rel.lexmin_pw_multi_aff().get_pw_aff(0), rel.lexmax_pw_multi_aff().get_pw_aff(0)
+    (lo,), (hi,) = _box(rel)
     most = isl.Map.from_pw_aff((hi - lo + 1).coalesce()).range().intersect_params(context)
     n_par = most.dim(isl.dim_type.param)  # the bound must hold for every value of the sizes
     most = most.move_dims(isl.dim_type.set, 1, isl.dim_type.param, 0, n_par)

@@ -22,41 +22,54 @@ from .model import Band, Group, Model, Statement
 Vector = list  # entries: int (sequence position) or Band (loop value)
 
 
-def _chain(g: Group, bands: list[Band],
-           inner: list[tuple[Statement, Vector]]) -> list[tuple[Statement, Vector]]:
+def _chain(g: Group, bands: list[Band], inner: list[tuple[Statement, Vector]],
+           binders: bool) -> list[tuple[Statement, Vector]]:
     items = inner
     for b in reversed(bands):
-        parts = [_group(k) for k in g.children.get(b, [])] + [items]
+        parts = [_child(k, binders) for k in g.children.get(b, [])] + [items]
         items = [(s, [b, pos, *v]) for pos, part in enumerate(parts) for s, v in part]
     return items
 
 
-def _group(g: Group) -> list[tuple[Statement, Vector]]:
+def _child(g: Group, binders: bool) -> list[tuple[Statement, Vector]]:
+    """A stage computed at a loop; with `binders`, the statement that binds its block's
+    bound parameters comes first."""
+    if not binders or g.binder is None:
+        return _group(g, binders)
+    return [(g.binder, [0])] + [(s, [1, *v]) for s, v in _group(g, binders)]
+
+
+def _group(g: Group, binders: bool) -> list[tuple[Statement, Vector]]:
     if g.stage.reduction is None:
-        return _chain(g, g.shared, [(g.stmts[0], [])])
+        return _chain(g, g.shared, [(g.stmts[0], [])], binders)
     init, upd = g.stmts
-    split = ([(s, [0, *v]) for s, v in _chain(g, g.init, [(init, [])])]
-             + [(s, [1, *v]) for s, v in _chain(g, g.update, [(upd, [])])])
-    return _chain(g, g.shared, split)
+    split = ([(s, [0, *v]) for s, v in _chain(g, g.init, [(init, [])], binders)]
+             + [(s, [1, *v]) for s, v in _chain(g, g.update, [(upd, [])], binders)])
+    return _chain(g, g.shared, split, binders)
 
 
-def schedule_vectors(model: Model) -> dict[Statement, Vector]:
-    """Each statement's flat schedule, padded to one length."""
-    items = [(s, [pos, *v]) for pos, g in enumerate(model.roots) for s, v in _group(g)]
+def schedule_vectors(model: Model, binders: bool = False) -> dict[Statement, Vector]:
+    """Each statement's flat schedule, padded to one length. With `binders`, the schedule
+    the AST is built from: the statements that bind block bounds included."""
+    items = [(s, [pos, *v]) for pos, g in enumerate(model.roots) for s, v in _group(g, binders)]
     n = max(len(v) for _, v in items)
     return {s: v + [0] * (n - len(v)) for s, v in items}
 
 
-def schedule_map(model: Model, vectors: dict[Statement, Vector]) -> isl.UnionMap:
+def schedule_map(model: Model, vectors: dict[Statement, Vector], ast: bool = False) -> isl.UnionMap:
+    """The statements' schedules over their domains; with `ast`, over the domains the AST
+    is built from (blocks bounded by parameters)."""
     out = None
     for s, vec in vectors.items():
         vals = [s.band_values[s.bands.index(e)] if isinstance(e, Band) else s.vars.const(e)
                 for e in vec]
-        m = isl.UnionMap.from_map(functions_map(vals, s.domain))
+        dom = s.ast_domain if ast and s.ast_domain is not None else s.domain
+        m = isl.UnionMap.from_map(functions_map(vals, dom))
         out = m if out is None else out.union(m)
     return out
 
 
 def build_ast(model: Model, vectors: dict[Statement, Vector]) -> isl.AstNode:
-    build = isl.AstBuild.from_context(model.context)
-    return build.node_from_schedule_map(schedule_map(model, vectors))
+    """isl's AST of `vectors` (from `schedule_vectors(model, binders=True)`)."""
+    build = isl.AstBuild.from_context(model.ast_context)
+    return build.node_from_schedule_map(schedule_map(model, vectors, ast=True))

@@ -10,6 +10,7 @@ output s0: 1 of 2 elements differ; at [(0, 0)]: expected [-2.017620943282049], g
 """
 
 import numpy as np
+
 import tdsl as td
 
 INPUTS = {'in0': ((1, 2), 'float64'), 'in1': ((1,), 'int64'), 'in2': ((1, 2), 'float64')}

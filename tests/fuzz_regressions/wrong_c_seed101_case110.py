@@ -9,6 +9,7 @@ output s2: 6 of 25 elements differ; at [(0, 0), (0, 2), (1, 0), (1, 2), (2, 0)]:
 """
 
 import numpy as np
+
 import tdsl as td
 
 INPUTS = {'in0': ((5, 16), 'int32'), 'in1': ((5, 5, 16), 'float32')}

@@ -9,6 +9,7 @@ output s0: 23 of 31 elements differ; at [(0,), (1,), (2,), (3,), (4,)]: expected
 """
 
 import numpy as np
+
 import tdsl as td
 
 INPUTS = {'in0': ((31, 3), 'int32')}

@@ -10,6 +10,7 @@ output s2: 897 of 961 elements differ; at [(0, 0), (0, 1), (0, 2), (0, 3), (0, 4
 """
 
 import numpy as np
+
 import tdsl as td
 
 INPUTS = {'in0': ((31, 31), 'int8'), 'in1': ((31,), 'float64'), 'lut': ((1,), 'int32')}

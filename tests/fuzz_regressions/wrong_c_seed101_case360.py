@@ -9,6 +9,7 @@ output s3: 7 of 11 elements differ; at [(0,), (1,), (2,), (3,), (6,)]: expected 
 """
 
 import numpy as np
+
 import tdsl as td
 
 INPUTS = {'in0': ((11,), 'int64'), 'in1': ((11,), 'uint8'), 'lut': ((5,), 'float32')}

@@ -9,6 +9,7 @@ output s0: 37 of 56 elements differ; at [(0, 0, 0), (0, 0, 1), (0, 1, 0), (0, 1,
 """
 
 import numpy as np
+
 import tdsl as td
 
 INPUTS = {'in0': ((2, 7, 4), 'uint16'), 'in1': ((2,), 'int32')}

@@ -10,6 +10,7 @@ output s2: 1 of 2 elements differ; at [(1, 0, 0)]: expected [1.1465892791748047]
 """
 
 import numpy as np
+
 import tdsl as td
 
 INPUTS = {'in0': ((2, 1, 1), 'uint32'), 'lut': ((8,), 'float32')}

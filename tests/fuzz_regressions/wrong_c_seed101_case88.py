@@ -10,6 +10,7 @@ output s1: 1 of 1 elements differ; at [(0, 0)]: expected [0], got [-464828357]
 """
 
 import numpy as np
+
 import tdsl as td
 
 INPUTS = {'in0': ((1,), 'int32'), 'in2': ((1, 1), 'int32')}

@@ -10,6 +10,7 @@ output s0: 1 of 1 elements differ; at [(0,)]: expected [0.0], got [-6.9526524369
 """
 
 import numpy as np
+
 import tdsl as td
 
 INPUTS = {'in0': ((1, 1), 'int16'), 'lut': ((1,), 'bool')}

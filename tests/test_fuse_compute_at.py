@@ -1,0 +1,113 @@
+"""compute_at and store_at combined with fused, split and tiled loops on either side.
+
+A block computed at a fused loop is indexed by floor divisions and remainders of
+that loop's value; these schedules once computed too small a block or wrote it
+outside its buffer (issue 17). Every case is compared exactly with td.evaluate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tdsl as td
+
+
+def _exact(sched, out, backend, **arrays):
+    got = td.build(sched, target=backend)(**arrays)
+    np.testing.assert_array_equal(got, td.evaluate(out, **arrays), err_msg=repr(sched))
+
+
+def _ints(shape, dtype, seed=0):
+    return np.random.default_rng(seed).integers(-100, 100, shape).astype(dtype)
+
+
+def test_reduction_at_fused_loop_with_consumer_loop_inside(backend):
+    # out's y_o loop runs inside the compute loop y_i_x_i: the block of r computed per
+    # iteration must hold every row that y_o reads (rows of one parity), not one row
+    y, x, k = td.dims("y x k")
+    a = td.input("a", {y: 7, x: 7}, td.int64)
+    r = td.compute("r", {y: 7}, td.min(a[y, k], over={k: 7}))
+    out = td.compute("out", {y: 7, x: 7}, a[y, x] + r[y])
+    s = (td.schedule(out).tile(out, y=2, x=16).fuse(out, "y_i", "x_i")
+         .reorder(out, "x_o y_i_x_i y_o").compute_at(r, out, "y_i_x_i"))
+    _exact(s, out, backend, a=_ints((7, 7), np.int64))
+
+
+def test_tiled_producer_at_fused_consumer_loop(backend):
+    # the block is one element, at (y_x // 16, y_x % 16); p's loops x_o, y_o, x_i over it
+    y, x = td.dims("y x")
+    a = td.input("a", {y: 7, x: 16}, td.int16)
+    p = td.compute("p", {y: 7, x: 16}, a[y, x] + 1)
+    out = td.compute("out", {y: 7, x: 16}, p[y, x] * 2)
+    s = (td.schedule(out).fuse(out, "y", "x").reorder(p, "x y").tile(p, x=7, y=1)
+         .compute_at(p, out, "y_x"))
+    _exact(s, out, backend, a=_ints((7, 16), np.int16))
+
+
+@pytest.mark.parametrize("fuse_producer", [False, True])
+def test_stencil_at_fused_tile_loop(backend, fuse_producer):
+    # a fused tile-inner loop reading a 3-row stencil: the block spans rows on both sides
+    y, x = td.dims("y x")
+    a = td.input("a", {y: 9, x: 5}, td.int32)
+    c = td.clamp(a)
+    p = td.compute("p", {y: 9, x: 5}, c[y, x - 1] + c[y, x + 1])
+    cp = td.clamp(p)
+    out = td.compute("out", {y: 9, x: 5}, cp[y - 1, x] + cp[y + 1, x] * 3)
+    s = td.schedule(out).tile(out, y=4, x=2).fuse(out, "y_i", "x_i")
+    if fuse_producer:
+        s = s.fuse(p, "y", "x").split(p, "y_x", 3)
+    s = s.compute_at(p, out, "y_i_x_i")
+    _exact(s, out, backend, a=_ints((9, 5), np.int32, seed=1))
+
+
+def test_store_at_outer_loop_compute_at_fused_loop(backend):
+    # the buffer lives at y_o and holds the block of every y_i_x_i iteration inside it
+    y, x = td.dims("y x")
+    a = td.input("a", {y: 6, x: 5}, td.int32)
+    p = td.compute("p", {y: 6, x: 5}, a[y, x] * 3)
+    out = td.compute("out", {y: 6, x: 5}, p[y, x] - a[y, x])
+    s = (td.schedule(out).tile(out, y=3, x=5).fuse(out, "y_i", "x_i")
+         .compute_at(p, out, "y_i_x_i").store_at(p, out, "y_o"))
+    _exact(s, out, backend, a=_ints((6, 5), np.int32, seed=2))
+
+
+def test_block_at_fused_loop_is_one_element():
+    # the block a fused y_x iteration needs is one element; the buffer is no larger
+    y, x = td.dims("y x")
+    a = td.input("a", {y: 7, x: 16}, td.int16)
+    p = td.compute("p", {y: 7, x: 16}, a[y, x] + 1)
+    out = td.compute("out", {y: 7, x: 16}, p[y, x] * 2)
+    s = (td.schedule(out).fuse(out, "y", "x").reorder(p, "x y").tile(p, x=7, y=1)
+         .compute_at(p, out, "y_x"))
+    assert "allocate p[1, 1]" in str(td.lower(s))
+
+
+def test_two_blocks_at_one_fused_loop_with_symbolic_rows(backend):
+    # isl nests the two blocks' statements in blocks of its own choosing; each block's
+    # bounds must still be set before its loops (and the buffers sized by H)
+    y, x, k = td.dims("y x k")
+    H = td.size("H")
+    a = td.input("a", {y: H, x: 16}, td.int32)
+    r = td.compute("r", {y: H}, td.min(a[y, k], over={k: 16}))
+    p = td.compute("p", {y: H, x: 16}, a[y, x] * 3 + 1)
+    out = td.compute("out", {y: H, x: 16}, p[y, x] - r[y])
+    s = (td.schedule(out).tile(out, y=2, x=16).fuse(out, "y_i", "x_i")
+         .reorder(out, "x_o y_i_x_i y_o").compute_at(r, out, "y_i_x_i")
+         .reorder(p, "x y").tile(p, x=7, y=1).compute_at(p, out, "y_i_x_i"))
+    for rows in (1, 2, 7):
+        _exact(s, out, backend, a=_ints((rows, 16), np.int32, seed=rows))
+
+
+def test_unrolled_fused_producer_loop_in_a_block_at_a_fused_loop(backend):
+    # the loop generated for p's fused x_i_y over a block bounded by parameters spans more
+    # values than the one it runs (a guard picks it); unrolling must cover the whole span
+    y, x = td.dims("y x")
+    a = td.input("a", {y: 8, x: 8}, td.int8)
+    b = td.input("b", {y: 8, x: 8}, td.int8)
+    p = td.compute("p", {y: 8, x: 8}, a[y, x] + b[y, x])
+    out = td.compute("out", {y: 8, x: 8}, p[y, x] - a[y, x])
+    s = (td.schedule(out).split(p, "x", 2).reorder(p, "x_i y x_o").fuse(p, "x_i", "y")
+         .split(p, "x_o", 3).unroll(p, "x_i_y").fuse(out, "y", "x").parallel(out, "y_x")
+         .compute_at(p, out, "y_x").store_at(p, out, "y_x"))
+    _exact(s, out, backend, a=_ints((8, 8), np.int8, seed=3), b=_ints((8, 8), np.int8, seed=4))
