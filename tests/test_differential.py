@@ -21,6 +21,7 @@ ALLOWED_REJECTIONS = (
     "after the later primitives",
     "reassociate=True needs every iteration",  # a reassociated loop with its stage's loops inside
     "trip count is not bounded",  # unroll/vectorize of a block loop whose block size is symbolic
+    "exceeded its",  # the lowering budget (tdsl.lower.budget), e.g. for deeply fused blocks
 )
 
 
@@ -31,7 +32,7 @@ def check(case, sched, backend):
     try:
         f = td.build(sched, target=backend)
     except td.ScheduleError as e:
-        assert any(m in str(e) for m in ALLOWED_REJECTIONS), f"unexpected rejection: {e}"
+        assert any(m in str(e) for m in ALLOWED_REJECTIONS), f"unexpected rejection: {e}\n{case.description}\n{sched!r}"
         return
     got = f(**case.arrays)
     want = td.evaluate(case.outputs[0], **case.arrays)

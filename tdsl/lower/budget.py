@@ -1,9 +1,10 @@
 """Bounds on the work one lowering may do, so that no schedule can make it hang.
 
-- `MAX_ISL_OPERATIONS`: the polyhedral analysis (bounds inference, legality,
-  AST generation) runs under isl's operation quota, a deterministic limit (the
+- `MAX_ISL_OPERATIONS`: each step of the polyhedral analysis (bounds inference,
+  legality, AST generation, the passes that prove loop extents and accesses)
+  runs under isl's operation quota, a deterministic limit (the
   same on every machine). The benchmark kernels need 0.1-0.35 million
-  operations and lower in well under a second; the limit leaves a tenfold
+  operations and lower in well under a second; the limit leaves a fiftyfold
   margin. isl's operations are not all alike, so
 - `MAX_ISL_SECONDS` bounds the analysis in time as well: a watchdog aborts isl
   past it.
@@ -26,7 +27,7 @@ import islpy as isl
 
 from ..errors import ScheduleError
 
-MAX_ISL_OPERATIONS = 5_000_000
+MAX_ISL_OPERATIONS = 20_000_000
 MAX_ISL_SECONDS = 10.0
 MAX_UNROLLED = 1024
 
@@ -76,33 +77,39 @@ def isl_budget(what: str, limit: int | None = None) -> Iterator[None]:
         ctx.reset_operations()
         _RUN[0] += 1
         timer = _watchdog(ctx, _RUN[0], MAX_ISL_SECONDS)
+        spent = None
         try:
             yield
         except Exception as e:
             if isinstance(e, ScheduleError) or not _exhausted(ctx):
                 raise
-            where = _FAILED_IN[0] if _FAILED_IN else what
-            if ctx.aborted():
-                spent = f"its time limit of {MAX_ISL_SECONDS:g} s (tdsl.lower.budget.MAX_ISL_SECONDS)"
-            else:
-                spent = (f"its limit of {limit:,} isl operations "
-                         "(tdsl.lower.budget.MAX_ISL_OPERATIONS)")
-            raise ScheduleError(
-                f"lowering {what}: the polyhedral analysis of {where} exceeded {spent}; "
-                "simplify the schedule there: fewer fused or nested split loops, or a "
-                "compute_at at an outer loop") from None
+            spent = _what_ran_out(ctx, limit)
         finally:
             _RUN[0] += 1
             timer.cancel()
             ctx.resume()
             ctx.set_max_operations(0)
             ctx.reset_operations()
+            where = _FAILED_IN[0] if _FAILED_IN else what
             _FAILED_IN.clear()
+        if spent:  # raised here, without the isl error as its context
+            raise ScheduleError(
+                f"lowering {what}: the polyhedral analysis of {where} exceeded {spent}; "
+                "simplify the schedule there: fewer fused or nested split loops, or a "
+                "compute_at at an outer loop")
+
+
+def _what_ran_out(ctx: isl.Context, limit: int) -> str:
+    if ctx.aborted():
+        return f"its time limit of {MAX_ISL_SECONDS:g} s (tdsl.lower.budget.MAX_ISL_SECONDS)"
+    return f"its limit of {limit:,} isl operations (tdsl.lower.budget.MAX_ISL_OPERATIONS)"
 
 
 @contextlib.contextmanager
 def step(description: str) -> Iterator[None]:
-    """Name the analysis step that runs inside (shown if the isl budget runs out)."""
+    """Name the analysis step that runs inside (shown if the isl budget runs out); each
+    step has the whole operation quota to itself (the time limit is for all of them)."""
+    isl.DEFAULT_CONTEXT.reset_operations()
     try:
         yield
     except Exception:
