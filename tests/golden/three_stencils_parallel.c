@@ -97,7 +97,7 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                                     s1[(y_s1 - y) * 2 + -(x_o == 0 ? 0 : x - 1)] = (int32_t)((uint32_t)s0[min_i64(y_s1 - 5, 5) * 6 + 1 - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))] + (uint32_t)s0[(y_s1 - 7) * 6 + -(x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))] + (uint32_t)s0[(y_s1 - 8) * 6 + 2 - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))]);
                                 }
                             }
-                            s2[(y - 8) * 3 + x - 2 * x_o] = (int32_t)((uint32_t)s1[(min_i64(y + 1, 12) - y) * 2 + max_i64(x - 1, 0) - ((x_o == 0) & (x == 0) ? 0 : x - 1)] + (uint32_t)s1[x - ((x_o == 0) & (x == 0) ? 0 : x - 1)]);
+                            s2[(y - 8) * 3 + x - 2 * x_o] = (int32_t)((uint32_t)s1[(min_i64(y + 1, 12) - y) * 2 + max_i64(x - 1, 0) - (((x_o == 0) & (x == 0)) ? 0 : x - 1)] + (uint32_t)s1[x - (((x_o == 0) & (x == 0)) ? 0 : x - 1)]);
                         }
                     } else {
                         int32_t s1[4] __attribute__((aligned(64)));
@@ -130,7 +130,7 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                                     s1[(y_s1 - y) * 2 + -(x_o == 0 ? 0 : x - 1)] = (int32_t)((uint32_t)s0[min_i64(y_s1, 10) * 6 + 1 - (x_o == 0 ? 0 : 2 * x_o - 1)] + (uint32_t)s0[(y_s1 - 2) * 6 + -(x_o == 0 ? 0 : 2 * x_o - 1)] + (uint32_t)s0[(y_s1 - 3) * 6 + 2 - (x_o == 0 ? 0 : 2 * x_o - 1)]);
                                 }
                             }
-                            s2[(y - 3) * 3 + x - 2 * x_o] = (int32_t)((uint32_t)s1[2 + max_i64(x - 1, 0) - ((x_o == 0) & (x == 0) ? 0 : x - 1)] + (uint32_t)s1[x - ((x_o == 0) & (x == 0) ? 0 : x - 1)]);
+                            s2[(y - 3) * 3 + x - 2 * x_o] = (int32_t)((uint32_t)s1[2 + max_i64(x - 1, 0) - (((x_o == 0) & (x == 0)) ? 0 : x - 1)] + (uint32_t)s1[x - (((x_o == 0) & (x == 0)) ? 0 : x - 1)]);
                         }
                     } else {
                         int32_t s1[4] __attribute__((aligned(64)));
@@ -163,7 +163,7 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                                     s1[(y_s1 - y) * 2 + -(x_o == 0 ? 0 : x - 1)] = (int32_t)((uint32_t)s0[(y_s1 + 2) * 6 + 1 - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))] + (uint32_t)s0[y_s1 * 6 + -(x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))] + (uint32_t)s0[max_i64(y_s1 - 1, 0) * 6 + 2 - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))]);
                                 }
                             }
-                            s2[y * 3 + x - 2 * x_o] = (int32_t)((uint32_t)s1[2 + max_i64(x - 1, 0) - ((x_o == 0) & (x == 0) ? 0 : x - 1)] + (uint32_t)s1[x - ((x_o == 0) & (x == 0) ? 0 : x - 1)]);
+                            s2[y * 3 + x - 2 * x_o] = (int32_t)((uint32_t)s1[2 + max_i64(x - 1, 0) - (((x_o == 0) & (x == 0)) ? 0 : x - 1)] + (uint32_t)s1[x - (((x_o == 0) & (x == 0)) ? 0 : x - 1)]);
                         }
                     } else {
                         int32_t s1[4] __attribute__((aligned(64)));
