@@ -339,7 +339,10 @@ def buffers_for(model: Model) -> dict[Tensor, ir.Buffer]:
 
 
 def _extent(pa: isl.PwAff, sizes) -> ir.Expr:
-    """A buffer extent: a constant when isl can bound it, else an expression of sizes."""
+    """A buffer extent: a constant when isl can bound it, else an expression of sizes
+    (1 for a stage no iteration needs, e.g. one read only by an empty reduction)."""
+    if pa.domain().is_empty():
+        return ir.index_const(1)
     bound = pa.max_val()
     if bound.is_int():
         return ir.index_const(bound.to_python())
