@@ -162,3 +162,20 @@ def ast_expr_to_ir(e: isl.AstExpr, names: dict[str, ir.Expr]) -> ir.Expr:
     if op in cmps:
         return ir.Compare(cmps[op], args[0], args[1])
     raise AssertionError(f"unexpected isl expression {e.to_C_str()}")
+
+
+def largest_constant(values: isl.Set) -> int | None:
+    """The largest value in the one-dimensional set `values` for any values of its
+    parameters, when a constant bounds it (0 for an empty set, None when unbounded)."""
+    n = values.dim(isl.dim_type.param)
+    values = values.move_dims(isl.dim_type.set, 1, isl.dim_type.param, 0, n)
+    values = values.project_out(isl.dim_type.set, 1, n)
+    if values.is_empty():
+        return 0
+    if not values.is_bounded():
+        return None
+    top = values.dim_max(0).coalesce()
+    if not top.is_cst():
+        return None
+    v = top.get_pieces()[0][1].get_constant_val()
+    return int(v.to_python()) if v.is_int() else None

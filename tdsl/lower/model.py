@@ -33,7 +33,7 @@ from ..errors import DefinitionError, ScheduleError
 from ..schedule import Loop, Schedule
 from ..schedule.state import LDim, LFuse, LInner, LOuter, initial_loops
 from .access import access_map, check_accesses, functions_map, reads, tensor_set
-from .affine import Vars, loop_pwaff, pwaff, space
+from .affine import Vars, largest_constant, loop_pwaff, pwaff, space
 from .inline import effective_exprs
 
 
@@ -551,18 +551,7 @@ def _trip_count(s: Statement, depth: int, context: isl.Set) -> int | None:
     rel = _to_map(functions_map(s.band_values[:depth + 1], s.domain).range(), depth)
     (lo,), (hi,) = _box(rel)
     most = isl.Map.from_pw_aff((hi - lo + 1).coalesce()).range().intersect_params(context)
-    n_par = most.dim(isl.dim_type.param)  # the bound must hold for every value of the sizes
-    most = most.move_dims(isl.dim_type.set, 1, isl.dim_type.param, 0, n_par)
-    most = most.project_out(isl.dim_type.set, 1, n_par)
-    if most.is_empty():
-        return 0
-    if not most.is_bounded():
-        return None
-    top = most.dim_max(0).coalesce()
-    if not top.is_cst():
-        return None
-    v = top.get_pieces()[0][1].get_constant_val()
-    return int(v.to_python()) if v.is_int() else None
+    return largest_constant(most)  # the bound must hold for every value of the sizes
 
 
 def _infer_extents(stmt_lists, context: isl.Set) -> None:

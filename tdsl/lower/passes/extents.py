@@ -21,6 +21,7 @@ import islpy as isl
 
 from ...errors import ScheduleError
 from .. import ir
+from ..affine import largest_constant
 from ..printer import expr
 from .inbounds import Terms
 
@@ -61,19 +62,8 @@ class _Extents(Terms):
 
 def _most(span: isl.PwAff, ctx: isl.Set) -> int | None:
     """The largest value `span` takes where `ctx` holds, for any values of the variables."""
-    vals = isl.Map.from_pw_aff(span.intersect_domain(ctx)).range()
-    n = vals.dim(isl.dim_type.param)
-    vals = vals.move_dims(isl.dim_type.set, 1, isl.dim_type.param, 0, n)
-    vals = vals.project_out(isl.dim_type.set, 1, n)
-    if vals.is_empty():
-        return 0
-    if not vals.is_bounded():
-        return None
-    top = vals.dim_max(0)
-    if not top.is_cst():
-        return None
-    v = top.get_pieces()[0][1].get_constant_val()
-    return max(0, int(v.to_python())) if v.is_int() else None
+    most = largest_constant(isl.Map.from_pw_aff(span.intersect_domain(ctx)).range())
+    return None if most is None else max(0, most)
 
 
 def prove_extents(func: ir.LoweredFunc) -> ir.LoweredFunc:
