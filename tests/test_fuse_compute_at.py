@@ -128,3 +128,33 @@ def test_block_bounds_bound_where_isl_guards_the_binder(backend):
          .compute_at(g, out, "y_k_o_k_i"))
     a_ = np.random.default_rng(0).integers(0, 100, (7, 3)).astype(np.uint16)
     _exact(s, out, backend, a=a_)
+
+
+def test_binder_lets_escape_ifs_and_degenerate_loops():
+    # the shapes isl gives a binder apart from its uses: under an if/else (a binder in
+    # each branch), under an if of its own after an earlier binder of the same bounds,
+    # under a degenerate loop (a let of its variable); later uses see the right value
+    from tdsl import dtypes as dt
+    from tdsl.lower import ir
+    from tdsl.lower.from_ast import _Bind, place_binders
+    from tdsl.lower.rewrite import walk_stmts
+
+    i = ir.index_const
+    p, lo = ir.Var("p"), ir.Var("b_lo")
+    buf = ir.Buffer("o", dt.int64, (i(8),), "output")
+    use = ir.Store(buf, (lo,), ir.Cast(lo, dt.int64))
+    c = ir.Compare("lt", p, i(4))
+    body = ir.Block((
+        ir.If(c, _Bind((("b_lo", p),)), _Bind((("b_lo", i(7)),))),
+        use,
+        ir.Let("q", ir.Binary("add", p, i(1), dt.index),
+               ir.If(ir.Compare("lt", p, i(2)), _Bind((("b_lo", ir.Var("q")),)))),
+        use,
+    ))
+    out = place_binders(ir.For("p", i(0), i(8), ir.ForKind.SERIAL, body, 8))
+    assert "_Bind" not in repr(out) and "_prev" not in repr(out)
+    lets = [s for s in walk_stmts(out) if isinstance(s, ir.Let) and s.name == "b_lo"]
+    assert [repr(s.value) for s in lets] == [
+        repr(ir.Select(c, p, i(7), dt.index)),
+        repr(ir.Select(ir.Compare("lt", p, i(2)), ir.Binary("add", p, i(1), dt.index), lo, dt.index)),
+    ]
