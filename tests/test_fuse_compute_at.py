@@ -111,3 +111,50 @@ def test_unrolled_fused_producer_loop_in_a_block_at_a_fused_loop(backend):
          .split(p, "x_o", 3).unroll(p, "x_i_y").fuse(out, "y", "x").parallel(out, "y_x")
          .compute_at(p, out, "y_x").store_at(p, out, "y_x"))
     _exact(s, out, backend, a=_ints((8, 8), np.int8, seed=3), b=_ints((8, 8), np.int8, seed=4))
+
+
+def test_block_bounds_bound_where_isl_guards_the_binder(backend):
+    # isl guards g's binder with an `if` of its own and places g's loops after that `if`
+    # (and f's binder at a loop it eliminates): the bounds must still reach every use
+    y, x, k = td.dims("y x k")
+    a = td.input("a", {y: 7, x: 3}, td.uint16)
+    f = td.compute("f", {y: 7, x: 3}, a[y, x] * 2 + 1)
+    g = td.compute("g", {y: 7, x: 3}, f[y, x] + td.clamp(f)[y, x + 1])
+    out = td.compute("out", {y: 7, x: 3}, td.sum(g[y, k] + a[y, x], over={k: 3}))
+    s = (td.schedule(out).fuse(f, "y", "x").split(f, "y_x", 8).tile(g, y=2, x=5)
+         .reorder(g, "x_i y_i x_o y_o").fuse(g, "y_i", "x_o").fuse(g, "x_i", "y_i_x_o")
+         .split(out, "k", 2).reorder(out, "y k_o k_i x").fuse(out, "y", "k_o")
+         .fuse(out, "y_k_o", "k_i").compute_at(f, g, "y_o").store_at(f, g, "x_i_y_i_x_o")
+         .compute_at(g, out, "y_k_o_k_i"))
+    a_ = np.random.default_rng(0).integers(0, 100, (7, 3)).astype(np.uint16)
+    _exact(s, out, backend, a=a_)
+
+
+def test_binder_lets_escape_ifs_and_degenerate_loops():
+    # the shapes isl gives a binder apart from its uses: under an if/else (a binder in
+    # each branch), under an if of its own after an earlier binder of the same bounds,
+    # under a degenerate loop (a let of its variable); later uses see the right value
+    from tdsl import dtypes as dt
+    from tdsl.lower import ir
+    from tdsl.lower.from_ast import _Bind, place_binders
+    from tdsl.lower.rewrite import walk_stmts
+
+    i = ir.index_const
+    p, lo = ir.Var("p"), ir.Var("b_lo")
+    buf = ir.Buffer("o", dt.int64, (i(8),), "output")
+    use = ir.Store(buf, (lo,), ir.Cast(lo, dt.int64))
+    c = ir.Compare("lt", p, i(4))
+    body = ir.Block((
+        ir.If(c, _Bind((("b_lo", p),)), _Bind((("b_lo", i(7)),))),
+        use,
+        ir.Let("q", ir.Binary("add", p, i(1), dt.index),
+               ir.If(ir.Compare("lt", p, i(2)), _Bind((("b_lo", ir.Var("q")),)))),
+        use,
+    ))
+    out = place_binders(ir.For("p", i(0), i(8), ir.ForKind.SERIAL, body, 8))
+    assert "_Bind" not in repr(out) and "_prev" not in repr(out)
+    lets = [s for s in walk_stmts(out) if isinstance(s, ir.Let) and s.name == "b_lo"]
+    assert [repr(s.value) for s in lets] == [
+        repr(ir.Select(c, p, i(7), dt.index)),
+        repr(ir.Select(ir.Compare("lt", p, i(2)), ir.Binary("add", p, i(1), dt.index), lo, dt.index)),
+    ]

@@ -5,7 +5,8 @@ name and kind of the band its schedule dimension is, and each statement
 instance becomes a Store whose indices and value are written from the
 algorithm in terms of the loop variables. A block's binder statement (see
 `model.Group.bounds`) becomes lets of the block's bounds around the
-statements after it. Temp buffers are then placed by the allocation pass.
+statements after it (`place_binders`). Temp buffers are then placed by the
+allocation pass.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from .affine import ast_expr_to_ir, pwaff_to_ir
 from .model import Band, Model, Statement
 from .passes.allocate import place_allocations
 from .passes.reassociate import privatize
+from .rewrite import Rewriter
+from .rewrite import Substitute as _Substitute
 
 _COMBINE = {"sum": "add", "prod": "mul", "max": "max", "min": "min"}
 
@@ -65,17 +68,7 @@ class Converter:
 
     @staticmethod
     def _block(stmts: list) -> ir.Stmt:
-        """A block; the statements after a binder of block bounds are nested in its lets."""
-        out: list[ir.Stmt] = []
-        for k, s in enumerate(stmts):
-            if isinstance(s, _Bind):
-                rest = Converter._block(stmts[k + 1:])
-                for name, value in reversed(s.lets):
-                    rest = ir.Let(name, value, rest)
-                out.append(rest)
-                break
-            out.append(s)
-        return out[0] if len(out) == 1 else ir.Block(tuple(out))
+        return stmts[0] if len(stmts) == 1 else ir.Block(tuple(stmts))
 
     def _band(self, n: isl.AstNode, it: str) -> Band:
         """The loop that schedule dimension `it` (c<K>) is, for the statements under `n`."""
@@ -202,6 +195,97 @@ class _Bind:
 
     def __init__(self, lets: tuple[tuple[str, ir.Expr], ...]):
         self.lets = lets
+
+
+_PREV = ir.Var("_prev")  # in an escaping bound: the value it had before (0 if none)
+
+
+def place_binders(s: ir.Stmt) -> ir.Stmt:
+    """Replace the binders of block bounds by lets that cover every use of the bounds.
+
+    isl's AST builder sees a block's bounds as parameters, so it uses them wherever
+    it likes after the binder in the same iteration of the compute loop: in the
+    block's loops, and in guards of other statements that share those loops. And
+    it places the binder as it likes: first in a block, but also alone under an
+    `if` of its own (its domain) or under a degenerate loop, apart from the loops
+    that use the bounds. So a binder's lets wrap the rest of its block, and they
+    also escape the statements around it (an `if`: selected by its condition, the
+    other branch's binder or the value before; a degenerate loop: with its
+    variable replaced by its value) to wrap whatever uses them later in an
+    enclosing block. They stop at a real loop: its variable is in them.
+
+    Where a binder did not run (its guard is false) its bounds are 0: a block from
+    0 to 0 is within every stage, so isl's code (valid for all bounds in the AST
+    context, `model._ast_context`) runs nothing of the block there, as the block
+    has no instance at that iteration."""
+    out, _ = _place(s, frozenset())
+    return out if out is not None else ir.Block(())
+
+
+def _place(s, bound: frozenset) -> tuple[ir.Stmt | None, dict[str, ir.Expr]]:
+    """`s` with its binders placed, and the bounds it sets for what follows it
+    (`bound`: the bounds bound around it)."""
+    match s:
+        case _Bind(lets=lets):
+            return None, dict(lets)
+        case ir.Block(stmts):
+            return _seq(list(stmts), bound)
+        case ir.If(c, t, e):
+            t2, bt = _place(t, bound)
+            e2, be = _place(e, bound) if e is not None else (None, {})
+            esc = {n: ir.Select(c, bt.get(n, _PREV), be.get(n, _PREV), dt.index)
+                   for n in {**bt, **be}}
+            if t2 is None and e2 is None:
+                return None, esc
+            return ir.If(c, t2 if t2 is not None else ir.Block(()), e2), esc
+        case ir.Let(name, value, body):
+            b2, esc = _place(body, bound)
+            sub = _Substitute({name: value})
+            esc = {n: sub.visit_expr(v) for n, v in esc.items()}
+            return (ir.Let(name, value, b2) if b2 is not None else None), esc
+        case ir.For(var, start, end, kind, body, mx):
+            b2, _ = _place(body, bound)
+            return ir.For(var, start, end, kind, b2 if b2 is not None else ir.Block(()), mx), {}
+    return s, {}
+
+
+def _seq(items: list, bound: frozenset) -> tuple[ir.Stmt | None, dict[str, ir.Expr]]:
+    """A block with its binders placed: each statement's bounds wrap the statements
+    after it that use them."""
+    if not items:
+        return None, {}
+    first, esc = _place(items[0], bound)
+    rest, later = _seq(items[1:], bound | set(esc))
+    if rest is not None and esc:
+        used = _free_vars(rest)
+        for name in reversed([n for n in esc if n in used]):
+            before = ir.Var(name) if name in bound else None
+            rest = ir.Let(name, _resolve(esc[name], before), rest)
+    parts = [x for x in (first, rest) if x is not None]
+    flat = [y for x in parts for y in (x.stmts if isinstance(x, ir.Block) else (x,))]
+    stmt = None if not flat else flat[0] if len(flat) == 1 else ir.Block(tuple(flat))
+    merged = dict(esc)
+    for n, v in later.items():
+        merged[n] = _resolve(v, esc.get(n)) if n in esc else v
+    return stmt, merged
+
+
+def _resolve(v: ir.Expr, prev: ir.Expr | None) -> ir.Expr:
+    """An escaping bound with the value before it filled in (0 when there was none)."""
+    return _Substitute({_PREV.name: prev if prev is not None else ir.index_const(0)}).visit_expr(v)
+
+
+def _free_vars(s: ir.Stmt) -> set[str]:
+    """Names of the variables a statement reads (a superset of its free ones)."""
+    out: set[str] = set()
+
+    class Collect(Rewriter):
+        def expr(self, e):
+            if isinstance(e, ir.Var):
+                out.add(e.name)
+
+    Collect().visit(s)
+    return out
 
 
 class _StmtWriter:
@@ -358,7 +442,7 @@ def convert(model: Model, ast: isl.AstNode, vectors, name: str) -> ir.LoweredFun
         tuple(buffers[t] for t in pipeline.inputs),
         tuple(buffers[t] for t in pipeline.outputs),
         tuple(ir.Var(p) for p in model.params),
-        conv.node(ast, {}),
+        place_binders(conv.node(ast, {})),
     )
     temps = []
     for stage in pipeline.stages:
