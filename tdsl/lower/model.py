@@ -153,21 +153,31 @@ def _dims_of(le) -> set:
 
 
 def _init_loops(stage: Stage, loops, split: int) -> list[Loop]:
-    """The init's loops after the shared ones: the update's pure loops, in order, plus a
-    plain loop over each pure dim that a loop fused with a reduction dim also covers
-    (the pure loops alone cannot reconstruct such a dim)."""
+    """The init's loops after the shared ones: the update's pure loops that cover only
+    dims no reduction loop also covers, in order, then a plain loop over every other dim.
+
+    A pure dim fused with a reduction dim cannot be reconstructed from the pure loops,
+    and neither can a dim fused with such a dim; those get plain loops (a schedule that
+    mixes a dim's split parts with the dim itself also meets an isl AST bug: isl drops
+    the values of non-divisible splits)."""
     own = [lp for lp in loops[split:] if not lp.reduction]
-    mixed = set()
+    affected = set()
     for lp in loops[split:]:
         if lp.reduction:
-            mixed |= _dims_of(lp.expr) & set(stage.dims)
+            affected |= _dims_of(lp.expr) & set(stage.dims)
+    while True:  # dims sharing a pure loop with an affected dim are affected too
+        more = {d for lp in own if _dims_of(lp.expr) & affected for d in _dims_of(lp.expr)}
+        if more <= affected:
+            break
+        affected |= more
+    kept = [lp for lp in own if not _dims_of(lp.expr) & affected]
     names = {lp.name for lp in loops}
     extra = []
     for n, d in enumerate(stage.dims):
-        if d in mixed:
+        if d in affected:
             name = d.name if d.name not in names else f"{d.name}_init"
             extra.append(replace(initial_loops(stage)[n], name=name))
-    return own + extra
+    return kept + extra
 
 
 def _structure(sched: Schedule, namer: _Namer):
