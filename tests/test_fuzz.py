@@ -139,3 +139,17 @@ def test_the_fuzzer_uses_only_the_public_api():
         text = path.read_text()
         assert "from tdsl." not in text and "from .." not in text, path
     assert td.ScheduleError and td.DefinitionError
+
+
+def test_a_worker_at_its_task_limit_that_hangs_or_dies_is_retired_once():
+    """A worker's last task (max_tasks) that times out or crashes retires it once: the
+    campaign goes on (a second retirement stopped it with a KeyError)."""
+    seen = {}
+    tasks = [{"id": "hang", "self_test": "hang", "seed": 0, "index": 0, "target": "c"},
+             {"id": "abort", "self_test": "abort", "seed": 0, "index": 0, "target": "c"},
+             {"id": "fine", "seed": 0, "index": 0, "target": "c"}]
+    with Pool(jobs=1, timeout=4, max_tasks=1) as pool:
+        pool.run(tasks, lambda t, s, r: seen.update({t["id"]: r}))
+    assert seen["hang"]["class"] == "timed out"
+    assert seen["abort"]["class"] == "crashed"
+    assert seen["fine"]["class"] in ("exact", "rejected")

@@ -107,6 +107,9 @@ class Pool:
         return w
 
     def retire(self, w: Worker) -> None:
+        """Stop using `w` (once: finishing its last task may already have retired it)."""
+        if w not in self.workers:
+            return
         self.sel.unregister(w.proc.stdout)
         self.workers.remove(w)
         w.close()
@@ -181,6 +184,6 @@ class Pool:
         result.setdefault("lower_s", w.lower_s)
         result["seconds"] = round(time.monotonic() - w.started, 3)
         w.done += 1
-        if w.done >= self.max_tasks and w in self.workers:
+        if w.done >= self.max_tasks:
             self.retire(w)  # it exits by itself now: start a fresh one for the next task
         on_result(task, w.spec, result)
