@@ -81,6 +81,10 @@ def _at_store_level(s: ir.Stmt, buf: ir.Buffer, chain: tuple[str, ...]) -> ir.St
         case ir.For(body=body) | ir.Let(body=body) | ir.Allocate(body=body):
             return _with_body(s, _at_store_level(body, buf, chain))
         case ir.Block(stmts):
+            unbound = [x for x in stmts if _uses(x, buf.name)
+                       and not any(_binds(x, v) for v in chain)]
+            if len(unbound) > 1:  # statements that share one iteration share one buffer
+                return _place(s, buf, uses)
             return ir.Block(tuple(_at_store_level(x, buf, chain) for x in stmts))
         case ir.If(c, t, e):
             return ir.If(c, _at_store_level(t, buf, chain),
