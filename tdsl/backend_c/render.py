@@ -66,8 +66,8 @@ STACK_LIMIT = 64 * 1024  # bytes; larger or symbolic temporaries go to the heap
 SCALAR_LOOP = "TDSL_SCALAR_LOOP"
 SHORT_LOOP = 32
 _SCALAR_LOOP_DEFINITION = (
-    "/* Loops the schedule does not vectorize stay scalar: the loop vectorizer does not\n"
-    "   touch a loop that contains an asm statement. */\n"
+    "/* A loop with a short loop inside that the schedule does not vectorize stays out of\n"
+    "   the loop vectorizer, which does not touch a loop containing an asm statement. */\n"
     f"#define {SCALAR_LOOP} __asm__ __volatile__(\"\")\n"
 )
 _HEADER_ORDER = ("math.h", "stddef.h", "stdint.h", "stdlib.h")

@@ -3,8 +3,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-/* Loops the schedule does not vectorize stay scalar: the loop vectorizer does not
-   touch a loop that contains an asm statement. */
+/* A loop with a short loop inside that the schedule does not vectorize stays out of
+   the loop vectorizer, which does not touch a loop containing an asm statement. */
 #define TDSL_SCALAR_LOOP __asm__ __volatile__("")
 
 /* 64-byte aligned storage for `count` elements of `size` bytes, or NULL. */

@@ -2,8 +2,8 @@
 
 #include <stdint.h>
 
-/* Loops the schedule does not vectorize stay scalar: the loop vectorizer does not
-   touch a loop that contains an asm statement. */
+/* A loop with a short loop inside that the schedule does not vectorize stays out of
+   the loop vectorizer, which does not touch a loop containing an asm statement. */
 #define TDSL_SCALAR_LOOP __asm__ __volatile__("")
 
 static inline int64_t min_i64(int64_t a, int64_t b) {
