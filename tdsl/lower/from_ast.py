@@ -22,8 +22,8 @@ from .affine import ast_expr_to_ir, pwaff_to_ir
 from .model import Band, Model, Statement
 from .passes.allocate import place_allocations
 from .passes.reassociate import privatize
-from .rewrite import Rewriter
 from .rewrite import Substitute as _Substitute
+from .rewrite import walk_exprs
 
 _COMBINE = {"sum": "add", "prod": "mul", "max": "max", "min": "min"}
 
@@ -92,6 +92,48 @@ class Converter:
     def loop(self, n: isl.AstNode, env) -> ir.Stmt:
         it = n.for_get_iterator().get_id().get_name()
         band = self._band(n, it)
+        lets = self._block_lets(n, band, env)
+        if lets:
+            env = {**env, ("bounds", band.owner): True}
+        out = self._loop(n, env, it, band)
+        for name, value in reversed(lets):
+            out = ir.Let(name, value, out)
+        return out
+
+    def _block_lets(self, n: isl.AstNode, band: Band, env) -> tuple[tuple[str, ir.Expr], ...]:
+        """The bounds of a block bound by parameters, computed again at the outermost
+        loop of the block (not of its compute loop) from the prefix values there. isl may put the binder in a loop of its own
+        (a loop over one value of the compute loop's variable, split in three: binders,
+        blocks, consumers), out of reach of `place_binders`; these lets keep every
+        block loop in scope of its bounds all the same."""
+        g = self.model.groups.get(band.owner)
+        if g is None or not g.bounds or band in g.prefix or ("bounds", band.owner) in env:
+            return ()
+        calls = []
+
+        def visit(node):
+            if node.get_type() == isl.ast_node_type.user:
+                call = node.user_get_expr()
+                s = self.stmts[call.get_op_arg(0).get_id().get_name()]
+                if s.stage is g.stage and s.role != "bounds" and not calls:
+                    calls.append((s, call))
+                return False
+            return not calls
+
+        n.foreach_descendant_top_down(visit)
+        if not calls:
+            return ()
+        s, call = calls[0]
+        if band not in s.bands[s.n_prefix:]:
+            return ()
+        names = self._names(env)
+        args = [call.get_op_arg(k + 1) for k in range(s.n_prefix)]
+        if not all(_ids(a) <= names.keys() for a in args):
+            return ()
+        prefix = [ast_expr_to_ir(a, names) for a in args]
+        return tuple((name, pwaff_to_ir(pa, prefix, self.size_vars)) for name, pa in g.bounds)
+
+    def _loop(self, n: isl.AstNode, env, it: str, band: Band) -> ir.Stmt:
         names = self._names(env)
         start = ast_expr_to_ir(n.for_get_init(), names)
         var = ir.Var(band.var)
@@ -190,6 +232,16 @@ class Converter:
         return out
 
 
+def _ids(e: isl.AstExpr) -> set[str]:
+    """The names an isl AST expression reads."""
+    t = e.get_type()
+    if t == isl.ast_expr_type.id:
+        return {e.get_id().get_name()}
+    if t == isl.ast_expr_type.int:
+        return set()
+    return set().union(*(_ids(e.get_op_arg(k)) for k in range(e.get_op_n_arg())))
+
+
 class _Bind:
     """A binder statement met in the AST: the block bounds it sets, for what follows it."""
 
@@ -276,16 +328,25 @@ def _resolve(v: ir.Expr, prev: ir.Expr | None) -> ir.Expr:
 
 
 def _free_vars(s: ir.Stmt) -> set[str]:
-    """Names of the variables a statement reads (a superset of its free ones)."""
-    out: set[str] = set()
+    """Names of the variables a statement reads that no let or loop inside it binds."""
+    match s:
+        case ir.For(var, start, end, _, body, _):
+            return _expr_vars(start) | _expr_vars(end) | (_free_vars(body) - {var})
+        case ir.Let(name, value, body):
+            return _expr_vars(value) | (_free_vars(body) - {name})
+        case ir.If(c, t, e):
+            return _expr_vars(c) | _free_vars(t) | (_free_vars(e) if e is not None else set())
+        case ir.Block(stmts):
+            return set().union(*(_free_vars(x) for x in stmts))
+        case ir.Allocate(buffer, body):
+            return set().union(*(_expr_vars(x) for x in buffer.shape)) | _free_vars(body)
+        case ir.Store(_, idx, value):
+            return set().union(_expr_vars(value), *(_expr_vars(i) for i in idx))
+    raise AssertionError(f"unexpected statement {s!r}")
 
-    class Collect(Rewriter):
-        def expr(self, e):
-            if isinstance(e, ir.Var):
-                out.add(e.name)
 
-    Collect().visit(s)
-    return out
+def _expr_vars(e: ir.Expr) -> set[str]:
+    return {x.name for x in walk_exprs(e) if isinstance(x, ir.Var)}
 
 
 class _StmtWriter:

@@ -559,9 +559,15 @@ def _trip_count(s: Statement, depth: int, context: isl.Set) -> int | None:
     """The most iterations band `depth` of `s` runs for any values of the loops outside it,
     when that is a constant."""
     rel = _to_map(functions_map(s.band_values[:depth + 1], s.domain).range(), depth)
-    (lo,), (hi,) = _box(rel)
-    most = isl.Map.from_pw_aff((hi - lo + 1).coalesce()).range().intersect_params(context)
-    return largest_constant(most)  # the bound must hold for every value of the sizes
+    rel = rel.intersect_params(context)
+    if rel.is_empty():
+        return 0
+    # the widest distance between two values of the loop under one value of the outer
+    # loops, over every value of the sizes: no parametric lexmin/lexmax, which isl
+    # neither bounds in time nor lets the budget abort
+    widths = rel.reverse().apply_range(rel).deltas()
+    most = largest_constant(widths)  # the bound must hold for every value of the sizes
+    return None if most is None else most + 1
 
 
 def _infer_extents(stmt_lists, context: isl.Set) -> None:

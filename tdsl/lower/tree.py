@@ -17,6 +17,7 @@ from __future__ import annotations
 import islpy as isl
 
 from .access import functions_map
+from .ast_check import check_ast
 from .model import Band, Group, Model, Statement
 
 Vector = list  # entries: int (sequence position) or Band (loop value)
@@ -70,6 +71,10 @@ def schedule_map(model: Model, vectors: dict[Statement, Vector], ast: bool = Fal
 
 
 def build_ast(model: Model, vectors: dict[Statement, Vector]) -> isl.AstNode:
-    """isl's AST of `vectors` (from `schedule_vectors(model, binders=True)`)."""
+    """isl's AST of `vectors` (from `schedule_vectors(model, binders=True)`), read back
+    and checked to run every statement instance once (`ast_check`)."""
     build = isl.AstBuild.from_context(model.ast_context)
-    return build.node_from_schedule_map(schedule_map(model, vectors, ast=True))
+    sched = schedule_map(model, vectors, ast=True)
+    ast = build.node_from_schedule_map(sched)
+    check_ast(ast, sched, model.ast_context)
+    return ast
