@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -94,3 +98,69 @@ def test_a_late_watchdog_does_not_abort_the_next_lowering(monkeypatch):
         lower_schedule(td.schedule(o).split(o, "x", 8))
     time.sleep(1.2)  # every old watchdog has fired by now
     lower_schedule(td.schedule(o).split(o, "x", 4))
+
+
+CASE_167 = """
+import time
+import tdsl as td
+from tdsl.lower import budget, lower_schedule
+budget.MAX_ISL_SECONDS = 2.0
+C = td.size('C')
+y, x, c, k0, k1 = td.dims('y x c k0 k1')
+in1 = td.input('in1', {c: C}, td.int64)
+in2 = td.input('in2', {y: 13, x: 16, c: C}, td.float32)
+s0 = td.compute('s0', {x: 16, c: C}, in2[0, x, c])
+s1 = td.compute('s1', {y: 13, x: 16, c: C}, td.minimum(td.exp(td.minimum(td.maximum(td.where(
+    (td.clamp(s0)[x + 2, c] != s0[x, c]), td.clamp(s0)[x, c], in1[in1[c]]), -20.0), 20.0)),
+    td.cast(3.0, td.float32)))
+s2 = td.compute('s2', {y: 13, x: 16, c: C}, td.max((s1[k0, x, c] / (td.abs((td.clamp(s1)[
+    k0, x + 2, td.clamp(in1)[c]] / td.pad(s0, 0)[x - 1, c + 2])) + 1.0)), over=k0))
+s3 = td.compute('s3', {x: 16}, td.sum(td.clamp(s2)[0, k1, 0], over={k1: 16}))
+s = (td.schedule([s3]).tile('s0', x=7, c=5).fuse('s0', 'x_i', 'c_i')
+     .reorder('s0', 'x_o', 'x_i_c_i', 'c_o').tile('s0', x_i_c_i=7, c_o=7)
+     .fuse('s0', 'x_i_c_i_i', 'c_o_i')
+     .reorder('s0', 'x_i_c_i_i_c_o_i', 'x_o', 'x_i_c_i_o', 'c_o_o')
+     .parallel('s0', 'x_o').parallel('s0', 'c_o_o').tile('s1', y=8, x=2)
+     .vectorize('s1', 'x_o').parallel('s2', 'y').unroll('s3', 'k1')
+     .compute_at('s2', 's3', 'x').store_at('s2', 's3', 'x').vectorize('s1', 'y_o')
+     .tile('s2', x=5, c=4).fuse('s2', 'x_i', 'c_i'))
+t0 = time.perf_counter()
+try:
+    lower_schedule(s)
+    print("lowered", time.perf_counter() - t0)
+except td.ScheduleError as e:
+    print("refused", time.perf_counter() - t0, e)
+"""
+
+
+def test_an_analysis_isl_does_not_abort_is_killed_at_the_limit():
+    # fuzz seed 4242 case 167: isl's AST generator ran for a minute past the watchdog's
+    # abort; the lowering process is now killed at MAX_ISL_SECONDS (2 s here)
+    r = subprocess.run([sys.executable, "-c", CASE_167], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    what, seconds, *_ = r.stdout.split(maxsplit=2)
+    assert what in ("lowered", "refused"), r.stdout
+    assert float(seconds) < 2.5, r.stdout
+    if what == "refused":
+        assert "time limit" in r.stdout
+
+
+def _die():
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def test_a_crash_in_the_analysis_process_is_an_error_not_a_crash():
+    if not budget.ISOLATE:
+        pytest.skip("lowering runs in process here (no os.fork)")
+    with pytest.raises(td.TdslError, match=r"the analysis process died \(signal 11\)"):
+        budget.bounded("a test", _die)
+    assert budget.bounded("a test", lambda: 42) == 42  # and the next one works
+
+
+def test_the_analysis_process_sends_back_exceptions():
+    def refuse():
+        raise td.ScheduleError("split(o, 'x', 0): factor must be positive")
+
+    with pytest.raises(td.ScheduleError, match="factor must be positive"):
+        budget.bounded("a test", refuse)

@@ -128,6 +128,8 @@ def build(task, send, res, s):
         t0 = time.perf_counter()
         f = td.build(s, target=task["target"])
     except (td.DefinitionError, td.ScheduleError) as e:
+        if res["lower_s"] is None:  # a refused lowering counts its time too
+            res["lower_s"] = round(time.perf_counter() - t0, 3)
         raise Rejected(f"{type(e).__name__}: {e}") from None
     res["build_s"] = round(time.perf_counter() - t0, 3)
     return f

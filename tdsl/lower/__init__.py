@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from ..schedule import Schedule
 from . import ir
-from .budget import check_unrolling, isl_budget, step
+from .budget import bounded, check_unrolling, isl_budget, step
 from .from_ast import convert
 from .legality import check_legality
 from .model import build_model
@@ -48,9 +48,18 @@ PASSES: tuple[tuple[str, Callable[[ir.LoweredFunc], ir.LoweredFunc]], ...] = (
 
 def lower_schedule(sched: Schedule, name: str | None = None,
                    dump: Callable[[str, ir.LoweredFunc], None] | None = None) -> ir.LoweredFunc:
-    """Lower a schedule to a verified loop-IR function named `name`."""
+    """Lower a schedule to a verified loop-IR function named `name` (in a child process
+    with a hard time limit, see `budget.bounded`; in process when `dump` is given)."""
     name = name or f"tdsl_{sched.outputs[0].name}"
-    with isl_budget(f"the schedule of {', '.join(o.name for o in sched.outputs)}"):
+    what = f"the schedule of {', '.join(o.name for o in sched.outputs)}"
+    if dump is None:
+        return bounded(what, lambda: _lower(sched, name, what, None))
+    return _lower(sched, name, what, dump)
+
+
+def _lower(sched: Schedule, name: str, what: str,
+           dump: Callable[[str, ir.LoweredFunc], None] | None) -> ir.LoweredFunc:
+    with isl_budget(what):
         with step("bounds inference"):
             model = build_model(sched)
         check_unrolling(model.statements)

@@ -38,7 +38,7 @@ from ..compute.tensor import Update
 from ..errors import ScheduleError
 from ..schedule import Parallel, Vectorize
 from .access import access_map, functions_map, reads
-from .budget import isl_budget, step
+from .budget import bounded, isl_budget, step
 from .model import Band, Group, Model, Statement, build_model
 from .tree import Vector, schedule_map, schedule_vectors
 
@@ -272,8 +272,13 @@ def _race_message(model: Model, g: Group, depth: int, band: Band, a: _Access, b:
 
 def check_schedule(sched) -> None:
     """The checks a schedule primitive runs at once: the model builds, and the schedule
-    is legal; bounded by the same isl budget as lowering."""
-    with isl_budget(f"the schedule of {', '.join(o.name for o in sched.outputs)}"):
+    is legal; bounded like lowering (`budget.bounded`)."""
+    what = f"the schedule of {', '.join(o.name for o in sched.outputs)}"
+    bounded(what, lambda: _check(sched, what))
+
+
+def _check(sched, what: str) -> None:
+    with isl_budget(what):
         with step("bounds inference"):
             model = build_model(sched)
         with step("the dependence analysis"):
