@@ -57,3 +57,22 @@ def test_data_index_into_a_padded_stage_inside_a_reduction(backend):
     np.testing.assert_allclose(td.evaluate(out, **a), vals.sum(axis=1), rtol=1e-6)
     got = td.build(td.schedule(out).compute_at(p, out, "y"), target=backend)(**a)
     np.testing.assert_allclose(got, vals.sum(axis=1), rtol=1e-6)
+
+
+def test_inlined_producer_at_a_data_dependent_index_uses_the_clamped_dims(backend):
+    # fuzz seed 2611 case 129: an inlined stage read at an out-of-range data-dependent
+    # index read the clamped element but used the unclamped index as its dim's value
+    # (min(in1[y], y) with y = -1 instead of 0), on both backends
+    H = td.size("H")
+    y, k = td.dims("y k")
+    in1 = td.input("in1", {y: H}, td.int16)
+    s0 = td.compute("s0", {y: H}, in1[y] * td.minimum(in1[y], y))
+    s1 = td.compute("s1", {y: H}, td.clamp(in1)[y + 1])
+    s2 = td.compute("s2", {y: H}, td.min(s0[td.pad(s1, -1)[k]], over={k: (0, y + 1)}))
+    s = td.schedule(s2).compute_inline(s0).compute_at(s1, s2, "y")
+    a = np.array([3, -2, 5, 1, 7, -9, 200], dtype=np.int16)
+    want = td.evaluate(s2, in1=a)
+    clamped = np.clip(np.append(a[1:], a[-1]), 0, len(a) - 1)  # s1 read at k (pad -1 past H)
+    s0_np = a.astype(np.int32) * np.minimum(a, np.arange(len(a)))
+    np.testing.assert_array_equal(want, [s0_np[clamped[: i + 1]].min() for i in range(len(a))])
+    np.testing.assert_array_equal(td.build(s, target=backend)(in1=a), want)

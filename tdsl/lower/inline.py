@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import dtypes as dt
 from ..compute import expr as cx
-from ..compute.tensor import BoundaryView, Stage
+from ..compute.tensor import BoundaryView, Stage, is_affine_index
 
 
 def _clamped(idx: tuple[cx.Expr, ...], shape) -> tuple[cx.Expr, ...]:
@@ -36,7 +36,11 @@ def effective_exprs(stages, inlined: set[Stage]) -> tuple[dict, dict]:
         if base not in inlined:
             return None
         if not isinstance(t, BoundaryView):
-            return value_at(base, n.indices)
+            # a data-dependent index reads the clamped element (affine ones are proven in
+            # bounds), so the producer's dims take the clamped values too
+            idx = tuple(i if is_affine_index(i) else c
+                        for i, c in zip(n.indices, _clamped(n.indices, base.shape)))
+            return value_at(base, idx)
         safe = _clamped(n.indices, base.shape)
         v = value_at(base, safe)
         if t.mode == "clamp":
