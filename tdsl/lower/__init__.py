@@ -22,10 +22,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..schedule import Schedule
+from ..schedule.schedule import set_legality_check
 from . import ir
 from .budget import bounded, check_unrolling, isl_budget, step
 from .from_ast import convert
-from .legality import check_legality
+from .legality import check_legality, check_schedule
 from .model import build_model
 from .passes.extents import prove_extents
 from .passes.fold_loops import fold_loops
@@ -35,6 +36,8 @@ from .passes.unroll import unroll
 from .passes.unswitch import unswitch
 from .passes.verify import verify
 from .tree import build_ast, schedule_vectors
+
+set_legality_check(check_schedule)  # Schedule.check proves legality with this layer's model
 
 PASSES: tuple[tuple[str, Callable[[ir.LoweredFunc], ir.LoweredFunc]], ...] = (
     ("extents", prove_extents),

@@ -7,7 +7,7 @@ ones produced and returns a new Schedule; the old one is unchanged.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ..compute import Stage, Update
 from ..compute.tensor import Pipeline
@@ -28,6 +28,15 @@ from .primitives import (
 )
 from .staging import CacheRead, CacheWrite, Layout, RFactor
 from .state import State
+
+_LEGALITY_CHECK: Callable[[Schedule], None] | None = None
+
+
+def set_legality_check(check: Callable[[Schedule], None]) -> None:
+    """Install the check `Schedule.check` runs (tdsl.lower installs its own on import:
+    the schedule layer records and validates names, lowering proves legality)."""
+    global _LEGALITY_CHECK
+    _LEGALITY_CHECK = check
 
 PRIMITIVES = {**PRIMITIVES, **{c.__name__: c for c in (CacheWrite, CacheRead, RFactor, Layout)}}
 
@@ -84,10 +93,14 @@ class Schedule:
 
     def check(self) -> None:
         """Prove this schedule legal (dependences kept, parallel loops race-free), or raise
-        ScheduleError naming the primitive, the dependence and a conflicting pair."""
-        from ..lower.legality import check_schedule  # the facade reaches down to lowering
+        ScheduleError naming the primitive, the dependence and a conflicting pair.
 
-        check_schedule(self)
+        The proof is lowering's (it needs the polyhedral model); lowering provides it
+        through `set_legality_check` when it is imported, as `import tdsl` does."""
+        if _LEGALITY_CHECK is None:
+            raise ScheduleError("no legality check is available: import tdsl (tdsl.lower "
+                                "provides it) before checking a schedule")
+        _LEGALITY_CHECK(self)
 
     # ------------------------------------------------------------ primitives
 
