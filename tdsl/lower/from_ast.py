@@ -23,7 +23,7 @@ from .model import Band, Model, Statement
 from .passes.allocate import place_allocations
 from .passes.reassociate import privatize
 from .rewrite import Substitute as _Substitute
-from .rewrite import walk_exprs
+from .rewrite import free_vars
 
 _COMBINE = {"sum": "add", "prod": "mul", "max": "max", "min": "min"}
 
@@ -309,7 +309,7 @@ def _seq(items: list, bound: frozenset) -> tuple[ir.Stmt | None, dict[str, ir.Ex
     first, esc = _place(items[0], bound)
     rest, later = _seq(items[1:], bound | set(esc))
     if rest is not None and esc:
-        used = _free_vars(rest)
+        used = free_vars(rest)
         for name in reversed([n for n in esc if n in used]):
             before = ir.Var(name) if name in bound else None
             rest = ir.Let(name, _resolve(esc[name], before), rest)
@@ -325,28 +325,6 @@ def _seq(items: list, bound: frozenset) -> tuple[ir.Stmt | None, dict[str, ir.Ex
 def _resolve(v: ir.Expr, prev: ir.Expr | None) -> ir.Expr:
     """An escaping bound with the value before it filled in (0 when there was none)."""
     return _Substitute({_PREV.name: prev if prev is not None else ir.index_const(0)}).visit_expr(v)
-
-
-def _free_vars(s: ir.Stmt) -> set[str]:
-    """Names of the variables a statement reads that no let or loop inside it binds."""
-    match s:
-        case ir.For(var, start, end, _, body, _):
-            return _expr_vars(start) | _expr_vars(end) | (_free_vars(body) - {var})
-        case ir.Let(name, value, body):
-            return _expr_vars(value) | (_free_vars(body) - {name})
-        case ir.If(c, t, e):
-            return _expr_vars(c) | _free_vars(t) | (_free_vars(e) if e is not None else set())
-        case ir.Block(stmts):
-            return set().union(*(_free_vars(x) for x in stmts))
-        case ir.Allocate(buffer, body):
-            return set().union(*(_expr_vars(x) for x in buffer.shape)) | _free_vars(body)
-        case ir.Store(_, idx, value):
-            return set().union(_expr_vars(value), *(_expr_vars(i) for i in idx))
-    raise AssertionError(f"unexpected statement {s!r}")
-
-
-def _expr_vars(e: ir.Expr) -> set[str]:
-    return {x.name for x in walk_exprs(e) if isinstance(x, ir.Var)}
 
 
 class _StmtWriter:

@@ -116,3 +116,32 @@ def walk_exprs(e: ir.Expr):
     yield e
     for k in expr_children(e):
         yield from walk_exprs(k)
+
+
+def bound_names(s: ir.Stmt) -> set[str]:
+    """The names a loop or a let inside `s` (or `s` itself) binds."""
+    return {x.var if isinstance(x, ir.For) else x.name for x in walk_stmts(s)
+            if isinstance(x, (ir.For, ir.Let))}
+
+
+def expr_vars(e: ir.Expr) -> set[str]:
+    """The names of the variables an expression reads."""
+    return {x.name for x in walk_exprs(e) if isinstance(x, ir.Var)}
+
+
+def free_vars(s: ir.Stmt) -> set[str]:
+    """The names of the variables a statement reads that no loop or let inside it binds."""
+    match s:
+        case ir.For(var, start, end, _, body, _):
+            return expr_vars(start) | expr_vars(end) | (free_vars(body) - {var})
+        case ir.Let(name, value, body):
+            return expr_vars(value) | (free_vars(body) - {name})
+        case ir.If(c, t, e):
+            return expr_vars(c) | free_vars(t) | (free_vars(e) if e is not None else set())
+        case ir.Block(stmts):
+            return set().union(*(free_vars(x) for x in stmts))
+        case ir.Allocate(buffer, body):
+            return set().union(*(expr_vars(x) for x in buffer.shape)) | free_vars(body)
+        case ir.Store(_, idx, value):
+            return set().union(expr_vars(value), *(expr_vars(i) for i in idx))
+    raise AssertionError(f"unexpected statement {s!r}")

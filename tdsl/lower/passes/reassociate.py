@@ -18,12 +18,7 @@ from __future__ import annotations
 from ... import dtypes as dt
 from ...errors import ScheduleError
 from .. import ir
-from ..rewrite import Rewriter, walk_exprs, walk_stmts
-
-
-def _bound_names(s: ir.Stmt) -> set[str]:
-    return {x.var if isinstance(x, ir.For) else x.name for x in walk_stmts(s)
-            if isinstance(x, (ir.For, ir.Let))}
+from ..rewrite import Rewriter, bound_names, expr_vars, walk_stmts
 
 
 def privatize(loop: ir.For, buf: ir.Buffer, op: str, identity, what: str) -> ir.Stmt:
@@ -33,8 +28,8 @@ def privatize(loop: ir.For, buf: ir.Buffer, op: str, identity, what: str) -> ir.
     ok = (store is not None and store.buffer == buf and isinstance(store.value, ir.Binary)
           and store.value.op == op and store.value.a == ir.Load(buf, store.indices))
     if ok:
-        used = {v.name for i in store.indices for v in walk_exprs(i) if isinstance(v, ir.Var)}
-        ok = not (used & (_bound_names(loop.body) | {loop.var}))
+        used = set().union(*(expr_vars(i) for i in store.indices))
+        ok = not (used & (bound_names(loop.body) | {loop.var}))
     if not ok:
         raise ScheduleError(
             f"{what}: reassociate=True needs every iteration of loop {loop.var} to accumulate "

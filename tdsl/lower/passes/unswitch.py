@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ... import dtypes as dt
 from .. import ir
-from ..rewrite import Rewriter, walk_exprs, walk_stmts
+from ..rewrite import Rewriter, bound_names, walk_exprs, walk_stmts
 
 MAX_STATEMENTS = 4000  # a loop larger than this is not duplicated
 
@@ -27,13 +27,8 @@ def _is_trip_test(c: ir.Expr) -> bool:
             and isinstance(c.a, ir.Binary) and c.a.op == "sub" and c.a.dtype == dt.index)
 
 
-def _bound(s: ir.Stmt) -> set[str]:
-    return {x.var if isinstance(x, ir.For) else x.name for x in walk_stmts(s)
-            if isinstance(x, (ir.For, ir.Let))}
-
-
 def _invariant_test(loop: ir.For) -> ir.Expr | None:
-    bound = _bound(loop)
+    bound = bound_names(loop)
     for x in walk_stmts(loop.body):
         if isinstance(x, ir.If) and _is_trip_test(x.cond):
             reads = list(walk_exprs(x.cond))
