@@ -6,7 +6,7 @@ import time
 
 from .compute.tensor import Stage
 from .errors import ArgumentError, ScheduleError
-from .lower import ir, lower_schedule
+from .lower import lower_schedule
 from .runtime import Kernel
 from .schedule import Schedule, schedule
 
@@ -22,9 +22,14 @@ def _as_schedule(s) -> Schedule:
     raise ScheduleError(f"expected a td.schedule(...) or output stage(s), got {s!r}")
 
 
-def lower(s, name: str | None = None) -> ir.LoweredFunc:
-    """The loop nest of a schedule (or of unscheduled output stages); print it to read it."""
-    return lower_schedule(_as_schedule(s), name)
+def lower(s, name: str | None = None, trace: bool = False):
+    """The loop nest of a schedule (or of unscheduled output stages); print it to read it.
+
+    With `trace=True`, every step of the compiler instead: the loop IR right after
+    isl's loop generation and after each pass (allocate, extents, simplify, unroll,
+    ...), printed one after another, each unchanged step by name only; index it by a
+    pass's name (`td.lower(s, trace=True)["unroll"]`)."""
+    return lower_schedule(_as_schedule(s), name, trace=trace)
 
 
 _BUILT: dict = {}

@@ -182,3 +182,21 @@ def test_simplify_removes_a_loop_that_never_runs():
                   _store(ir.Const(0, dt.int32)))
     assert _simplified(ir.Block((loop, _store(ir.Const(1, dt.int32))))) == _store(
         ir.Const(1, dt.int32))
+
+
+def test_trace_shows_every_step_in_order():
+    (x,) = td.dims("x")
+    a = td.input("a", {x: 10}, td.float32)
+    o = td.compute("o", {x: 10}, a[x] * 2)
+    s = td.schedule(o).split(o, "x", 4).unroll(o, "x_i")
+    trace = td.lower(s, trace=True)
+    names = [n for n, _ in trace]
+    assert names == ["convert", "allocate", "extents", "simplify", "unroll", "simplify",
+                     "unswitch", "fold", "inbounds"]
+    assert trace.final == td.lower(s)
+    assert "# unrolled" in str(trace["convert"]) and "# unrolled" not in str(trace["unroll"])
+    assert "(0 + 1)" in str(trace["unroll"]) and "(0 + 1)" not in str(trace.final)
+    text = repr(trace)
+    assert "--- after unroll:\n" in text and "--- after fold: unchanged" in text
+    with pytest.raises(KeyError, match="no step named 'vectorize'"):
+        trace["vectorize"]

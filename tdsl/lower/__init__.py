@@ -1,20 +1,28 @@
 """Lowering: a schedule becomes a loop-IR function.
 
-The whole compiler front to back, one pass per line:
+The whole compiler front to back. The analysis, on the polyhedral model:
 
     model    the polyhedral model: statements, isl domains, bands, buffer boxes
     budget   unrolling within its limit (the isl analysis runs under an operation quota)
     tree     the flat isl schedule of every statement
     legality dependences (isl) kept by the schedule; parallel loops race-free
-    ast      isl's AST of the schedule
-    convert  the isl AST as loop IR (tdsl's own nodes, with the schedule's names)
+    ast      isl's AST of the schedule, read back and checked against it (ast_check)
+    convert  the isl AST as loop IR (tdsl's own nodes, with the schedule's names;
+             reassociated reduction loops privatized)
+
+then the loop-IR passes, in this order (`PASSES`), each followed by `verify`:
+
+    allocate every temp buffer allocated at its store loop, once per iteration
     extents  every loop's max extent proven to bound its span (isl), widened where not
     simplify constant folding and index simplification
     unroll   unrolled loops become copies of their bodies
+    simplify again, on the copies (their loop variables are constants now)
     unswitch full-tile tests of unrolled edge blocks hoisted out of invariant loops
     fold     loops of at most one iteration become bindings of their variable
     inbounds every scratch-buffer access proven inside its allocation (isl), or an error
-    verify   loop-IR invariants (run after every pass)
+
+`lower_schedule(s, trace=True)` (`td.lower(s, trace=True)`) returns the IR after
+convert and after each pass, as a `Trace`.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from .budget import bounded, check_unrolling, isl_budget, step
 from .from_ast import convert
 from .legality import check_legality, check_schedule
 from .model import build_model
+from .passes.allocate import place_allocations
 from .passes.extents import prove_extents
 from .passes.fold_loops import fold_loops
 from .passes.inbounds import check_in_bounds
@@ -39,29 +48,71 @@ from .tree import build_ast, schedule_vectors
 
 set_legality_check(check_schedule)  # Schedule.check proves legality with this layer's model
 
-PASSES: tuple[tuple[str, Callable[[ir.LoweredFunc], ir.LoweredFunc]], ...] = (
+Pass = Callable[[ir.LoweredFunc], ir.LoweredFunc]
+
+PASSES: tuple[tuple[str, Pass], ...] = (
     ("extents", prove_extents),
     ("simplify", simplify),
     ("unroll", unroll),
+    ("simplify", simplify),
     ("unswitch", unswitch),
     ("fold", fold_loops),
     ("inbounds", check_in_bounds),
 )
 
 
+class Trace:
+    """The loop IR of one lowering after `convert` and after each pass, in order.
+
+    Printing it shows each step whose IR differs from the step before (an unchanged
+    step is listed by name); `trace[name]` is the IR after the last step of that name,
+    `trace.final` the lowered function."""
+
+    def __init__(self, steps: list[tuple[str, ir.LoweredFunc]]):
+        self.steps = steps
+
+    @property
+    def final(self) -> ir.LoweredFunc:
+        return self.steps[-1][1]
+
+    def __getitem__(self, name: str) -> ir.LoweredFunc:
+        for step_name, func in reversed(self.steps):
+            if step_name == name:
+                return func
+        raise KeyError(f"no step named {name!r}; steps: {', '.join(n for n, _ in self.steps)}")
+
+    def __iter__(self):
+        return iter(self.steps)
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __repr__(self) -> str:
+        out, before = [], None
+        for step_name, func in self.steps:
+            if func == before:
+                out.append(f"--- after {step_name}: unchanged")
+            else:
+                out.append(f"--- after {step_name}:\n{func}")
+            before = func
+        return "\n".join(out)
+
+
 def lower_schedule(sched: Schedule, name: str | None = None,
-                   dump: Callable[[str, ir.LoweredFunc], None] | None = None) -> ir.LoweredFunc:
-    """Lower a schedule to a verified loop-IR function named `name` (in a child process
-    with a hard time limit, see `budget.bounded`; in process when `dump` is given)."""
+                   trace: bool = False) -> ir.LoweredFunc | Trace:
+    """Lower a schedule to a verified loop-IR function named `name`, in a child process
+    with a hard time limit (see `budget.bounded`); with `trace`, the `Trace` of every
+    step instead."""
     name = name or f"tdsl_{sched.outputs[0].name}"
     what = f"the schedule of {', '.join(o.name for o in sched.outputs)}"
-    if dump is None:
-        return bounded(what, lambda: _lower(sched, name, what, None))
-    return _lower(sched, name, what, dump)
+    steps = bounded(what, lambda: _lower(sched, name, what, trace))
+    return Trace(steps) if trace else steps[-1][1]
 
 
 def _lower(sched: Schedule, name: str, what: str,
-           dump: Callable[[str, ir.LoweredFunc], None] | None) -> ir.LoweredFunc:
+           keep: bool) -> list[tuple[str, ir.LoweredFunc]]:
+    """The steps of one lowering (only the last one unless `keep`)."""
+    steps: list[tuple[str, ir.LoweredFunc]] = []
     with isl_budget(what):
         with step("bounds inference"):
             model = build_model(sched)
@@ -72,15 +123,17 @@ def _lower(sched: Schedule, name: str, what: str,
         with step("loop generation"):
             vectors = schedule_vectors(model, binders=True)
             ast = build_ast(model, vectors)
-            func = verify(convert(model, ast, vectors, name))
-        if dump:
-            dump("convert", func)
-        for pass_name, run in PASSES:
+            func, temps = convert(model, ast, vectors, name)
+            func = verify(func, pending=frozenset(b.name for b, _ in temps))
+        steps.append(("convert", func))
+        passes = (("allocate", lambda f: place_allocations(f, temps)),) + PASSES
+        for pass_name, run in passes:
             with step(f"the {pass_name} pass"):
                 func = verify(run(func))
-            if dump:
-                dump(pass_name, func)
-    return func
+            steps.append((pass_name, func))
+            if not keep:
+                del steps[:-1]
+    return steps
 
 
-__all__ = ["ir", "lower_schedule"]
+__all__ = ["PASSES", "Trace", "ir", "lower_schedule"]

@@ -20,7 +20,6 @@ from . import ir
 from .access import functions_map
 from .affine import ast_expr_to_ir, pwaff_to_ir
 from .model import Band, Model, Statement
-from .passes.allocate import place_allocations
 from .passes.reassociate import privatize
 from .rewrite import Substitute as _Substitute
 from .rewrite import free_vars
@@ -472,7 +471,9 @@ def _extent(pa: isl.PwAff, sizes) -> ir.Expr:
     return pwaff_to_ir(pa, [], sizes)
 
 
-def convert(model: Model, ast: isl.AstNode, vectors, name: str) -> ir.LoweredFunc:
+def convert(model: Model, ast: isl.AstNode, vectors, name: str):
+    """The isl AST as a loop-IR function, and the temp buffers with the loop variables
+    around their store levels (for the allocate pass)."""
     pipeline = model.schedule.state.pipeline
     buffers = buffers_for(model)
     conv = Converter(model, buffers, vectors)
@@ -489,5 +490,5 @@ def convert(model: Model, ast: isl.AstNode, vectors, name: str) -> ir.LoweredFun
         if b is not None and b.kind == "temp":
             depth = model.boxes[stage].depth
             temps.append((b, tuple(band.var for band in model.groups[stage].prefix[:depth])))
-    return place_allocations(func, temps)
+    return func, temps
 

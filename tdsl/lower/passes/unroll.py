@@ -11,7 +11,6 @@ from __future__ import annotations
 from ... import dtypes as dt
 from .. import ir
 from ..rewrite import Rewriter, substitute
-from .simplify import simplify
 
 
 class _Unroll(Rewriter):
@@ -46,4 +45,4 @@ def full_trip_test(loop: ir.For) -> ir.Compare:
 
 def unroll(func: ir.LoweredFunc) -> ir.LoweredFunc:
     body = _Unroll().visit(func.body)
-    return simplify(ir.LoweredFunc(func.name, func.inputs, func.outputs, func.sizes, body))
+    return ir.LoweredFunc(func.name, func.inputs, func.outputs, func.sizes, body)

@@ -94,11 +94,13 @@ def _unique_buffers(func: ir.LoweredFunc) -> None:
             raise VerifyError(f"two different buffers are named {b.name}")
 
 
-def verify(func: ir.LoweredFunc) -> ir.LoweredFunc:
+def verify(func: ir.LoweredFunc, pending: frozenset[str] = frozenset()) -> ir.LoweredFunc:
+    """`func`, once its invariants are checked (VerifyError otherwise); `pending` names
+    the temp buffers the allocate pass has yet to place (used anywhere until then)."""
     _unique_buffers(func)
     scope = {v.name for v in func.sizes}
     for b in func.inputs + func.outputs:
         for e in b.shape:
             _expr(e, scope, set())
-    _stmt(func.body, scope, set())
+    _stmt(func.body, scope, set(pending))
     return func
