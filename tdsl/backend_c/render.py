@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from ..lower.ir import (
     Allocate,
     Block,
-    Buffer,
     Const,
     For,
     ForKind,
@@ -33,6 +32,7 @@ from ..lower.ir import (
     LoweredFunc,
     Stmt,
     Store,
+    stack_elements,
 )
 from ..lower.rewrite import walk_stmts
 from . import helpers
@@ -54,7 +54,6 @@ FLAVOURS = {
     "portable": Flavour("portable", openmp=False, gnu=False, heap=False),
 }
 
-STACK_LIMIT = 64 * 1024  # bytes; larger or symbolic temporaries go to the heap
 
 # Host C is compiled at -O3, whose loop vectorizer (gcc 12 with AVX-512) miscompiles
 # some loops tdsl never asked to vectorize: outer loops whose inner loops it unrolled
@@ -110,14 +109,6 @@ def _header(name: str, params: str, width: int = 100) -> str:
         return line
     indent = CWriter.INDENT
     return f"int {name}(\n{indent}" + f",\n{indent}".join(params.split(", ")) + "\n)"
-
-
-def stack_count(buf: Buffer) -> int | None:
-    """Element count of a temporary that lives on the stack; None if it needs the heap."""
-    count = element_count(buf.shape)
-    if not isinstance(count, Const) or int(count.value) * buf.dtype.itemsize > STACK_LIMIT:
-        return None
-    return int(count.value)
 
 
 def _short(s: Stmt) -> bool:
@@ -295,7 +286,7 @@ class _Renderer:
     def allocate(self, s: Allocate) -> None:
         buf, w = s.buffer, self.w
         t = ctype(buf.dtype)
-        count = stack_count(buf)
+        count = stack_elements(buf)
         if count is not None:
             align = " __attribute__((aligned(64)))" if self.flavour.gnu else ""
             with w.binding(("buf", buf.name), buf.name) as name:
@@ -361,7 +352,7 @@ class _Renderer:
         if key not in self._fallible:
             match s:
                 case Allocate(buf, body):
-                    result = stack_count(buf) is None or self._fallible_stmt(body)
+                    result = stack_elements(buf) is None or self._fallible_stmt(body)
                 case Block(stmts):
                     result = any(self._fallible_stmt(c) for c in stmts)
                 case For(body=body) | Let(body=body):

@@ -58,6 +58,7 @@ from ..lower.ir import (
     Store,
     Unary,
     Var,
+    stack_elements,
 )
 from ..lower.ir import Binary as BinaryExpr
 from ..lower.ir import Load as LoadExpr
@@ -65,7 +66,6 @@ from . import ops
 from .captures import all_buffers, free_names
 from .ops import I1, I8, I32, I64, PTR, VOID
 
-STACK_LIMIT = 64 * 1024  # bytes; larger or symbolic temps go to the heap
 MAX_VECTOR_WIDTH = 64
 ENV_LO, ENV_HI, ENV_FAILED = 0, 1, 2  # fields of a parallel loop's environment
 
@@ -421,8 +421,8 @@ class _FunctionEmitter:
     def allocate(self, s: Allocate) -> None:
         buf = s.buffer
         elty = ops.lltype(buf.dtype)
-        count = _constant_count(buf.shape)
-        if count is not None and count * buf.dtype.itemsize <= STACK_LIMIT:
+        count = stack_elements(buf)
+        if count is not None:
             p = self.alloca(ir.ArrayType(elty, count), buf.name, align=64)
             with self.bind(self.ptrs, buf.name, p):
                 self.stmt(s.body)
@@ -511,15 +511,6 @@ class _FunctionEmitter:
                 return ops.cast(b, self.expr(x), x.dtype, dtype)
             case _:
                 raise TypeError(f"unknown loop-IR expression {e!r}")
-
-
-def _constant_count(shape: tuple[Expr, ...]) -> int | None:
-    count = 1
-    for extent in shape:
-        if not isinstance(extent, Const):
-            return None
-        count *= int(extent.value)
-    return max(count, 0)
 
 
 def _only_unrolled_loops(s: Stmt) -> bool:

@@ -186,6 +186,20 @@ class Allocate(Stmt):
     body: Stmt
 
 
+STACK_LIMIT = 64 * 1024  # bytes; larger or symbolic temps live on the heap
+
+
+def stack_elements(buf: Buffer) -> int | None:
+    """The element count of a temp buffer that lives on the stack: one of constant shape
+    within STACK_LIMIT bytes. None when it lives on the heap (every target alike)."""
+    count = 1
+    for extent in buf.shape:
+        if not isinstance(extent, Const):
+            return None
+        count *= max(int(extent.value), 0)
+    return count if count * buf.dtype.itemsize <= STACK_LIMIT else None
+
+
 @_node
 class LoweredFunc:
     """A whole kernel: arguments in call order, then its body.
