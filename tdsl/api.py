@@ -13,7 +13,8 @@ from .schedule import Schedule, schedule
 TARGETS = ("c", "llvm")
 
 
-def _as_schedule(s) -> Schedule:
+def as_schedule(s) -> Schedule:
+    """`s` as a Schedule: a Schedule itself, or the default schedule of output stage(s)."""
     if isinstance(s, Schedule):
         return s
     if isinstance(s, Stage) or (isinstance(s, (tuple, list)) and s and all(
@@ -29,7 +30,7 @@ def lower(s, name: str | None = None, trace: bool = False):
     isl's loop generation and after each pass (allocate, extents, simplify, unroll,
     ...), printed one after another, each unchanged step by name only; index it by a
     pass's name (`td.lower(s, trace=True)["unroll"]`)."""
-    return lower_schedule(_as_schedule(s), name, trace=trace)
+    return lower_schedule(as_schedule(s), name, trace=trace)
 
 
 _BUILT: dict = {}
@@ -42,7 +43,7 @@ def build(s, target: str = "c", name: str | None = None) -> Kernel:
     Building the same schedule again in one process returns a kernel sharing the
     first one's compiled code (schedules are immutable values; the key also
     covers updates added to the pipeline's stages since)."""
-    sched = _as_schedule(s)
+    sched = as_schedule(s)
     if target not in TARGETS:
         raise ArgumentError(f"unknown target {target!r}; valid targets are {', '.join(TARGETS)}")
     t0 = time.perf_counter()

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TextIO
 
 from . import dtypes as dt
-from .api import _as_schedule
+from .api import as_schedule
 from .backend_c import helpers
 from .backend_c.standalone import ALIGN, ERR_SIZES, ERR_WORKSPACE, Standalone, render_standalone
 from .backend_c.writer import CWriter, sanitize
@@ -32,6 +32,7 @@ from .compute.printer import show
 from .compute.tensor import Pipeline
 from .errors import ArgumentError, TdslError
 from .lower import ir, lower_schedule
+from .lower.from_ast import index_expr
 from .lower.printer import expr as ir_text
 from .runtime import Kernel
 from .schedule import Schedule
@@ -60,7 +61,7 @@ def emit_c(schedule, name: str, out_dir) -> tuple[Path, Path]:
 
 
 def _schedule_of(s) -> Schedule:
-    return s.schedule if isinstance(s, Kernel) else _as_schedule(s)
+    return s.schedule if isinstance(s, Kernel) else as_schedule(s)
 
 
 def _check_name(name) -> None:
@@ -84,30 +85,9 @@ def extent_conditions(pipeline: Pipeline) -> list[tuple[ir.Compare, str]]:
         for ext in t.shape:
             if isinstance(ext, (cx.Const, cx.Size)):
                 continue
-            cond = ir.Compare("ge", _extent_ir(ext), ir.Const(1, dt.index))
+            cond = ir.Compare("ge", index_expr(ext, {}), ir.Const(1, dt.index))
             out.setdefault(cond, f"{show(ext)} >= 1")
     return list(out.items())
-
-
-def _extent_ir(e: cx.Expr) -> ir.Expr:
-    """An extent (integer expression of sizes and constants) as a loop-IR index expression."""
-    match e:
-        case cx.Const(v):
-            return ir.Const(int(v), dt.index)
-        case cx.Size(name):
-            return ir.Var(name)
-        case cx.Cast(a):
-            return _extent_ir(a)
-        case cx.Unary("neg", a):
-            return ir.Unary("neg", _extent_ir(a), dt.index)
-        case cx.Binary(op, a, b) if op in ("add", "sub", "mul", "floordiv", "mod", "min", "max"):
-            return ir.Binary(op, _extent_ir(a), _extent_ir(b), dt.index)
-        case cx.Call("abs", (a,)):
-            return ir.Call("abs", (_extent_ir(a),), dt.index)
-        case cx.Select(cx.Compare(op, x, y), a, b):
-            cond = ir.Compare(op, _extent_ir(x), _extent_ir(y))
-            return ir.Select(cond, _extent_ir(a), _extent_ir(b), dt.index)
-    raise TdslError(f"extent {show(e)} is not an integer expression of sizes and constants")
 
 
 # ---------------------------------------------------------------- the header

@@ -15,7 +15,9 @@ import islpy as isl
 
 from .. import dtypes as dt
 from ..compute import expr as cx
+from ..compute.printer import show
 from ..compute.tensor import BoundaryView, Tensor, identity, is_affine_index
+from ..errors import TdslError
 from . import ir
 from .access import functions_map
 from .affine import ast_expr_to_ir, pwaff_to_ir
@@ -410,10 +412,11 @@ class _StmtWriter:
 
 
 def index_expr(e: cx.Expr, dims: dict) -> ir.Expr:
-    """An affine algorithm index as a loop-IR index expression (`dims`: Dim -> value)."""
+    """An integer algorithm expression of dims, sizes and constants (an affine index, an
+    extent) as a loop-IR index expression (`dims`: Dim -> value)."""
     match e:
         case cx.Const(v):
-            return ir.index_const(v)
+            return ir.index_const(int(v))
         case cx.Dim():
             return dims[e]
         case cx.Size(name):
@@ -422,9 +425,14 @@ def index_expr(e: cx.Expr, dims: dict) -> ir.Expr:
             return index_expr(a, dims)
         case cx.Unary("neg", a):
             return ir.Unary("neg", index_expr(a, dims), dt.index)
-        case cx.Binary(op, a, b):
+        case cx.Binary(op, a, b) if op in ("add", "sub", "mul", "floordiv", "mod", "min", "max"):
             return ir.Binary(op, index_expr(a, dims), index_expr(b, dims), dt.index)
-    raise AssertionError(f"not an affine index: {e!r}")
+        case cx.Call("abs", (a,)):
+            return ir.Call("abs", (index_expr(a, dims),), dt.index)
+        case cx.Select(cx.Compare(op, x, y), a, b):
+            cond = ir.Compare(op, index_expr(x, dims), index_expr(y, dims))
+            return ir.Select(cond, index_expr(a, dims), index_expr(b, dims), dt.index)
+    raise TdslError(f"{show(e)} is not an integer expression of dims, sizes and constants")
 
 
 def _clamp(v: ir.Expr, last: ir.Expr) -> ir.Expr:
