@@ -31,9 +31,9 @@ ALLOWED = {
     "__init__": None,
     "__main__": None,
 }
-# what of `lower` a backend may see: the loop IR, its traversals and printer, and the
-# float32 exp the IR specifies
-BACKEND_VIEW = {"lower.ir", "lower.rewrite", "lower.printer", "lower.fastexp"}
+# what of `lower` a backend may see: the loop IR, its traversals and printer, the kernel
+# ABI and the float32 exp the IR specifies
+BACKEND_VIEW = {"lower.ir", "lower.rewrite", "lower.printer", "lower.abi", "lower.fastexp"}
 ISL_USERS = {"lower"}
 
 

@@ -16,6 +16,7 @@ import cffi
 import numpy as np
 
 from ..errors import CompileError
+from ..lower.abi import check_call
 from ..lower.ir import LoweredFunc
 from .compile import DEFAULT_FLAGS, compile_source
 from .helpers import ctype
@@ -82,11 +83,14 @@ class CModule:
         self._types = tuple(ffi.typeof(f"{ctype(b.dtype)}[]") for b in buffers)
 
     def call(self, arrays: Sequence[np.ndarray], sizes: Sequence[int]) -> int:
-        """Run the kernel; returns its status (0 success, 1 out of memory).
+        """Check the arguments (`abi.check_call`), then run the kernel on (inputs...,
+        outputs...) and the sizes; returns its status (`abi.STATUS`)."""
+        check_call(self.func, arrays, sizes)
+        return self.run(arrays, sizes)
 
-        `arrays` are C-contiguous, of the exact dtypes, inputs then outputs;
-        `sizes` are the size values in the function's order. Not checked here.
-        """
+    def run(self, arrays: Sequence[np.ndarray], sizes: Sequence[int]) -> int:
+        """`call` without the check, for arguments checked already (C-contiguous, of
+        the exact dtypes, inputs then outputs; sizes in the function's order)."""
         return self._fn(*map(self._from_buffer, self._types, arrays), *sizes)
 
     def __repr__(self) -> str:

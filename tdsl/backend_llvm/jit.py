@@ -38,8 +38,9 @@ import llvmlite.binding as llvm
 import numpy as np
 from llvmlite.binding.newpassmanagers import NewPassManager
 
-from ..errors import ArgumentError, CompileError
-from ..lower.ir import Binary, Buffer, Const, Expr, LoweredFunc, Var
+from ..errors import CompileError
+from ..lower.abi import check_call
+from ..lower.ir import LoweredFunc
 from . import isolate, runtime
 from .codegen import emit_module, entry_symbol
 
@@ -141,22 +142,17 @@ class LLVMModule:
         self._fn = _ffi.cast(f"int (*)({params})", address)
 
     def call(self, arrays: Sequence[np.ndarray], sizes: Sequence[int]) -> int:
-        """Run the kernel on (inputs..., outputs...) and the sizes.
+        """Check the arguments (`abi.check_call`), then run the kernel on (inputs...,
+        outputs...) and the sizes; returns its status (`abi.STATUS`)."""
+        check_call(self.func, arrays, sizes)
+        return self.run(arrays, sizes)
 
-        Returns the kernel's status: 0, or 1 when it ran out of memory.
-        """
-        func = self.func
-        buffers = func.inputs + func.outputs
-        if len(arrays) != len(buffers) or len(sizes) != len(func.sizes):
-            raise ArgumentError(
-                f"{self.name} takes {len(buffers)} arrays "
-                f"({', '.join(b.name for b in buffers)}) and {len(func.sizes)} sizes "
-                f"({', '.join(v.name for v in func.sizes)}); "
-                f"got {len(arrays)} arrays and {len(sizes)} sizes"
-            )
-        values = {v.name: int(s) for v, s in zip(func.sizes, sizes, strict=True)}
-        pointers = [_pointer(a, b, values, self.name) for a, b in zip(arrays, buffers, strict=True)]
-        return self._fn(*pointers, *values.values())
+    def run(self, arrays: Sequence[np.ndarray], sizes: Sequence[int]) -> int:
+        """`call` without the check, for arguments checked already."""
+        outputs = len(self.func.inputs)
+        pointers = [_ffi.from_buffer(a, require_writable=k >= outputs)
+                    for k, a in enumerate(arrays)]
+        return self._fn(*pointers, *sizes)
 
     def __repr__(self) -> str:
         return f"<LLVMModule {self.name}>"
@@ -215,56 +211,3 @@ def _optimize(module: llvm.ModuleRef, tm: llvm.TargetMachine, options: dict) -> 
         # about 100 KB per build. Free it here.
         NewPassManager._dispose(mpm)
         mpm.detach()
-
-
-def _pointer(array, buf: Buffer, sizes: dict[str, int], kernel: str):
-    where = f"{kernel}: argument {buf.name!r}"
-    if not isinstance(array, np.ndarray):
-        raise ArgumentError(f"{where} must be a numpy array, got {type(array).__name__}")
-    if array.dtype != buf.dtype.np:
-        raise ArgumentError(f"{where} must have dtype {buf.dtype.name}, got {array.dtype}")
-    if not array.flags.c_contiguous:
-        raise ArgumentError(f"{where} must be C-contiguous (np.ascontiguousarray makes a copy)")
-    output = buf.kind == "output"
-    if output and not array.flags.writeable:
-        raise ArgumentError(f"{where} is an output and must be writeable")
-    count = _element_count(buf.shape, sizes)
-    if count is not None and array.size != count:
-        raise ArgumentError(f"{where} must have {count} elements, got {array.size}")
-    return _ffi.from_buffer(array, require_writable=output)
-
-
-def _element_count(shape: tuple[Expr, ...], sizes: dict[str, int]) -> int | None:
-    """The number of elements for these sizes; None if a shape is beyond this evaluator."""
-    count = 1
-    for extent in shape:
-        value = _evaluate(extent, sizes)
-        if value is None:
-            return None
-        count *= max(value, 0)
-    return count
-
-
-_INDEX_OPS = {
-    "add": lambda a, b: a + b,
-    "sub": lambda a, b: a - b,
-    "mul": lambda a, b: a * b,
-    "floordiv": lambda a, b: a // b if b else 0,
-    "mod": lambda a, b: a % b if b else 0,
-    "pdiv": lambda a, b: a // b if b else 0,
-    "pmod": lambda a, b: a % b if b else 0,
-    "min": min,
-    "max": max,
-}
-
-
-def _evaluate(e: Expr, sizes: dict[str, int]) -> int | None:
-    match e:
-        case Const(value=value):
-            return int(value)
-        case Var(name=name):
-            return sizes.get(name)
-        case Binary(op=op, a=a, b=b) if op in _INDEX_OPS:
-            x, y = _evaluate(a, sizes), _evaluate(b, sizes)
-            return None if x is None or y is None else _INDEX_OPS[op](x, y)
-    return None

@@ -17,8 +17,7 @@ import numpy as np
 from ..compute.binding import allocate_outputs, bind_arguments
 from ..errors import ArgumentError, RuntimeFailure
 from ..lower import ir
-
-_STATUS = {1: "out of memory while allocating an intermediate buffer"}
+from ..lower.abi import STATUS
 
 
 @dataclass(frozen=True)
@@ -70,10 +69,10 @@ class Kernel:
         return arrays, sizes, outs
 
     def _run(self, arrays, sizes) -> None:
-        status = self._module.call(arrays, sizes)
+        status = self._module.run(arrays, sizes)  # checked by bind_arguments
         if status:
             raise RuntimeFailure(
-                f"kernel {self.lowered.name} failed: {_STATUS.get(status, f'status {status}')}")
+                f"kernel {self.lowered.name} failed: {STATUS.get(status, f'status {status}')}")
 
     def _positional(self, args: tuple) -> None:
         if args:

@@ -1,0 +1,94 @@
+"""The kernel ABI every target implements, and the one check of a call's arguments.
+
+A lowered function becomes a native function
+
+    int name(T0 *in0, ..., Tk *out0, ..., int64_t size0, ...)
+
+arrays first (inputs, then outputs, in `LoweredFunc` order, each a pointer to
+the first element of a C-contiguous array of the buffer's dtype), then the
+sizes in `LoweredFunc.sizes` order. It returns a status (`STATUS`): 0, or a
+failure that left the outputs unspecified. Host C, portable C and LLVM
+kernels all follow it; the modules the backends return offer `call`
+(arguments checked here first) and `run` (unchecked, for a caller that has
+checked them already, as `Kernel` has through the algorithm's binding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..errors import ArgumentError
+from .ir import Binary, Buffer, Const, Expr, LoweredFunc, Var
+
+OK = 0
+OUT_OF_MEMORY = 1
+STATUS = {OK: "success", OUT_OF_MEMORY: "out of memory while allocating an intermediate buffer"}
+
+_INDEX_OPS = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "floordiv": lambda a, b: a // b if b else 0,
+    "mod": lambda a, b: a % b if b else 0,
+    "pdiv": lambda a, b: a // b if b else 0,
+    "pmod": lambda a, b: a % b if b else 0,
+    "min": min,
+    "max": max,
+}
+
+
+def evaluate_index(e: Expr, sizes: dict[str, int]) -> int | None:
+    """The value of an index expression of sizes and constants; None when it uses
+    anything else."""
+    match e:
+        case Const(value=value):
+            return int(value)
+        case Var(name=name):
+            return sizes.get(name)
+        case Binary(op=op, a=a, b=b) if op in _INDEX_OPS:
+            x, y = evaluate_index(a, sizes), evaluate_index(b, sizes)
+            return None if x is None or y is None else _INDEX_OPS[op](x, y)
+    return None
+
+
+def element_count(shape: tuple[Expr, ...], sizes: dict[str, int]) -> int | None:
+    """The number of elements of a buffer of `shape` for these sizes (None when a shape
+    is beyond `evaluate_index`)."""
+    count = 1
+    for extent in shape:
+        value = evaluate_index(extent, sizes)
+        if value is None:
+            return None
+        count *= max(value, 0)
+    return count
+
+
+def check_call(func: LoweredFunc, arrays: Sequence, sizes: Sequence[int]) -> None:
+    """Raise ArgumentError unless `arrays` and `sizes` are a valid call of `func`."""
+    buffers = func.inputs + func.outputs
+    if len(arrays) != len(buffers) or len(sizes) != len(func.sizes):
+        raise ArgumentError(
+            f"{func.name} takes {len(buffers)} arrays "
+            f"({', '.join(b.name for b in buffers)}) and {len(func.sizes)} sizes "
+            f"({', '.join(v.name for v in func.sizes)}); "
+            f"got {len(arrays)} arrays and {len(sizes)} sizes")
+    values = {v.name: int(s) for v, s in zip(func.sizes, sizes, strict=True)}
+    for array, buf in zip(arrays, buffers, strict=True):
+        _check_array(array, buf, values, func.name)
+
+
+def _check_array(array, buf: Buffer, sizes: dict[str, int], kernel: str) -> None:
+    where = f"{kernel}: argument {buf.name!r}"
+    if not isinstance(array, np.ndarray):
+        raise ArgumentError(f"{where} must be a numpy array, got {type(array).__name__}")
+    if array.dtype != buf.dtype.np:
+        raise ArgumentError(f"{where} must have dtype {buf.dtype.name}, got {array.dtype}")
+    if not array.flags.c_contiguous:
+        raise ArgumentError(f"{where} must be C-contiguous (np.ascontiguousarray makes a copy)")
+    if buf.kind == "output" and not array.flags.writeable:
+        raise ArgumentError(f"{where} is an output and must be writeable")
+    count = element_count(buf.shape, sizes)
+    if count is not None and array.size != count:
+        raise ArgumentError(f"{where} must have {count} elements, got {array.size}")
