@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from .compute.tensor import Stage
 from .errors import ArgumentError, ScheduleError
 from .lower import lower_schedule
 from .runtime import Kernel
 from .schedule import Schedule, schedule
+
+if TYPE_CHECKING:
+    from .backend_c.load import CModule
+    from .backend_llvm.jit import LLVMModule
 
 TARGETS = ("c", "llvm")
 
@@ -33,7 +38,7 @@ def lower(s, name: str | None = None, trace: bool = False):
     return lower_schedule(as_schedule(s), name, trace=trace)
 
 
-_BUILT: dict = {}
+_BUILT: dict[tuple, tuple[ir.LoweredFunc, CModule | LLVMModule]] = {}
 _BUILT_LIMIT = 256
 
 
@@ -54,10 +59,13 @@ def build(s, target: str = "c", name: str | None = None) -> Kernel:
         return Kernel(sched, func, module, target, time.perf_counter() - t0)
     func = lower_schedule(sched, name)
     if target == "c":
-        from .backend_c import build as backend_build
+        from .backend_c import build as build_c
+
+        module = build_c(func)
     else:
-        from .backend_llvm import build as backend_build
-    module = backend_build(func)
+        from .backend_llvm import build as build_llvm
+
+        module = build_llvm(func)
     if len(_BUILT) >= _BUILT_LIMIT:
         _BUILT.pop(next(iter(_BUILT)))
     _BUILT[key] = (func, module)

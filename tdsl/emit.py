@@ -261,6 +261,7 @@ def _load_file(path: Path):
     if not path.is_file():
         raise TdslError(f"no Python file at {path}")
     spec = importlib.util.spec_from_file_location(f"tdsl_emit_{path.stem}", path)
+    assert spec is not None and spec.loader is not None  # a .py file that exists has both
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(path.resolve().parent))  # so the file can import its neighbours
     try:

@@ -351,7 +351,7 @@ class _FunctionEmitter:
         self.place(then)
         self.stmt(s.then)
         self.b.branch(end)
-        if other is not None:
+        if other is not None and s.else_ is not None:  # one is there when the other is
             self.place(other)
             self.stmt(s.else_)
             self.b.branch(end)

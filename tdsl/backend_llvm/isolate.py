@@ -42,7 +42,7 @@ import struct
 import tempfile
 import threading
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from ..errors import CompileError
 from ..limits import compile_timeout
@@ -86,7 +86,8 @@ def run(fn: Callable[..., T], *args, what: str) -> T:
             server.kill()
             raise
     if ok:
-        return value
+        return cast(T, value)  # the child's result of fn, unpickled
+    assert isinstance(value, BaseException)  # a failed request answers with its exception
     raise value
 
 

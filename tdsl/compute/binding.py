@@ -13,6 +13,7 @@ other extent is then evaluated with the bound sizes and checked.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,7 +47,7 @@ def _mod(a: int, b: int) -> int:
     return a % b if b else 0
 
 
-_INT_OPS = {
+_INT_OPS: dict[str, Callable[[int, int], int]] = {
     "add": lambda a, b: a + b,
     "sub": lambda a, b: a - b,
     "mul": lambda a, b: a * b,
@@ -262,7 +263,8 @@ def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
     if not np.may_share_memory(a, b):
         return False
     try:
-        return bool(np.shares_memory(a, b, max_work=10**6))
+        # numpy's stub allows only the flags -1 and 0, but any positive bound works
+        return bool(np.shares_memory(a, b, max_work=10**6))  # type: ignore[arg-type]
     except np.exceptions.TooHardError:
         return True  # cannot tell cheaply: refuse rather than risk it
 

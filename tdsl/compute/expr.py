@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar, dataclass_transform
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from ..dtypes import DType
 from ..errors import DefinitionError
 
 if TYPE_CHECKING:
-    from .tensor import TensorLike
+    from .tensor import BoundaryView, Tensor
 
 Scalar = int | float | bool
 _ids = itertools.count()
@@ -30,7 +30,14 @@ class Expr:
     """Base of all expression nodes. Operators build new nodes."""
 
     __slots__ = ()
-    dtype: DType
+
+    if TYPE_CHECKING:
+        # a field of some nodes, a property computed from the operands of others
+
+        @property
+        def dtype(self) -> DType:
+            """The element type of the expression's value."""
+            ...
 
     def __add__(self, o):
         return binary("add", self, o)
@@ -164,7 +171,12 @@ class Expr:
         return show(self)
 
 
-def _node(cls):
+_T = TypeVar("_T")
+
+
+@dataclass_transform(frozen_default=True, eq_default=False)
+def _node(cls: type[_T]) -> type[_T]:
+    """Make `cls` a frozen, slotted dataclass compared by identity: an expression node."""
     return dataclass(frozen=True, eq=False, slots=True, repr=False)(cls)
 
 
@@ -200,7 +212,7 @@ class Size(Expr):
 
 @_node
 class Access(Expr):
-    tensor: TensorLike
+    tensor: Tensor | BoundaryView
     indices: tuple[Expr, ...]
 
     @property
@@ -432,8 +444,8 @@ def unary(op: str, a) -> Expr:
 
 
 def call(fn: str, *args) -> Expr:
-    ops = [_operand(x) for x in args]
-    ops = [x if isinstance(x, Expr) else const(x) for x in ops]
+    operands = [_operand(x) for x in args]
+    ops = [x if isinstance(x, Expr) else const(x) for x in operands]
     try:
         res = dt.numpy_result(NUMPY_CALL[fn], [o.dtype for o in ops])
     except DefinitionError as e:

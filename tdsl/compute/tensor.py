@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import keyword
+from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..dtypes import DType
@@ -96,10 +97,20 @@ def _distinct_names(dims: list, what: str, where: str) -> None:
 
 
 class TensorLike:
+    """A tensor or a boundary view of one: what `t[i, j]` indexes."""
+
     name: str
     dtype: DType
 
+    if TYPE_CHECKING:
+
+        @property
+        def dims(self) -> tuple[Dim, ...]:
+            """The dims of the (underlying) tensor, in order."""
+            ...
+
     def __getitem__(self, idx) -> Access:
+        assert isinstance(self, (Tensor, BoundaryView)), "a TensorLike is a Tensor or a BoundaryView"
         if not isinstance(idx, tuple):
             idx = (idx,)
         t = self.tensor if isinstance(self, BoundaryView) else self
@@ -157,7 +168,7 @@ class Tensor(TensorLike):
             _extent(v, f"{what} {name!r}, dim {d.name}") for d, v in shape.items()
         )
         self.dtype = dt.as_dtype(dtype)
-        self.order = next(_order)
+        self.order: float = next(_order)  # primitives place new stages between others
 
     @property
     def ndim(self) -> int:
@@ -342,12 +353,12 @@ def update(target, value, over) -> Update:
 class BoundaryView(TensorLike):
     """`td.clamp(t)` / `td.pad(t, value)`: a view of `t` that may be indexed out of range."""
 
-    def __init__(self, tensor: Tensor, mode: str, value=None):
+    def __init__(self, tensor: TensorLike, mode: str, value=None):
         if isinstance(tensor, BoundaryView):
             tensor = tensor.tensor
         if not isinstance(tensor, Tensor):
             raise DefinitionError(f"td.{mode} needs a tensor (td.input or td.compute), got {tensor!r}")
-        self.tensor = tensor
+        self.tensor: Tensor = tensor
         self.mode = mode
         self.name = tensor.name
         self.dtype = tensor.dtype

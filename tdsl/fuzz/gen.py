@@ -58,7 +58,7 @@ class Gen:
         self.exclude = set(exclude)
         self.max_stages = max_stages
         self.sizes: dict[str, int] = {}
-        self.dims: dict[str, object] = {}
+        self.dims: dict[str, str | int] = {}
         self.tensors: dict[str, dict] = {}  # name -> {dims, dtype, exact, kind}
         self.inputs: list[dict] = []
         self.stages: list[dict] = []

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import IO
 
 import tdsl
 
@@ -52,14 +53,26 @@ class Worker:
         self.done = 0
         self.lower_s: float | None = None
 
+    @property
+    def stdin(self) -> IO[bytes]:
+        """The pipe the worker reads its tasks from."""
+        assert self.proc.stdin is not None  # opened with stdin=PIPE
+        return self.proc.stdin
+
+    @property
+    def stdout(self) -> IO[bytes]:
+        """The pipe the worker writes its reports to."""
+        assert self.proc.stdout is not None  # opened with stdout=PIPE
+        return self.proc.stdout
+
     def give(self, task: dict, timeout: float) -> None:
         task = {**task, "timeout": timeout}
         self.task, self.started, self.spec, self.phase = task, time.monotonic(), None, "start"
         self.lower_s = None
         self.err.flush()
         self.err_offset = os.path.getsize(self.err.name)
-        self.proc.stdin.write((json.dumps(task) + "\n").encode())
-        self.proc.stdin.flush()
+        self.stdin.write((json.dumps(task) + "\n").encode())
+        self.stdin.flush()
 
     def stderr_tail(self, n: int = 3000) -> str:
         with open(self.err.name, "rb") as f:
@@ -101,8 +114,8 @@ class Pool:
 
     def spawn(self) -> Worker:
         w = Worker(self.env, self.tmp.name, self.max_tasks)
-        os.set_blocking(w.proc.stdout.fileno(), False)
-        self.sel.register(w.proc.stdout, selectors.EVENT_READ, w)
+        os.set_blocking(w.stdout.fileno(), False)
+        self.sel.register(w.stdout, selectors.EVENT_READ, w)
         self.workers.append(w)
         return w
 
@@ -110,7 +123,7 @@ class Pool:
         """Stop using `w` (once: finishing its last task may already have retired it)."""
         if w not in self.workers:
             return
-        self.sel.unregister(w.proc.stdout)
+        self.sel.unregister(w.stdout)
         self.workers.remove(w)
         w.close()
 
@@ -148,7 +161,7 @@ class Pool:
 
     def read(self, w: Worker, on_result) -> None:
         try:
-            data = os.read(w.proc.stdout.fileno(), 1 << 20)
+            data = os.read(w.stdout.fileno(), 1 << 20)
         except BlockingIOError:
             return
         if not data:

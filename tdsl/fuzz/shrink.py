@@ -105,7 +105,7 @@ def candidates(spec):
 
 
 def try_spec(pool, task, spec):
-    found = {}
+    found: dict[str, dict] = {}
 
     def done(t, s, r):
         found.update(spec=s, result=r)
@@ -133,7 +133,7 @@ def shrink(pool, task, spec, result, seconds: float):
 
 def shrink_findings(pool, opts, findings) -> None:
     """Shrink up to `opts.shrink` findings of distinct signatures; rewrite their files."""
-    seen = set()
+    seen: set[tuple] = set()
     for task, spec, result, path in findings:
         sig = (signature(result), task["target"], task["index"] if result["class"] in (
             "wrong", "timed out") else None)  # one crash or error of a kind is enough

@@ -15,7 +15,7 @@ checked them already, as `Kernel` has through the algorithm's binding).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -26,7 +26,7 @@ OK = 0
 OUT_OF_MEMORY = 1
 STATUS = {OK: "success", OUT_OF_MEMORY: "out of memory while allocating an intermediate buffer"}
 
-_INDEX_OPS = {
+_INDEX_OPS: dict[str, Callable[[int, int], int]] = {
     "add": lambda a, b: a + b,
     "sub": lambda a, b: a - b,
     "mul": lambda a, b: a * b,

@@ -43,6 +43,7 @@ def access_map(stmt, acc: cx.Access) -> isl.Map:
             hi = isl.Map.from_pw_aff(e - 1).apply_range(isl.Map("{ [a] -> [b] : b <= a }"))
             part = (lo & hi).intersect_range(anyx)
         m = part if m is None else m.flat_range_product(part)
+    assert m is not None, "a tensor has at least one dim"
     return m.intersect_domain(stmt.domain).set_tuple_name(isl.dim_type.out, base.name)
 
 

@@ -15,6 +15,7 @@ from ..compute import expr as cx
 from ..compute.tensor import is_affine_index
 from ..schedule.state import LDim, LFuse, LInner, LoopExpr, LOuter
 from . import ir
+from .isl_ast import OP_AND, OP_OR, op_type
 
 CTX = isl.DEFAULT_CONTEXT
 
@@ -24,7 +25,8 @@ def space(tuple_name: str | None, names: list[str], params: list[str]) -> isl.Sp
     return sp.set_tuple_name(isl.dim_type.set, tuple_name) if tuple_name else sp
 
 
-def val(n: int) -> isl.Val:
+def val(n: int | float) -> isl.Val:
+    """The isl integer value of the constant `n` (truncated to an int)."""
     return isl.Val.int_from_si(CTX, int(n))
 
 
@@ -136,7 +138,7 @@ def ast_expr_to_ir(e: isl.AstExpr, names: dict[str, ir.Expr]) -> ir.Expr:
         return ir.Const(int(e.get_val().to_python()), dt.index)
     if t == isl.ast_expr_type.id:
         return names[e.get_id().get_name()]
-    op = e.get_op_type()
+    op = op_type(e)
     args = [ast_expr_to_ir(e.get_op_arg(k), names) for k in range(e.get_op_n_arg())]
     T = isl.ast_expr_op_type
     if op == T.minus:
@@ -146,8 +148,8 @@ def ast_expr_to_ir(e: isl.AstExpr, names: dict[str, ir.Expr]) -> ir.Expr:
         for a in args[1:]:
             out = ir.Binary("max" if op == T.max else "min", out, a, dt.index)
         return out
-    if op in (T.and_, T.and_then, T.or_, T.or_else):
-        kind = "and" if op in (T.and_, T.and_then) else "or"
+    if op in (OP_AND, T.and_then, OP_OR, T.or_else):
+        kind = "and" if op in (OP_AND, T.and_then) else "or"
         out = args[0]
         for a in args[1:]:
             out = ir.Binary(kind, out, a, dt.bool_)

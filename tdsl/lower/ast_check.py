@@ -16,9 +16,12 @@ affine.py accepts the same set).
 
 from __future__ import annotations
 
+from typing import Literal
+
 import islpy as isl
 
 from ..errors import ScheduleError
+from .isl_ast import NODE_FOR, NODE_IF, OP_AND, OP_OR, op_type
 
 
 class _Scope:
@@ -28,7 +31,8 @@ class _Scope:
         self.where = where  # the iterator values that reach this point
         self.iters = iters
 
-    def affs(self) -> dict[str, isl.PwAff]:
+    def affs(self) -> dict[Literal[0] | str, isl.PwAff]:
+        """The affine function of each iterator (by name) and the constant 1 (at 0)."""
         return isl.affs_from_space(self.where.get_space())
 
 
@@ -39,7 +43,7 @@ def _pwaff(e: isl.AstExpr, scope: _Scope, v: dict) -> isl.PwAff:
     if t == isl.ast_expr_type.id:
         return v[e.get_id().get_name()]
     T = isl.ast_expr_op_type
-    op = e.get_op_type()
+    op = op_type(e)
     n = e.get_op_n_arg()
     if op in (T.cond, T.select):
         c = _cond(e.get_op_arg(0), scope, v)
@@ -78,13 +82,13 @@ def _cond(e: isl.AstExpr, scope: _Scope, v: dict) -> isl.Set:
     T = isl.ast_expr_op_type
     if e.get_type() != isl.ast_expr_type.op:
         raise _Unreadable(e.to_C_str())
-    op = e.get_op_type()
+    op = op_type(e)
     n = e.get_op_n_arg()
-    if op in (T.and_, T.and_then, T.or_, T.or_else):
+    if op in (OP_AND, T.and_then, OP_OR, T.or_else):
         parts = [_cond(e.get_op_arg(k), scope, v) for k in range(n)]
         out = parts[0]
         for p in parts[1:]:
-            out = out & p if op in (T.and_, T.and_then) else out | p
+            out = out & p if op in (OP_AND, T.and_then) else out | p
         return out
     cmps = {T.eq: "eq_set", T.le: "le_set", T.lt: "lt_set", T.ge: "ge_set", T.gt: "gt_set"}
     if op not in cmps:
@@ -99,7 +103,7 @@ class _Unreadable(Exception):
 
 class _Reader:
     def __init__(self):
-        self.runs: dict[str, list[isl.Set]] = {}
+        self.runs: dict[str, list[isl.Set | None]] = {}  # None: an instance ran twice
 
     def node(self, n: isl.AstNode, scope: _Scope) -> None:
         T = isl.ast_node_type
@@ -112,12 +116,12 @@ class _Reader:
                 self.node(kids.get_at(k), scope)
         elif t == T.mark:
             self.node(n.mark_get_node(), scope)
-        elif t == T.if_:
+        elif t == NODE_IF:
             c = _cond(n.if_get_cond(), scope, scope.affs())
             self.node(n.if_get_then_node(), _Scope(scope.where & c, scope.iters))
             if n.if_has_else_node():
                 self.node(n.if_get_else_node(), _Scope(scope.where.subtract(c), scope.iters))
-        elif t == T.for_:
+        elif t == NODE_FOR:
             self.loop(n, scope)
         elif t == T.user:
             self.call(n.user_get_expr(), scope)
@@ -149,11 +153,11 @@ class _Reader:
             m = isl.Map.from_pw_aff(args[0])
             for a in args[1:]:
                 m = m.flat_range_product(isl.Map.from_pw_aff(a))
-            ran = m.intersect_domain(scope.where)
-            if not ran.is_injective():
+            instances = m.intersect_domain(scope.where)
+            if not instances.is_injective():
                 self.runs.setdefault(name, []).append(None)  # an instance runs twice
                 return
-            ran = ran.range()
+            ran = instances.range()
         else:
             ran = scope.where.params()
         self.runs.setdefault(name, []).append(ran)
@@ -176,9 +180,10 @@ def check_ast(ast: isl.AstNode, schedule: isl.UnionMap, context: isl.Set) -> Non
     for name, dom in want.items():
         dom = dom.intersect_params(context)
         runs = reader.runs.get(name, [])
-        bad = any(r is None for r in runs)
-        got = None
-        for r in runs if not bad else []:
+        ran = [r for r in runs if r is not None]
+        bad = len(ran) < len(runs)
+        got: isl.Set | None = None
+        for r in ran if not bad else []:
             r = r.reset_tuple_id() if r.dim(isl.dim_type.set) else r
             if got is not None and not (got & r).is_empty():
                 bad = True

@@ -215,7 +215,7 @@ def _send(fd: int, fn: Callable) -> None:
 
 def _receive(fd: int, deadline: float) -> bytes | None:
     """Everything the child writes until it closes the pipe; None past `deadline`."""
-    chunks = []
+    chunks: list[bytes] = []
     while True:
         left = deadline - time.monotonic()
         if left <= 0:

@@ -21,6 +21,7 @@ from ..errors import TdslError
 from . import ir
 from .access import functions_map
 from .affine import ast_expr_to_ir, pwaff_to_ir
+from .isl_ast import NODE_FOR, NODE_IF, OP_AND, op_type
 from .model import Band, Model, Statement
 from .passes.reassociate import privatize
 from .rewrite import Substitute as _Substitute
@@ -48,9 +49,9 @@ class Converter:
         t = n.get_type()
         if t == T.block:
             return self._block(self._items(n, env))
-        if t == T.for_:
+        if t == NODE_FOR:
             return self.loop(n, env)
-        if t == T.if_:
+        if t == NODE_IF:
             cond = ast_expr_to_ir(n.if_get_cond(), self._names(env))
             then = self.node(n.if_get_then_node(), env)
             other = self.node(n.if_get_else_node(), env) if n.if_has_else_node() else None
@@ -167,8 +168,8 @@ class Converter:
 
     def _end(self, cond: isl.AstExpr, it: str, names) -> ir.Expr:
         O = isl.ast_expr_op_type
-        op = cond.get_op_type()
-        if op in (O.and_, O.and_then):
+        op = op_type(cond)
+        if op in (OP_AND, O.and_then):
             parts = [self._end(cond.get_op_arg(k), it, names) for k in range(cond.get_op_n_arg())]
             out = parts[0]
             for p in parts[1:]:

@@ -45,6 +45,7 @@ def effective_exprs(stages, inlined: set[Stage]) -> tuple[dict, dict]:
         v = value_at(base, safe)
         if t.mode == "clamp":
             return v
+        assert t.value is not None  # a pad view has its value
         return cx.Select(_in_range(n.indices, base.shape), v, t.value, v.dtype)
 
     for s in stages:  # in dependency order, so producers are rewritten first

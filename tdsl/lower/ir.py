@@ -16,17 +16,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING, TypeVar, dataclass_transform
 
 from ..dtypes import DType, index
 
+_T = TypeVar("_T")
 
-def _node(cls):
+
+@dataclass_transform(frozen_default=True)
+def _node(cls: type[_T]) -> type[_T]:
+    """Make `cls` a frozen, slotted dataclass: an IR node."""
     return dataclass(frozen=True, slots=True)(cls)
 
 
 class Expr:
+    """Base of the loop IR's expressions."""
+
     __slots__ = ()
-    dtype: DType
+
+    if TYPE_CHECKING:
+        # a field of some nodes, a property computed from the operands of others
+
+        @property
+        def dtype(self) -> DType:
+            """The element type of the expression's value."""
+            ...
 
 
 @_node
@@ -38,6 +52,11 @@ class Const(Expr):
 def index_const(n: int) -> Const:
     """An integer constant of the index type."""
     return Const(int(n), index)
+
+
+def int_value(e: Expr) -> int | None:
+    """The value of `e` when it is an integer constant (as index constants are), else None."""
+    return e.value if isinstance(e, Const) and isinstance(e.value, int) else None
 
 
 @_node

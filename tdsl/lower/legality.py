@@ -91,8 +91,9 @@ def _reference(stmts: list[Statement]) -> isl.UnionMap:
         m = isl.Map.from_pw_aff(v[0])
         for x in v[1:]:
             m = m.flat_range_product(isl.Map.from_pw_aff(x))
-        m = isl.UnionMap.from_map(m.intersect_domain(s.domain))
-        out = m if out is None else out.union(m)
+        um = isl.UnionMap.from_map(m.intersect_domain(s.domain))
+        out = um if out is None else out.union(um)
+    assert out is not None, "a group has statements"
     return out
 
 
@@ -226,8 +227,8 @@ def _check_shared_buffer(model: Model, g: Group, depth: int, k: int) -> None:
     for a in _storage_accesses(model, g):
         s = a.stmt
         where = functions_map(s.band_values[:k], s.domain) if k else None
-        cell = a.rel if where is None else where.flat_range_product(a.rel)
-        cell = isl.UnionMap.from_map(cell.set_tuple_name(isl.dim_type.out, "cell"))
+        rel = a.rel if where is None else where.flat_range_product(a.rel)
+        cell = isl.UnionMap.from_map(rel.set_tuple_name(isl.dim_type.out, "cell"))
         it = isl.UnionMap.from_map(functions_map([s.band_values[k]], s.domain))
         keyed.append((a, cell, it))
     for a, cell_a, it_a in keyed:

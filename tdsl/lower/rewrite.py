@@ -63,6 +63,7 @@ class Rewriter:
 
     def visit(self, s: ir.Stmt) -> ir.Stmt:
         ve, vs = self.visit_expr, self.visit
+        new: ir.Stmt
         match s:
             case ir.For(var, start, end, kind, body, mx):
                 new = ir.For(var, ve(start), ve(end), kind, vs(body), mx)

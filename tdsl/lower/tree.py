@@ -60,13 +60,14 @@ def schedule_vectors(model: Model, binders: bool = False) -> dict[Statement, Vec
 def schedule_map(model: Model, vectors: dict[Statement, Vector], ast: bool = False) -> isl.UnionMap:
     """The statements' schedules over their domains; with `ast`, over the domains the AST
     is built from (blocks bounded by parameters)."""
-    out = None
+    out: isl.UnionMap | None = None
     for s, vec in vectors.items():
         vals = [s.band_values[s.bands.index(e)] if isinstance(e, Band) else s.vars.const(e)
                 for e in vec]
         dom = s.ast_domain if ast and s.ast_domain is not None else s.domain
         m = isl.UnionMap.from_map(functions_map(vals, dom))
         out = m if out is None else out.union(m)
+    assert out is not None, "a model has statements"
     return out
 
 

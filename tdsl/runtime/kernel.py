@@ -88,8 +88,8 @@ class Kernel:
     def __call__(self, *args, **arrays):
         """Run the kernel on arrays given by name; returns the output(s)."""
         self._positional(args)
-        args, sizes, outs = self._prepare(arrays)
-        self._run(args, sizes)
+        buffers, sizes, outs = self._prepare(arrays)
+        self._run(buffers, sizes)
         result = tuple(outs[n] for n in self._outputs)
         return result[0] if len(result) == 1 else result
 

@@ -8,8 +8,8 @@ the loop, and saying what would be valid.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import ClassVar
+from dataclasses import Field, dataclass, fields
+from typing import TYPE_CHECKING, ClassVar
 
 from ..compute import Dim, Stage, Update
 from ..compute.tensor import Tensor, stage_reads
@@ -27,6 +27,10 @@ def _loop_name(x, prim: str) -> str:
         "(e.g. 'y_o') or by a td.dim")
 
 
+# what a primitive names a stage by: the object, or the name of a stage that a
+# restaging primitive (cache_write, cache_read, rfactor) added
+StageRef = Stage | Update | str
+
 _EXAMPLE_NAMES = {"names": ("y_outer", "y_inner")}
 
 
@@ -35,6 +39,8 @@ class Primitive:
 
     method: ClassVar[str]
     loop_fields: ClassVar[tuple[str, ...]] = ()
+    if TYPE_CHECKING:
+        __dataclass_fields__: ClassVar[dict[str, Field[object]]]
 
     def __post_init__(self):
         types = {f.name: str(f.type) for f in fields(self)}
@@ -171,7 +177,7 @@ class Split(Primitive):
                                                           C[8*y_o + y_i] = ...
     """
 
-    stage: Stage
+    stage: StageRef
     loop: str
     factor: int
     names: tuple[str, str] | None = None
@@ -195,7 +201,7 @@ class Tile(Primitive):
         for i: for j:      tile(C, i=32, j=64)      for i_o: for j_o: for i_i: for j_i:
     """
 
-    stage: Stage
+    stage: StageRef
     factors: tuple[tuple[str, int], ...]
     method: ClassVar[str] = "tile"
 
@@ -241,7 +247,7 @@ class Reorder(Primitive):
         for i: for j: for k:     reorder(C, "k i")     for k: for j: for i:
     """
 
-    stage: Stage
+    stage: StageRef
     loops: tuple[str, ...]
     method: ClassVar[str] = "reorder"
     loop_fields: ClassVar[tuple[str, ...]] = ("loops",)
@@ -269,7 +275,7 @@ class Fuse(Primitive):
         for y_o: for x_o:        fuse(C, y_o, x_o)      for y_o_x_o:
     """
 
-    stage: Stage
+    stage: StageRef
     outer: str
     inner: str
     name: str | None = None
@@ -340,7 +346,7 @@ class Vectorize(Primitive):
     partial result, and the partials are combined in order after the loop.
     """
 
-    stage: Stage
+    stage: StageRef
     loop: str
     reassociate: bool = False
     method: ClassVar[str] = "vectorize"
@@ -354,7 +360,7 @@ class Vectorize(Primitive):
 class Unroll(Primitive):
     """Replicate the body of a constant-extent loop, one copy per iteration."""
 
-    stage: Stage
+    stage: StageRef
     loop: str
     method: ClassVar[str] = "unroll"
     loop_fields: ClassVar[tuple[str, ...]] = ("loop",)
@@ -369,7 +375,7 @@ class Parallel(Primitive):
 
     On a reduction loop only with reassociate=True (see Vectorize)."""
 
-    stage: Stage
+    stage: StageRef
     loop: str
     reassociate: bool = False
     method: ClassVar[str] = "parallel"
@@ -394,7 +400,8 @@ def _producer(prim, st: State, stage) -> Stage:
 
 
 def _depends_on(pipeline, consumer: Stage, producer: Stage) -> bool:
-    stack, seen = [consumer], set()
+    stack: list[Tensor] = [consumer]
+    seen: set[Tensor] = set()
     while stack:
         t = stack.pop()
         if t is producer:
@@ -410,7 +417,7 @@ def _depends_on(pipeline, consumer: Stage, producer: Stage) -> bool:
 class ComputeInline(Primitive):
     """Substitute a stage's definition into every consumer; it gets no loops or buffer."""
 
-    stage: Stage
+    stage: StageRef
     method: ClassVar[str] = "compute_inline"
 
     def apply(self, st: State) -> None:
@@ -451,8 +458,8 @@ class ComputeAt(Primitive):
           C[..] = P[..]                                        for y_i: C[..] = P[..]
     """
 
-    stage: Stage
-    consumer: Stage
+    stage: StageRef
+    consumer: StageRef
     loop: str
     method: ClassVar[str] = "compute_at"
     loop_fields: ClassVar[tuple[str, ...]] = ("loop",)
@@ -466,8 +473,8 @@ class ComputeAt(Primitive):
 class StoreAt(Primitive):
     """Allocate `stage`'s buffer at consumer's loop `loop` while computing it deeper."""
 
-    stage: Stage
-    consumer: Stage
+    stage: StageRef
+    consumer: StageRef
     loop: str
     method: ClassVar[str] = "store_at"
     loop_fields: ClassVar[tuple[str, ...]] = ("loop",)

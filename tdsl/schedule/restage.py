@@ -14,6 +14,8 @@ moves the state's entries over to the new objects.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ..compute import Stage
 from ..compute import expr as cx
 from ..compute.tensor import BoundaryView, Pipeline, Tensor, stage_reads
@@ -21,7 +23,7 @@ from ..errors import ScheduleError
 from .state import ROOT, Placement, State, initial_loops
 
 
-def retarget(e: cx.Expr, mapping: dict[Tensor, Tensor]) -> cx.Expr:
+def retarget(e: cx.Expr, mapping: Mapping[Tensor, Tensor]) -> cx.Expr:
     """`e` with every read of a tensor in `mapping` reading its replacement instead."""
 
     def swap(n: cx.Expr):
@@ -55,7 +57,7 @@ def restage(st: State, what: str, defs: dict[Stage, cx.Expr],
     definition: they restart from their initial loops. Stages that appear only
     inside the new definitions are new: computed at root with their initial
     loops."""
-    mapping: dict[Stage, Stage] = {}  # old stage -> its rebuilt replacement
+    mapping: dict[Tensor, Stage] = {}  # old stage -> its rebuilt replacement
     for s in st.pipeline.stages:  # producers first
         expr = retarget(defs.get(s, s.expr), mapping)
         if expr is s.expr and not any(t in mapping for t in stage_reads(s)):
@@ -75,11 +77,13 @@ def restage(st: State, what: str, defs: dict[Stage, cx.Expr],
             st.compute[s] = ROOT
 
 
-def _move(st: State, renamed: dict[Stage, Stage], fresh: set[Stage]) -> None:
+def _move(st: State, renamed: dict[Tensor, Stage], fresh: set[Stage]) -> None:
     def place(p: Placement) -> Placement:
-        return Placement(p.kind, renamed.get(p.consumer, p.consumer), p.loop)
+        consumer = p.consumer if p.consumer is None else renamed.get(p.consumer, p.consumer)
+        return Placement(p.kind, consumer, p.loop)
 
     for o, n in renamed.items():
+        assert isinstance(o, Stage)  # only stages are restaged
         loops = st.loops.pop(o)
         st.loops[n] = initial_loops(n) if n in fresh else loops
         st.compute[n] = st.compute.pop(o)

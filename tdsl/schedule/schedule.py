@@ -21,6 +21,7 @@ from .primitives import (
     Primitive,
     Reorder,
     Split,
+    StageRef,
     StoreAt,
     Tile,
     Unroll,
@@ -78,7 +79,7 @@ class Schedule:
         self.primitives = prims
         return self
 
-    def _stage(self, s) -> Stage | str:
+    def _stage(self, s) -> StageRef:
         """A stage named by string: the user's object, or the name of a stage a restaging
         primitive (cache_write, cache_read, rfactor) added."""
         if isinstance(s, str):

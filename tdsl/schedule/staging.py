@@ -16,7 +16,7 @@ from ..compute import Dim, Stage, Update
 from ..compute import expr as cx
 from ..compute.tensor import Input, Tensor, _check_name
 from ..errors import DefinitionError
-from .primitives import Primitive, _err, _stage
+from .primitives import Primitive, StageRef, _err, _stage
 from .restage import new_stage, restage, retarget
 from .state import State
 
@@ -56,7 +56,7 @@ class CacheWrite(Primitive):
     (registers, once its loops are unrolled and vectorized) and C is written once.
     """
 
-    stage: Stage
+    stage: StageRef
     name: str | None = None
     method: ClassVar[str] = "cache_write"
 
@@ -128,7 +128,7 @@ class RFactor(Primitive):
     (outer, inner) dims, `name` the new stage (default C_rf).
     """
 
-    stage: Stage
+    stage: StageRef
     loop: str
     factor: int
     names: tuple[str, str] | None = None
@@ -145,6 +145,7 @@ class RFactor(Primitive):
             valid = " ".join(ax.dim.name for ax in axes) or "none: it is not a reduction"
             raise _err(self, f"{self.loop!r} is not a reduction dim of {c.name}; its reduction "
                              f"dims are: {valid}")
+        assert red is not None  # it has the reduction dim found above
         f = self.factor
         if isinstance(f, bool) or not isinstance(f, int) or f < 2:
             raise _err(self, f"the factor must be an int of at least 2, got {f!r}")
@@ -187,7 +188,7 @@ class Layout(Primitive):
     memory order is. Outputs keep their declared, dense row-major layout.
     """
 
-    stage: Stage
+    stage: StageRef
     dims: tuple[str, ...]
     method: ClassVar[str] = "layout"
     loop_fields: ClassVar[tuple[str, ...]] = ("dims",)

@@ -30,7 +30,7 @@ from .simplify import normalize
 def _trip_count(loop: ir.For) -> int | None:
     """`end - start` when it is a constant, else None."""
     trips = normalize(ir.Binary("sub", loop.end, loop.start, dt.index))
-    return trips.value if isinstance(trips, ir.Const) else None
+    return ir.int_value(trips)
 
 
 class _Fold(Rewriter):

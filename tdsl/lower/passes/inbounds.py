@@ -210,6 +210,7 @@ def _point(bad: isl.Set) -> str:
     vals = []
     for k in range(sp.dim(isl.dim_type.param)):
         name = sp.get_dim_name(isl.dim_type.param, k)
+        assert name is not None  # every parameter is a named size or offset
         if not name.startswith("_unknown"):
             vals.append(f"{name}={pt.get_coordinate_val(isl.dim_type.param, k).to_python()}")
     return ", ".join(vals) or "always"

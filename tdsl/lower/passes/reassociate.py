@@ -27,7 +27,7 @@ def privatize(loop: ir.For, buf: ir.Buffer, op: str, identity, what: str) -> ir.
     store = stores[0] if len(stores) == 1 else None
     ok = (store is not None and store.buffer == buf and isinstance(store.value, ir.Binary)
           and store.value.op == op and store.value.a == ir.Load(buf, store.indices))
-    if ok:
+    if ok and store is not None:
         used = set().union(*(expr_vars(i) for i in store.indices))
         ok = not (used & (bound_names(loop.body) | {loop.var}))
     if not ok:
@@ -35,14 +35,17 @@ def privatize(loop: ir.For, buf: ir.Buffer, op: str, identity, what: str) -> ir.
             f"{what}: reassociate=True needs every iteration of loop {loop.var} to accumulate "
             f"into one element of {buf.name} that does not change inside it; put the loops over "
             f"{buf.name}'s own dims outside {loop.var}")
+    assert store is not None and isinstance(store.value, ir.Binary)
+    value = store.value
     width = loop.max_extent
+    assert width is not None, f"reassociated loop {loop.var} without a constant extent"
     part = ir.Buffer(f"{buf.name}_{loop.var}_part", buf.dtype, (ir.index_const(width),), "temp")
     lane = (ir.Binary("sub", ir.Var(loop.var), loop.start, dt.index),)
 
     class _ToPart(Rewriter):
         def stmt(self, s):
             if s is store or s == store:
-                return ir.Store(part, lane, ir.Binary(op, ir.Load(part, lane), store.value.b,
+                return ir.Store(part, lane, ir.Binary(op, ir.Load(part, lane), value.b,
                                                       buf.dtype))
             return None
 

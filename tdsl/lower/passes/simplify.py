@@ -17,13 +17,14 @@ variables around it is removed.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from ... import dtypes as dt
 from .. import ir
 from ..rewrite import Rewriter
 
-_FOLD = {
+_FOLD: dict[str, Callable[[int, int], int | None]] = {
     "add": lambda a, b: a + b,
     "sub": lambda a, b: a - b,
     "mul": lambda a, b: a * b,
@@ -40,10 +41,10 @@ def _is(e, v) -> bool:
     return isinstance(e, ir.Const) and e.value == v
 
 
-def _linear(e: ir.Expr, scale: int, terms: dict, const: list) -> None:
+def _linear(e: ir.Expr, scale: int, terms: dict[ir.Expr, int], const: list[int]) -> None:
     """Accumulate `scale * e` as {atom: coefficient} plus a constant."""
     match e:
-        case ir.Const(v):
+        case ir.Const(int() as v):
             const[0] += scale * v
         case ir.Binary("add", a, b):
             _linear(a, scale, terms, const)
@@ -53,7 +54,7 @@ def _linear(e: ir.Expr, scale: int, terms: dict, const: list) -> None:
             _linear(b, -scale, terms, const)
         case ir.Unary("neg", a):
             _linear(a, -scale, terms, const)
-        case ir.Binary("mul", ir.Const(c), a) | ir.Binary("mul", a, ir.Const(c)):
+        case ir.Binary("mul", ir.Const(int() as c), a) | ir.Binary("mul", a, ir.Const(int() as c)):
             _linear(a, scale * c, terms, const)
         case _:
             terms[e] = terms.get(e, 0) + scale
@@ -66,7 +67,7 @@ def _term(atom: ir.Expr, c: int) -> ir.Expr:
 
 def normalize(e: ir.Expr) -> ir.Expr:
     """Rewrite an index expression as a sum of terms: positive terms, negative terms, constant."""
-    terms: dict = {}
+    terms: dict[ir.Expr, int] = {}
     const = [0]
     _linear(e, 1, terms, const)
     terms = {a: c for a, c in terms.items() if c}
@@ -78,12 +79,14 @@ def normalize(e: ir.Expr) -> ir.Expr:
                              normalize(ir.Binary("add", atom.b, k, dt.index)), dt.index)
     pos = [_term(a, c) for a, c in terms.items() if c > 0]
     neg = [_term(a, c) for a, c in terms.items() if c < 0]
+    out: ir.Expr
     if not pos:
-        out = ir.Const(const[0], dt.index) if not neg or const[0] else None
-        if out is None:
+        if neg and not const[0]:
             out = ir.Unary("neg", neg.pop(0), dt.index)
-        elif neg:
-            out = ir.Binary("sub", out, neg.pop(0), dt.index)
+        else:
+            out = ir.Const(const[0], dt.index)
+            if neg:
+                out = ir.Binary("sub", out, neg.pop(0), dt.index)
     else:
         out = pos[0]
         for t in pos[1:]:
@@ -110,8 +113,7 @@ def _difference(a: ir.Expr, b: ir.Expr) -> int | None:
     """a - b when it is a constant (both index expressions), else None."""
     if a.dtype != dt.index or b.dtype != dt.index:
         return None
-    d = normalize(ir.Binary("sub", a, b, dt.index))
-    return d.value if isinstance(d, ir.Const) else None
+    return ir.int_value(normalize(ir.Binary("sub", a, b, dt.index)))
 
 
 Range = tuple[int | None, int | None]  # inclusive bounds; None is unbounded
@@ -167,7 +169,7 @@ class _Simplify(Rewriter):
 
     def range_of(self, e: ir.Expr) -> Range:
         """Bounds of an index expression given the ranges in scope."""
-        terms: dict = {}
+        terms: dict[ir.Expr, int] = {}
         const = [0]
         _linear(e, 1, terms, const)
         out: Range = (const[0], const[0])
@@ -188,10 +190,10 @@ class _Simplify(Rewriter):
                 ra, rb = self.range_of(a), self.range_of(b)
                 return (rb[0] if ra[0] is None else ra[0] if rb[0] is None else max(ra[0], rb[0]),
                         None if ra[1] is None or rb[1] is None else max(ra[1], rb[1]))
-            case ir.Binary("floordiv" | "pdiv", a, ir.Const(c)) if c > 0:
+            case ir.Binary("floordiv" | "pdiv", a, ir.Const(int() as c)) if c > 0:
                 lo, hi = self.range_of(a)
                 return (None if lo is None else lo // c, None if hi is None else hi // c)
-            case ir.Binary("mod" | "pmod", a, ir.Const(c)) if c > 0:
+            case ir.Binary("mod" | "pmod", a, ir.Const(int() as c)) if c > 0:
                 lo, hi = self.range_of(a)
                 if lo is not None and hi is not None and lo // c == hi // c:
                     return lo % c, hi % c
@@ -201,7 +203,7 @@ class _Simplify(Rewriter):
         return _ANY
 
     @contextmanager
-    def narrowed(self, facts: dict[str, Range]):
+    def narrowed(self, facts: dict[str, Range]) -> Iterator[None]:
         saved = dict(self.ranges)
         for name, r in facts.items():
             self.ranges[name] = _meet(self.ranges.get(name, _ANY), r)
@@ -223,7 +225,7 @@ class _Simplify(Rewriter):
             case ir.Compare(op, a, b) if a.dtype == dt.index and b.dtype == dt.index:
                 if not holds:
                     op = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}[op]
-                terms: dict = {}
+                terms: dict[ir.Expr, int] = {}
                 const = [0]
                 _linear(ir.Binary("sub", a, b, dt.index), 1, terms, const)
                 terms = {t: k for t, k in terms.items() if k}
@@ -234,15 +236,18 @@ class _Simplify(Rewriter):
                     return {}
                 if op == "ne":  # an end of the variable's range excluded narrows it
                     lo, hi = self.ranges.get(atom.name, _ANY)
-                    v = -const[0] // k if const[0] % k == 0 else None
-                    return ({atom.name: (lo + 1, hi)} if v is not None and v == lo else
-                            {atom.name: (lo, hi - 1)} if v is not None and v == hi else {})
-                return {atom.name: r} if (r := _solve(op, k, const[0])) else {}
+                    if const[0] % k:
+                        return {}
+                    v = -const[0] // k
+                    return ({atom.name: (v + 1, hi)} if v == lo else
+                            {atom.name: (lo, v - 1)} if v == hi else {})
+                return {atom.name: solved} if (solved := _solve(op, k, const[0])) else {}
         return {}
 
     # ------------------------------------------------------------ statements
 
-    def visit(self, s):
+    def visit(self, s: ir.Stmt) -> ir.Stmt:
+        new: ir.Stmt
         match s:
             case ir.For(var, start, end, kind, body, mx):
                 start, end = self.visit_expr(start), self.visit_expr(end)
@@ -314,8 +319,9 @@ class _Simplify(Rewriter):
                 return ir.Const(-e.a.value, dt.index)
             return None
         a, b = e.a, e.b
-        if isinstance(a, ir.Const) and isinstance(b, ir.Const) and e.op in _FOLD:
-            v = _FOLD[e.op](a.value, b.value)
+        ca, cb = ir.int_value(a), ir.int_value(b)
+        if ca is not None and cb is not None and e.op in _FOLD:
+            v = _FOLD[e.op](ca, cb)
             return ir.Const(v, dt.index) if v is not None else None
         if e.op in ("add", "sub", "mul"):
             n = normalize(e)
@@ -338,7 +344,7 @@ class _Simplify(Rewriter):
         if isinstance(s, ir.If) and isinstance(s.cond, ir.Const):
             return s.then if s.cond.value else (s.else_ or ir.Block(()))
         if isinstance(s, ir.Block):
-            flat = []
+            flat: list[ir.Stmt] = []
             for x in s.stmts:
                 flat.extend(x.stmts if isinstance(x, ir.Block) else (x,))
             if len(flat) == 1:
@@ -356,9 +362,9 @@ def _solve(op: str, k: int, c: int) -> Range | None:
         return (-c // k, -c // k) if c % k == 0 else None  # no solution: nothing to narrow
     # k*v <= m, or k*v >= m
     upper = {"lt": -c - 1, "le": -c}.get(op)
-    lower = {"gt": -c + 1, "ge": -c}.get(op)
     if upper is not None:
         return (None, upper // k) if k > 0 else (-(-upper // k), None)
+    lower = {"gt": -c + 1, "ge": -c}[op]
     return (-(-lower // k), None) if k > 0 else (None, lower // k)
 
 

@@ -18,8 +18,9 @@ class _Unroll(Rewriter):
         if not isinstance(s, ir.For) or s.kind is not ir.ForKind.UNROLLED:
             return None
         copies = []
-        if isinstance(s.start, ir.Const) and isinstance(s.end, ir.Const):
-            for v in range(s.start.value, s.end.value):
+        start, end = ir.int_value(s.start), ir.int_value(s.end)
+        if start is not None and end is not None:
+            for v in range(start, end):
                 copies.append(substitute(s.body, {s.var: ir.Const(v, dt.index)}))
         else:
             assert s.max_extent is not None, f"unrolled loop {s.var} without a constant extent"
@@ -39,6 +40,7 @@ class _Unroll(Rewriter):
 def full_trip_test(loop: ir.For) -> ir.Compare:
     """`end - start == max_extent`: the loop runs all its iterations (the unswitch pass
     hoists this test out of the loops around it)."""
+    assert loop.max_extent is not None, f"loop {loop.var} without a constant extent"
     trips = ir.Binary("sub", loop.end, loop.start, dt.index)
     return ir.Compare("eq", trips, ir.Const(loop.max_extent, dt.index))
 

@@ -79,8 +79,8 @@ def _stmt(s: ir.Stmt, scope: set[str], bufs: set[str]) -> None:
             if v.dtype != buf.dtype:
                 raise VerifyError(f"store of {v.dtype!r} into {buf.name} of {buf.dtype!r}")
         case ir.Allocate(buf, body):
-            for e in buf.shape:
-                _expr(e, scope, bufs)
+            for extent in buf.shape:
+                _expr(extent, scope, bufs)
             _stmt(body, scope, bufs | {buf.name})
         case _:
             raise VerifyError(f"unknown statement {s!r}")
