@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from .compute.tensor import Stage
 from .errors import ArgumentError, ScheduleError
-from .lower import lower_schedule
+from .lower import ir, lower_schedule
 from .runtime import Kernel
 from .schedule import Schedule, schedule
 
