@@ -43,3 +43,16 @@ def test_float_to_int_is_the_same_everywhere(src, dst, backend):
     for k, s in enumerate((plain, vector)):
         got = td.build(s, target=backend, name=f"cast_{src.name}_{dst.name}_{k}")(a=x)
         np.testing.assert_array_equal(got, ref)
+
+
+def test_unsigned_32_bit_constants_keep_their_type(backend):
+    # fuzz seed 2622 case 2444 (C only): `~td.pad(in0, 3)[...]` read entirely in the pad
+    # became the constant 3, and C computed `~3` as an int (-4), not uint32 (4294967292)
+    y, k = td.dims("y k")
+    in0 = td.input("in0", {y: 2}, td.uint32)
+    in2 = td.input("in2", {y: 2}, td.float32)
+    s0 = td.compute("s0", {y: 2}, td.max(in2[y] * ~td.pad(in0, 3)[2 * k + 2], over={k: (0, y + 1)}))
+    a0, a2 = np.array([5, 4_000_000_000], np.uint32), np.array([1.5, -2], np.float32)
+    want = np.array([1.5 * float(np.uint32(~np.uint32(3))), -2.0 * float(np.uint32(~np.uint32(3)))])
+    np.testing.assert_array_equal(td.evaluate(s0, in0=a0, in2=a2), want)
+    np.testing.assert_array_equal(td.build(td.schedule(s0), target=backend)(in0=a0, in2=a2), want)

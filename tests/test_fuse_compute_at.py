@@ -158,3 +158,21 @@ def test_binder_lets_escape_ifs_and_degenerate_loops():
         repr(ir.Select(c, p, i(7), dt.index)),
         repr(ir.Select(ir.Compare("lt", p, i(2)), ir.Binary("add", p, i(1), dt.index), lo, dt.index)),
     ]
+
+
+def test_producer_hoisted_out_of_a_one_iteration_store_loop_shares_its_buffer(backend):
+    # fuzz seed 2621 case 3069 (and seed 2622 case 2925): cw1 is computed at s1's loop
+    # y, which runs one iteration; isl put cw1's block before that loop, and the buffer
+    # was allocated twice (once for the writes, once for the reads): garbage on both
+    # backends
+    y, x, c = td.dims("y x c")
+    in2 = td.input("in2", {y: 31, x: 31}, td.float32)
+    s1 = td.compute("s1", {y: 31, x: 31}, in2[y, x] * 2)
+    s2 = td.compute("s2", {x: 31, c: 1}, td.cast(s1[0, x], td.float64))
+    s = (td.schedule([s2]).cache_write(s1, name="cw1").split(s2, "c", 2).split(s2, "x", 8)
+         .fuse("cw1", "y", "x").compute_at(s1, s2, "x_i").compute_at("cw1", s1, "y")
+         .reorder(s2, "x_i", "c_i", "c_o", "x_o"))
+    a = np.arange(31 * 31, dtype=np.float32).reshape(31, 31)
+    got = td.build(s, target=backend)(in2=a)
+    np.testing.assert_array_equal(got, (2 * a[0]).astype(np.float64)[:, None])
+    np.testing.assert_array_equal(got, td.evaluate(s2, in2=a))

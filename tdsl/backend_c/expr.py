@@ -51,7 +51,9 @@ def literal(value, dtype: DType) -> CExpr:
         return atom("1" if v else "0")
     if v == _INT64_MIN:
         return atom("INT64_MIN")
-    text = f"{v}u" if dtype.kind == "u" and v > 2**31 - 1 else str(v)
+    # an unsigned 32-bit constant keeps its type in C (`~3u`, not the int `~3`); narrower
+    # ones are promoted to int anyway, and their results are cast back
+    text = f"{v}u" if dtype.kind == "u" and dtype.bits >= 32 else str(v)
     return CExpr(text, Prec.UNARY) if v < 0 else atom(text)
 
 

@@ -7,7 +7,9 @@ made (a loop split by a condition above it, a degenerate loop bound by a
 Let, a strided loop's Let). Where isl substituted their only values for the
 variables of that loop and of loops around it, the buffer is allocated
 inside the innermost of those loops that remain, at the innermost statement
-enclosing the uses there. So each iteration of the store loop has its own
+enclosing the uses there; and where isl hoisted a producer's block out of a
+store loop it knew runs one iteration (the block only writes the buffer, the
+loop reads it), the two share one allocation around both. So each iteration of the store loop has its own
 buffer, and so does each iteration of every loop around it, parallel ones
 included: storage is private to the iterations of every loop that encloses
 the store level, whichever branch runs them. A buffer stored at root is
@@ -62,6 +64,15 @@ def _binds(s: ir.Stmt, var: str) -> bool:
                for x in walk_stmts(s))
 
 
+def _writes(s: ir.Stmt, name: str) -> bool:
+    return any(isinstance(x, ir.Store) and x.buffer.name == name for x in walk_stmts(s))
+
+
+def _reads(s: ir.Stmt, name: str) -> bool:
+    return _uses(s, name) > sum(isinstance(x, ir.Store) and x.buffer.name == name
+                                for x in walk_stmts(s))
+
+
 def _at_store_level(s: ir.Stmt, buf: ir.Buffer, chain: tuple[str, ...]) -> ir.Stmt:
     """`s` with `buf` allocated once per iteration of its store loop. `chain` lists the
     variables of the loops enclosing the store level that `s` is not yet inside, outer
@@ -81,9 +92,14 @@ def _at_store_level(s: ir.Stmt, buf: ir.Buffer, chain: tuple[str, ...]) -> ir.St
         case ir.For(body=body) | ir.Let(body=body) | ir.Allocate(body=body):
             return _with_body(s, _at_store_level(body, buf, chain))
         case ir.Block(stmts):
-            unbound = [x for x in stmts if _uses(x, buf.name)
-                       and not any(_binds(x, v) for v in chain)]
-            if len(unbound) > 1:  # statements that share one iteration share one buffer
+            users = [x for x in stmts if _uses(x, buf.name)]
+            unbound = [x for x in users if not any(_binds(x, v) for v in chain)]
+            # statements that share one iteration share one buffer: those isl gave the
+            # remaining loops' only values; and one of those that only writes or only
+            # reads the buffer shares it with the loop it belongs to (isl hoisted a
+            # producer out of a store loop it knew runs that one iteration)
+            partial = [x for x in unbound if not (_writes(x, buf.name) and _reads(x, buf.name))]
+            if len(unbound) > 1 or (partial and len(users) > 1):
                 return _place(s, buf, uses)
             return ir.Block(tuple(_at_store_level(x, buf, chain) for x in stmts))
         case ir.If(c, t, e):
