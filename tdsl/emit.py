@@ -32,7 +32,7 @@ from .compute.printer import show
 from .compute.tensor import Pipeline
 from .errors import ArgumentError, TdslError
 from .lower import ir, lower_schedule
-from .lower.from_ast import index_expr
+from .lower.poly.from_ast import index_expr
 from .lower.printer import expr as ir_text
 from .runtime import Kernel
 from .schedule import Schedule

@@ -1,5 +1,5 @@
 """isl's generated loop nest is read back and checked against the schedule
-(tdsl.lower.ast_check): a loop nest that would skip or repeat statement
+(tdsl.lower.poly.ast_check): a loop nest that would skip or repeat statement
 instances is refused with a ScheduleError, never compiled."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tdsl as td
-from tdsl.lower.ast_check import check_ast
+from tdsl.lower.poly.ast_check import check_ast
 
 CONTEXT = isl.Set("[H, W] -> { : H > 0 and W > 0 }")
 

@@ -1,4 +1,4 @@
-"""Bounded lowering: no schedule makes the compiler run away (tdsl.lower.budget)."""
+"""Bounded lowering: no schedule makes the compiler run away (tdsl.lower.poly.budget)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import tdsl as td
-from tdsl.lower import budget, lower_schedule
+from tdsl.lower import lower_schedule
+from tdsl.lower.poly import budget
 
 
 def _scale(n: int):
@@ -103,7 +104,8 @@ def test_a_late_watchdog_does_not_abort_the_next_lowering(monkeypatch):
 CASE_167 = """
 import time
 import tdsl as td
-from tdsl.lower import budget, lower_schedule
+from tdsl.lower import lower_schedule
+from tdsl.lower.poly import budget
 budget.MAX_ISL_SECONDS = 2.0
 C = td.size('C')
 y, x, c, k0, k1 = td.dims('y x c k0 k1')

@@ -21,7 +21,7 @@ ALLOWED_REJECTIONS = (
     "after the later primitives",
     "reassociate=True needs every iteration",  # a reassociated loop with its stage's loops inside
     "trip count is not bounded",  # unroll/vectorize of a block loop whose block size is symbolic
-    "exceeded its",  # the lowering budget (tdsl.lower.budget), e.g. for deeply fused blocks
+    "exceeded its",  # the lowering budget (tdsl.lower.poly.budget), e.g. for deeply fused blocks
 )
 
 

@@ -136,7 +136,7 @@ def test_binder_lets_escape_ifs_and_degenerate_loops():
     # under a degenerate loop (a let of its variable); later uses see the right value
     from tdsl import dtypes as dt
     from tdsl.lower import ir
-    from tdsl.lower.from_ast import _Bind, place_binders
+    from tdsl.lower.poly.from_ast import _Bind, place_binders
     from tdsl.lower.rewrite import walk_stmts
 
     i = ir.index_const

@@ -7,8 +7,8 @@ import pytest
 import tdsl as td
 from tdsl import dtypes as dt
 from tdsl.lower import ir
-from tdsl.lower import model as lower_model
 from tdsl.lower.passes.inbounds import check_in_bounds
+from tdsl.lower.poly import model as lower_model
 
 I = ir.index_const
 

@@ -32,10 +32,6 @@ from collections.abc import Callable
 from ..schedule import Schedule
 from ..schedule.schedule import set_legality_check
 from . import ir
-from .budget import bounded, check_unrolling, isl_budget, step
-from .from_ast import convert
-from .legality import check_legality, check_schedule
-from .model import build_model
 from .passes.allocate import place_allocations
 from .passes.extents import prove_extents
 from .passes.fold_loops import fold_loops
@@ -44,7 +40,11 @@ from .passes.simplify import simplify
 from .passes.unroll import unroll
 from .passes.unswitch import unswitch
 from .passes.verify import verify
-from .tree import build_ast, schedule_vectors
+from .poly.budget import bounded, check_unrolling, isl_budget, step
+from .poly.from_ast import convert
+from .poly.legality import check_legality, check_schedule
+from .poly.model import build_model
+from .poly.tree import build_ast, schedule_vectors
 
 set_legality_check(check_schedule)  # Schedule.check proves legality with this layer's model
 

@@ -38,7 +38,7 @@ Traceback (most recent call last):
     _stmt(t, scope, bufs)
   File "/work/wt/try/tdsl/lower/passes/verify.py", line 86, in _stmt
     raise VerifyError(f"unknown statement {s!r}")
-tdsl.lower.passes.verify.VerifyError: unknown statement <tdsl.lower.from_ast._Bind object at 0x7fce00888190>
+tdsl.lower.passes.verify.VerifyError: unknown statement <tdsl.lower.poly.from_ast._Bind object at 0x7fce00888190>
 """
 
 import numpy as np

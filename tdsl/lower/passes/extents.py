@@ -21,7 +21,7 @@ import islpy as isl
 
 from ...errors import ScheduleError
 from .. import ir
-from ..affine import largest_constant
+from ..poly.affine import largest_constant
 from ..printer import expr
 from .inbounds import Terms
 

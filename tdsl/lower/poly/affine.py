@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import islpy as isl
 
-from .. import dtypes as dt
-from ..compute import expr as cx
-from ..compute.tensor import is_affine_index
-from ..schedule.state import LDim, LFuse, LInner, LoopExpr, LOuter
-from . import ir
+from ... import dtypes as dt
+from ...compute import expr as cx
+from ...compute.tensor import is_affine_index
+from ...schedule.state import LDim, LFuse, LInner, LoopExpr, LOuter
+from .. import ir
 from .isl_ast import OP_AND, OP_OR, op_type
 
 CTX = isl.DEFAULT_CONTEXT

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .. import dtypes as dt
-from ..compute import expr as cx
-from ..compute.tensor import BoundaryView, Stage, is_affine_index
+from ... import dtypes as dt
+from ...compute import expr as cx
+from ...compute.tensor import BoundaryView, Stage, is_affine_index
 
 
 def _clamped(idx: tuple[cx.Expr, ...], shape) -> tuple[cx.Expr, ...]:

@@ -20,7 +20,7 @@ from typing import Literal
 
 import islpy as isl
 
-from ..errors import ScheduleError
+from ...errors import ScheduleError
 from .isl_ast import NODE_FOR, NODE_IF, OP_AND, OP_OR, op_type
 
 

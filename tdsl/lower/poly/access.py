@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import islpy as isl
 
-from ..compute import expr as cx
-from ..compute.tensor import BoundaryView, Tensor, is_affine_index
-from ..errors import DefinitionError
+from ...compute import expr as cx
+from ...compute.tensor import BoundaryView, Tensor, is_affine_index
+from ...errors import DefinitionError
 from .affine import Vars, pwaff, space
 
 

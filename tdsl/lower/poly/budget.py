@@ -41,7 +41,7 @@ from typing import TypeVar
 
 import islpy as isl
 
-from ..errors import ScheduleError, TdslError
+from ...errors import ScheduleError, TdslError
 
 MAX_ISL_OPERATIONS = 20_000_000
 MAX_ISL_SECONDS = 10.0
@@ -121,8 +121,8 @@ def isl_budget(what: str, limit: int | None = None) -> Iterator[None]:
 
 def _what_ran_out(ctx: isl.Context, limit: int) -> str:
     if ctx.aborted():
-        return f"its time limit of {MAX_ISL_SECONDS:g} s (tdsl.lower.budget.MAX_ISL_SECONDS)"
-    return f"its limit of {limit:,} isl operations (tdsl.lower.budget.MAX_ISL_OPERATIONS)"
+        return f"its time limit of {MAX_ISL_SECONDS:g} s (tdsl.lower.poly.budget.MAX_ISL_SECONDS)"
+    return f"its limit of {limit:,} isl operations (tdsl.lower.poly.budget.MAX_ISL_OPERATIONS)"
 
 
 @contextlib.contextmanager
@@ -152,7 +152,7 @@ def check_unrolling(statements) -> None:
                       for b in unrolled]
         raise ScheduleError(
             f"{' and '.join(primitives)} would make {copies:,} copies of the loop body "
-            f"(the limit is {MAX_UNROLLED:,}, tdsl.lower.budget.MAX_UNROLLED); unroll a loop "
+            f"(the limit is {MAX_UNROLLED:,}, tdsl.lower.poly.budget.MAX_UNROLLED); unroll a loop "
             "of constant extent split off by a smaller factor, e.g. split(..., 8) and unroll "
             "the inner loop")
 
@@ -186,7 +186,7 @@ def bounded(what: str, fn: Callable[[], T]) -> T:
         _kill(pid)
         raise ScheduleError(
             f"lowering {what}: the polyhedral analysis exceeded its time limit of {limit:g} s "
-            f"(tdsl.lower.budget.MAX_ISL_SECONDS) and was stopped; "
+            f"(tdsl.lower.poly.budget.MAX_ISL_SECONDS) and was stopped; "
             "simplify the schedule: fewer fused or nested split loops, or a compute_at at "
             "an outer loop")
     _, status = os.waitpid(pid, 0)

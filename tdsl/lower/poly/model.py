@@ -27,11 +27,11 @@ from dataclasses import dataclass, field, replace
 
 import islpy as isl
 
-from ..compute import expr as cx
-from ..compute.tensor import Stage, Update, is_affine_index
-from ..errors import DefinitionError, ScheduleError
-from ..schedule import Loop, Schedule
-from ..schedule.state import LDim, LFuse, LInner, LOuter, initial_loops
+from ...compute import expr as cx
+from ...compute.tensor import Stage, Update, is_affine_index
+from ...errors import DefinitionError, ScheduleError
+from ...schedule import Loop, Schedule
+from ...schedule.state import LDim, LFuse, LInner, LOuter, initial_loops
 from .access import access_map, check_accesses, functions_map, reads, tensor_set
 from .affine import Vars, largest_constant, loop_pwaff, pwaff, space
 from .inline import effective_exprs

@@ -13,19 +13,19 @@ from __future__ import annotations
 
 import islpy as isl
 
-from .. import dtypes as dt
-from ..compute import expr as cx
-from ..compute.printer import show
-from ..compute.tensor import BoundaryView, Tensor, identity, is_affine_index
-from ..errors import TdslError
-from . import ir
+from ... import dtypes as dt
+from ...compute import expr as cx
+from ...compute.printer import show
+from ...compute.tensor import BoundaryView, Tensor, identity, is_affine_index
+from ...errors import TdslError
+from .. import ir
+from ..passes.reassociate import privatize
+from ..rewrite import Substitute as _Substitute
+from ..rewrite import free_vars
 from .access import functions_map
 from .affine import ast_expr_to_ir, pwaff_to_ir
 from .isl_ast import NODE_FOR, NODE_IF, OP_AND, op_type
 from .model import Band, Model, Statement
-from .passes.reassociate import privatize
-from .rewrite import Substitute as _Substitute
-from .rewrite import free_vars
 
 _COMBINE = {"sum": "add", "prod": "mul", "max": "max", "min": "min"}
 

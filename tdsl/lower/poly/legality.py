@@ -33,10 +33,10 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from ..compute import expr as cx
-from ..compute.tensor import Update
-from ..errors import ScheduleError
-from ..schedule import Parallel, Vectorize
+from ...compute import expr as cx
+from ...compute.tensor import Update
+from ...errors import ScheduleError
+from ...schedule import Parallel, Vectorize
 from .access import access_map, functions_map, reads
 from .budget import bounded, isl_budget, step
 from .model import Band, Group, Model, Statement, build_model
