@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import subprocess
@@ -149,6 +150,7 @@ def test_an_analysis_isl_does_not_abort_is_killed_at_the_limit():
 
 
 def _die():
+    faulthandler.disable()  # the child's crash report would interleave with pytest's output
     os.kill(os.getpid(), signal.SIGSEGV)
 
 

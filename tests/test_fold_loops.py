@@ -100,10 +100,9 @@ def test_without_the_pass_those_schedules_have_short_loops():
     from tdsl.lower import PASSES, lower_schedule
 
     _, _, schedules = _unrolled_schedules()
-    dumps = {}
     for name, s in schedules.items():
-        lower_schedule(s, dump=lambda pass_name, f, n=name: dumps.__setitem__((n, pass_name), f))
-        assert _short_loops(dumps[name, "unswitch"]), name
-        assert not _short_loops(dumps[name, "fold"]), name
+        trace = lower_schedule(s, trace=True)
+        assert _short_loops(trace["unswitch"]), name
+        assert not _short_loops(trace["fold"]), name
     names = [p for p, _ in PASSES]
     assert names.index("fold") > names.index("unswitch")  # fold runs after unrolling

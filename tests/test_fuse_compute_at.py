@@ -176,3 +176,25 @@ def test_producer_hoisted_out_of_a_one_iteration_store_loop_shares_its_buffer(ba
     got = td.build(s, target=backend)(in2=a)
     np.testing.assert_array_equal(got, (2 * a[0]).astype(np.float64)[:, None])
     np.testing.assert_array_equal(got, td.evaluate(s2, in2=a))
+
+
+def test_block_bound_tested_outside_its_loop_is_refused_not_a_crash(backend):
+    # fuzz seed 2621 case 4942: isl guarded a loop with `s2_y_lo == 0 && s2_y_hi == 0`
+    # above the loop whose binder sets them (a VerifyError, an internal error)
+    H = td.size("H")
+    y, x, c, k = td.dims("y x c k")
+    in0 = td.input("in0", {y: H, x: 11, c: 16}, td.float32)
+    s2 = td.compute("s2", {y: H, x: 11, c: 16}, in0[y, x, c] * 2)
+    s3 = td.compute("s3", {y: H, x: 11, c: 16}, td.maximum(
+        td.clamp(s2)[y + 2, x, c], td.pad(s2, 0)[y + 2, x - 2, c - 1]))
+    s4 = td.compute("s4", {y: H, x: 11, c: 16},
+                    td.min(td.clamp(s3)[y + 1, k, 2 * c + 1], over={k: (1, 11)}))
+    s = (td.schedule(s4).fuse(s3, "x", "c").fuse(s3, "y", "x_c").reorder(s4, "k", "x", "y", "c")
+         .compute_at(s3, s4, "k").compute_at(s2, s3, "y_x_c"))
+    try:
+        f = td.build(s, target=backend)
+    except td.ScheduleError as e:
+        assert "block bound" in str(e)
+        return
+    a = np.random.default_rng(0).standard_normal((3, 11, 16)).astype(np.float32)
+    np.testing.assert_array_equal(f(in0=a), td.evaluate(s4, in0=a))

@@ -17,7 +17,7 @@ from ... import dtypes as dt
 from ...compute import expr as cx
 from ...compute.printer import show
 from ...compute.tensor import BoundaryView, Tensor, identity, is_affine_index
-from ...errors import TdslError
+from ...errors import ScheduleError, TdslError
 from .. import ir
 from ..passes.reassociate import privatize
 from ..rewrite import Substitute as _Substitute
@@ -486,12 +486,20 @@ def convert(model: Model, ast: isl.AstNode, vectors, name: str):
     pipeline = model.schedule.state.pipeline
     buffers = buffers_for(model)
     conv = Converter(model, buffers, vectors)
+    body = place_binders(conv.node(ast, {}))
+    unbound = sorted(free_vars(body) & conv.bound_vars.keys())
+    if unbound:
+        # isl tested a block bound (a parameter to it) outside the loop that sets it
+        raise ScheduleError(
+            f"isl's loop generator used the block bound(s) {', '.join(unbound)} outside the "
+            f"loop that computes them, so this schedule is refused rather than compiled "
+            f"wrong; another split or tile factor, or a compute_at at another loop, avoids it")
     func = ir.LoweredFunc(
         name,
         tuple(buffers[t] for t in pipeline.inputs),
         tuple(buffers[t] for t in pipeline.outputs),
         tuple(ir.Var(p) for p in model.params),
-        place_binders(conv.node(ast, {})),
+        body,
     )
     temps = []
     for stage in pipeline.stages:
