@@ -218,7 +218,7 @@ def run_kernel(k: DemoKernel, target: str, runs: int) -> Result:
         )
     except AssertionError as e:
         mismatch = str(e)
-    tdsl_time = f.benchmark(runs=runs, **k.inputs)
+    tdsl_time = f.benchmark(dict(k.inputs), runs=runs)
     numpy_time = time_numpy(lambda: k.reference(**k.inputs), runs=runs)
     return Result(k, f.build_seconds, tdsl_time, numpy_time, mismatch)
 

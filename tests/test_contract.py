@@ -92,3 +92,19 @@ def test_compile_error_keeps_source():
     with pytest.raises(td.CompileError) as e:
         compile_source("int broken( {")
     assert e.value.source_path and "error" in e.value.log
+
+
+@pytest.mark.parametrize("backend", ["c", "llvm"])
+def test_benchmark_arrays_named_like_its_options(backend):
+    """An input named `runs` cannot be passed as runs=...: benchmark takes one dict of arrays."""
+    (i,) = td.dims("i")
+    runs = td.input("runs", {i: 8}, td.float32)
+    warmup = td.input("warmup", {i: 8}, td.float32)
+    out = td.compute("out", {i: 8}, runs[i] * warmup[i])
+    f = td.build(td.schedule(out), target=backend)
+    r, w = np.arange(8, dtype=np.float32), np.full(8, 2, np.float32)
+    np.testing.assert_array_equal(f(runs=r, warmup=w), r * w)
+    t = f.benchmark({"runs": r, "warmup": w}, runs=3, warmup=0)
+    assert t.runs >= 3 and 0 < t.min <= t.median
+    with pytest.raises(td.ArgumentError, match=r"argument named 'runs'.*one dict"):
+        f.benchmark(runs=r, warmup=w)

@@ -95,8 +95,22 @@ class Kernel:
 
     def benchmark(self, *positional, runs: int = 10, warmup: int = 2, min_seconds: float = 0.0,
                   **arrays) -> Timing:
-        """Time calls with the given arrays (checked once): median and min over `runs`."""
+        """Time calls with the given arrays (checked once): median and min over `runs`.
+
+        `f.benchmark(a=A, b=B, runs=20)` calls the kernel `warmup` times, then at
+        least `runs` times and for at least `min_seconds`. A kernel whose
+        arguments are named `runs`, `warmup` or `min_seconds` takes its arrays as
+        one dict instead: `f.benchmark({"runs": R, "b": B}, runs=20)`.
+        """
+        if len(positional) == 1 and isinstance(positional[0], dict) and not arrays:
+            arrays, positional = dict(positional[0]), ()
         self._positional(positional)
+        clash = [n for n in ("runs", "warmup", "min_seconds") if n in self.args]
+        if clash and not positional and any(isinstance(v, np.ndarray) for v in (runs, warmup, min_seconds)):
+            raise ArgumentError(
+                f"benchmark: kernel {self.lowered.name} has an argument named {clash[0]!r}, which "
+                f"benchmark() reads as its own option; pass the arrays as one dict: "
+                f"f.benchmark({{{', '.join(repr(n) + ': ...' for n in self._inputs)}}}, runs=10)")
         for what, v, least in (("runs", runs, 1), ("warmup", warmup, 0)):
             if isinstance(v, bool) or not isinstance(v, int) or v < least:
                 raise ArgumentError(f"benchmark: {what} must be an int >= {least}, got {v!r}")
