@@ -127,24 +127,30 @@ s = (td.schedule([s3]).tile('s0', x=7, c=5).fuse('s0', 'x_i', 'c_i')
      .vectorize('s1', 'x_o').parallel('s2', 'y').unroll('s3', 'k1')
      .compute_at('s2', 's3', 'x').store_at('s2', 's3', 'x').vectorize('s1', 'y_o')
      .tile('s2', x=5, c=4).fuse('s2', 'x_i', 'c_i'))
-t0 = time.perf_counter()
+import resource
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+t0, c0 = time.perf_counter(), cpu()
 try:
     lower_schedule(s)
-    print("lowered", time.perf_counter() - t0)
+    print("lowered", cpu() - c0, time.perf_counter() - t0)
 except td.ScheduleError as e:
-    print("refused", time.perf_counter() - t0, e)
+    print("refused", cpu() - c0, time.perf_counter() - t0, e)
 """
 
 
 def test_an_analysis_isl_does_not_abort_is_killed_at_the_limit():
     # fuzz seed 4242 case 167: isl's AST generator ran for a minute past the watchdog's
-    # abort; the lowering process is now killed at MAX_ISL_SECONDS (2 s here)
+    # abort; the lowering process is now stopped once it has used MAX_ISL_SECONDS of
+    # processor time (2 s here)
     r = subprocess.run([sys.executable, "-c", CASE_167], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
-    what, seconds, *_ = r.stdout.split(maxsplit=2)
+    what, cpu, wall, *_ = r.stdout.split(maxsplit=3)
     assert what in ("lowered", "refused"), r.stdout
-    assert float(seconds) < 2.5, r.stdout
+    assert float(cpu) < 2.5, r.stdout  # processor time of the analysis process
+    assert float(wall) < 60, r.stdout
     if what == "refused":
         assert "time limit" in r.stdout
 
@@ -168,3 +174,37 @@ def test_the_analysis_process_sends_back_exceptions():
 
     with pytest.raises(td.ScheduleError, match="factor must be positive"):
         budget.bounded("a test", refuse)
+
+
+def _spin():
+    while True:
+        pass
+
+
+def test_an_analysis_past_its_processor_time_is_stopped(monkeypatch):
+    if not budget.ISOLATE:
+        pytest.skip("lowering runs in process here (no os.fork)")
+    monkeypatch.setattr(budget, "MAX_ISL_SECONDS", 1.0)
+    t0 = time.perf_counter()
+    with pytest.raises(td.ScheduleError, match=r"time limit of 1 s of processor time"):
+        budget.bounded("a test", _spin)
+    assert time.perf_counter() - t0 < budget.MAX_WALL_SECONDS
+
+
+def test_an_analysis_that_waits_is_stopped_at_the_wall_clock_limit(monkeypatch):
+    if not budget.ISOLATE:
+        pytest.skip("lowering runs in process here (no os.fork)")
+    monkeypatch.setattr(budget, "MAX_WALL_SECONDS", 1.0)
+    monkeypatch.setattr(budget, "MAX_ISL_SECONDS", 0.5)
+    t0 = time.perf_counter()
+    with pytest.raises(td.ScheduleError, match=r"ran past 1 s .*MAX_WALL_SECONDS"):
+        budget.bounded("a test", lambda: time.sleep(3600))
+    assert time.perf_counter() - t0 < 5
+
+
+def test_the_watchdog_counts_the_lowering_threads_processor_time():
+    # a thread that sleeps uses no processor time: its watchdog must not fire
+    clock = budget._thread_clock()
+    t0 = clock()
+    time.sleep(0.2)
+    assert clock() - t0 < 0.1

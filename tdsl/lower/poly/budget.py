@@ -6,9 +6,12 @@
   same on every machine). The benchmark kernels need 0.1-0.35 million
   operations and lower in well under a second; the limit leaves a fiftyfold
   margin. isl's operations are not all alike, so
-- `MAX_ISL_SECONDS` bounds the analysis in time as well: a watchdog aborts isl
-  `HARD_SLACK_SECONDS` before it, and the process doing the analysis is killed
-  at it (see `bounded`).
+- `MAX_ISL_SECONDS` bounds the analysis in processor time as well: a watchdog
+  aborts isl `HARD_SLACK_SECONDS` before it, and the process doing the analysis
+  is killed at it (see `bounded`). Processor time, not wall-clock time, so that
+  a schedule is accepted or refused alike on an idle and on a busy machine (a
+  tuner building candidates side by side, a shared host). `MAX_WALL_SECONDS`
+  stops an analysis that waits instead of computing.
 - `MAX_UNROLLED`: the number of copies of one statement that unrolling may make
   (the product of the trip counts of the unrolled loops around it).
 
@@ -20,8 +23,9 @@ share.
 isl does not look at its abort flag everywhere: its AST generator and some
 parametric integer programs have run for a minute past the watchdog. So
 `bounded()` runs a whole lowering (and the check of a schedule) in a child
-process forked from this one, which is killed at `MAX_ISL_SECONDS`: a hard
-limit, and a crash inside isl ends the child, not the caller. The fork costs 7-8 ms per lowering (the demo kernels lower in
+process forked from this one, which the kernel stops once it has used
+`MAX_ISL_SECONDS` of processor time (RLIMIT_CPU): a hard limit, and a crash
+inside isl ends the child, not the caller. The fork costs 7-8 ms per lowering (the demo kernels lower in
 17-26 ms in process, 25-33 ms forked, with a 400 MB parent). Where `os.fork`
 does not exist, or with `ISOLATE = False`, lowering runs in process under the
 soft limits only.
@@ -30,6 +34,7 @@ soft limits only.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import pickle
 import select
@@ -44,7 +49,8 @@ import islpy as isl
 from ...errors import ScheduleError, TdslError
 
 MAX_ISL_OPERATIONS = 20_000_000
-MAX_ISL_SECONDS = 10.0
+MAX_ISL_SECONDS = 10.0  # processor seconds
+MAX_WALL_SECONDS = 60.0
 MAX_UNROLLED = 1024
 ISOLATE = hasattr(os, "fork")
 HARD_SLACK_SECONDS = 1.0
@@ -68,15 +74,40 @@ def _exhausted(ctx: isl.Context) -> bool:
     return False
 
 
-def _watchdog(ctx: isl.Context, run: int, seconds: float) -> threading.Timer:
-    def stop():
-        if _RUN[0] == run:
-            ctx.abort()
+def _thread_clock() -> Callable[[], float]:
+    """Seconds of processor time the calling thread has used, as a function any thread
+    may call (wall-clock time where the platform has no per-thread clock)."""
+    try:
+        clock = time.pthread_getcpuclockid(threading.get_ident())
+        time.clock_gettime(clock)
+    except (AttributeError, OSError):
+        return time.monotonic
+    return lambda: time.clock_gettime(clock)
 
-    timer = threading.Timer(seconds, stop)
-    timer.daemon = True
-    timer.start()
-    return timer
+
+class _Watchdog(threading.Thread):
+    """Aborts isl's context once the thread that made it has used `seconds` of processor
+    time, unless the lowering it belongs to (`run`) has ended by then."""
+
+    POLL = 0.02
+
+    def __init__(self, ctx: isl.Context, run: int, seconds: float):
+        super().__init__(daemon=True, name="tdsl-isl-watchdog")
+        self.ctx, self.run_id, self.seconds = ctx, run, seconds
+        self.clock = _thread_clock()
+        self.start_time = self.clock()
+        self.done = threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        while not self.done.wait(min(self.POLL, self.seconds)):
+            if self.clock() - self.start_time >= self.seconds:
+                if _RUN[0] == self.run_id:
+                    self.ctx.abort()
+                return
+
+    def cancel(self) -> None:
+        self.done.set()
 
 
 @contextlib.contextmanager
@@ -96,7 +127,7 @@ def isl_budget(what: str, limit: int | None = None) -> Iterator[None]:
         ctx.set_max_operations(limit)
         ctx.reset_operations()
         _RUN[0] += 1
-        timer = _watchdog(ctx, _RUN[0], max(MAX_ISL_SECONDS - HARD_SLACK_SECONDS, 0.5 * MAX_ISL_SECONDS))
+        timer = _Watchdog(ctx, _RUN[0], max(MAX_ISL_SECONDS - HARD_SLACK_SECONDS, 0.5 * MAX_ISL_SECONDS))
         spent = None
         try:
             yield
@@ -121,7 +152,8 @@ def isl_budget(what: str, limit: int | None = None) -> Iterator[None]:
 
 def _what_ran_out(ctx: isl.Context, limit: int) -> str:
     if ctx.aborted():
-        return f"its time limit of {MAX_ISL_SECONDS:g} s (tdsl.lower.poly.budget.MAX_ISL_SECONDS)"
+        return (f"its time limit of {MAX_ISL_SECONDS:g} s of processor time "
+                "(tdsl.lower.poly.budget.MAX_ISL_SECONDS)")
     return f"its limit of {limit:,} isl operations (tdsl.lower.poly.budget.MAX_ISL_OPERATIONS)"
 
 
@@ -159,24 +191,26 @@ def check_unrolling(statements) -> None:
 
 def bounded(what: str, fn: Callable[[], T]) -> T:
     """`fn()` (a lowering or a schedule check of `what`) in a forked child process that
-    is killed past MAX_ISL_SECONDS; its result or its exception comes back by pickle.
-    In process when `ISOLATE` is off."""
+    is stopped once it has used MAX_ISL_SECONDS of processor time (or MAX_WALL_SECONDS
+    have passed); its result or its exception comes back by pickle. In process when
+    `ISOLATE` is off."""
     if not ISOLATE:
         return fn()
+    limit = MAX_ISL_SECONDS
     with _LOCK:  # no lowering of another thread is inside isl while the context is copied
         r, w = os.pipe()
         pid = os.fork()
     if pid == 0:  # the child: compute, send, leave without running the parent's exit hooks
         try:
             os.close(r)
+            _limit_child(limit)
             _send(w, fn)
         finally:
             os._exit(0)
     os.close(w)
-    limit = MAX_ISL_SECONDS
-    started = time.monotonic() - 0.1  # the kill and the reaping fit within the limit
+    started = time.monotonic()
     try:
-        data = _receive(r, started + limit)
+        data = _receive(r, started + max(MAX_WALL_SECONDS, limit))
     except BaseException:
         _kill(pid)
         raise
@@ -185,12 +219,18 @@ def bounded(what: str, fn: Callable[[], T]) -> T:
     if data is None:
         _kill(pid)
         raise ScheduleError(
-            f"lowering {what}: the polyhedral analysis exceeded its time limit of {limit:g} s "
-            f"(tdsl.lower.poly.budget.MAX_ISL_SECONDS) and was stopped; "
+            f"lowering {what}: the polyhedral analysis ran past {max(MAX_WALL_SECONDS, limit):g} s "
+            f"(tdsl.lower.poly.budget.MAX_WALL_SECONDS) and was stopped; "
             "simplify the schedule: fewer fused or nested split loops, or a compute_at at "
             "an outer loop")
     _, status = os.waitpid(pid, 0)
     if not data:
+        if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU:
+            raise ScheduleError(
+                f"lowering {what}: the polyhedral analysis exceeded its time limit of {limit:g} s "
+                f"of processor time (tdsl.lower.poly.budget.MAX_ISL_SECONDS) and was stopped; "
+                "simplify the schedule: fewer fused or nested split loops, or a compute_at at "
+                "an outer loop")
         how = (f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
                else f"exit status {os.waitstatus_to_exitcode(status)}")
         raise TdslError(f"lowering {what}: the analysis process died ({how}) without an answer")
@@ -198,6 +238,21 @@ def bounded(what: str, fn: Callable[[], T]) -> T:
     if ok:
         return value
     raise value
+
+
+def _limit_child(seconds: float) -> None:
+    """In the analysis process: the kernel ends it with SIGXCPU after `seconds` of processor
+    time (whole seconds, rounded up; a fork starts at zero), without a core file."""
+    import resource  # POSIX only, as os.fork is
+
+    cpu = max(1, math.ceil(seconds))
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    with contextlib.suppress(ValueError, OSError):
+        hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+        if hard == resource.RLIM_INFINITY or hard > cpu:
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1 if hard == resource.RLIM_INFINITY
+                                                     else min(cpu + 1, hard)))
 
 
 def _send(fd: int, fn: Callable) -> None:
