@@ -66,6 +66,15 @@ def test_hangs_and_crashes_are_recorded_and_the_pool_goes_on():
     assert seen["fine"]["class"] in ("exact", "rejected")
 
 
+def test_the_sanitized_builds_have_a_time_limit_of_their_own():
+    # a trial that builds for 60% of the limit and sanitizes for 60% more is slow, not hung
+    seen = {}
+    tasks = [{"id": "slow", "self_test": "slow-sanitize", "seed": 0, "index": 0, "target": "c"}]
+    with Pool(jobs=1, timeout=3) as pool:
+        pool.run(tasks, lambda t, s, r: seen.update({t["id"]: r}))
+    assert seen["slow"]["class"] == "exact", seen["slow"]
+
+
 def test_the_oracle():
     import numpy as np
 

@@ -19,6 +19,7 @@ also counted as slow lowering.
 
 from __future__ import annotations
 
+import faulthandler
 import time
 import traceback
 
@@ -104,7 +105,9 @@ def judge(task, send, res):
     if task.get("sanitize"):
         from .sanitize import sanitize
 
-        send({"type": "phase", "phase": "sanitize"})
+        send({"type": "phase", "phase": "sanitize"})  # a timeout of its own: see pool
+        if task.get("timeout"):
+            faulthandler.dump_traceback_later(max(1.0, task["timeout"] - 2), exit=False)
         res.update(sanitize(s, f, outputs, args, want, spec))
 
 

@@ -32,7 +32,8 @@ def main() -> None:
         if task.get("timeout"):  # where it hangs, in the log the parent shows
             faulthandler.dump_traceback_later(max(1.0, task["timeout"] - 2), exit=False)
         self_test(task.get("self_test"))
-        result = run_task(task, send)
+        result = (slow_sanitize(task, send) if task.get("self_test") == "slow-sanitize"
+                  else run_task(task, send))
         faulthandler.cancel_dump_traceback_later()
         send({"type": "result", "result": result})
         if n + 1 >= limit:
@@ -47,6 +48,17 @@ def self_test(what) -> None:
         import time
 
         time.sleep(3600)
+
+
+def slow_sanitize(task: dict, send) -> dict:
+    """Spend 60% of the time limit building and as much again in the sanitized builds."""
+    import time
+
+    send({"type": "phase", "phase": "build"})
+    time.sleep(0.6 * task["timeout"])
+    send({"type": "phase", "phase": "sanitize"})
+    time.sleep(0.6 * task["timeout"])
+    return {"class": "exact"}
 
 
 if __name__ == "__main__":
