@@ -128,6 +128,9 @@ def test_bounded_campaign(target, tmp_path):
                 for _, _, r, path in summary.findings]
     assert not failures, "\n\n".join(failures)
     assert summary.counts["exact"] >= trials // 2, summary.line()
+    log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    lowered = [r for r in log if r["class"] == "exact"]
+    assert lowered and all(r["lower_cpu_s"] is not None and r["lower_cpu_s"] >= 0 for r in lowered)
 
 
 def test_bounded_sanitized_campaign(tmp_path):

@@ -59,6 +59,7 @@ class Worker:
         self.err_offset = 0
         self.done = 0
         self.lower_s: float | None = None
+        self.lower_cpu_s: float | None = None
 
     @property
     def stdin(self) -> IO[bytes]:
@@ -75,7 +76,7 @@ class Worker:
     def give(self, task: dict, timeout: float) -> None:
         task = {**task, "timeout": timeout}
         self.task, self.started, self.spec, self.phase = task, time.monotonic(), None, "start"
-        self.lower_s = None
+        self.lower_s = self.lower_cpu_s = None
         self.err.flush()
         self.err_offset = os.path.getsize(self.err.name)
         self.stdin.write((json.dumps(task) + "\n").encode())
@@ -189,6 +190,7 @@ class Pool:
             if w.phase in FRESH_BUDGET:
                 w.started = time.monotonic()
             w.lower_s = msg.get("lower_s", w.lower_s)
+            w.lower_cpu_s = msg.get("lower_cpu_s", w.lower_cpu_s)
         elif msg["type"] == "result" and w.task is not None:
             self.finish(w, on_result, msg["result"])
 
@@ -204,6 +206,7 @@ class Pool:
     def finish(self, w: Worker, on_result, result: dict) -> None:
         task, w.task = w.task, None
         result.setdefault("lower_s", w.lower_s)
+        result.setdefault("lower_cpu_s", w.lower_cpu_s)
         result["seconds"] = round(time.monotonic() - w.started, 3)
         w.done += 1
         if w.done >= self.max_tasks:
