@@ -52,7 +52,7 @@ STRICT = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic")
 CORTEX_M4 = ("-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16")
 INT32_MAX = 2**31 - 1
 PTRDIFF_MAX_64 = 2**63 - 1
-SANITIZE = (*STRICT, "-O1", "-g", "-ffp-contract=off", "-fsanitize=address,undefined",
+SANITIZE = (*STRICT, "-O1", "-g1", "-ffp-contract=off", "-fsanitize=address,undefined",
             "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-DCANARY=0")
 ASAN_ENV = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0"}
 
