@@ -27,7 +27,7 @@ from .affine import ast_expr_to_ir, pwaff_to_ir
 from .isl_ast import NODE_FOR, NODE_IF, OP_AND, op_type
 from .model import Band, Model, Statement
 
-_COMBINE = {"sum": "add", "prod": "mul", "max": "max", "min": "min"}
+_COMBINE: dict[cx.ReduceOp, ir.BinaryOp] = {"sum": "add", "prod": "mul", "max": "max", "min": "min"}
 
 
 class Converter:
