@@ -8,6 +8,8 @@ isl's own expression builder.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import islpy as isl
 
 from ... import dtypes as dt
@@ -113,7 +115,7 @@ def set_from_constraints(vs: Vars, parts) -> isl.Set:
 _AST_BUILD_CACHE: dict = {}
 
 
-def pwaff_to_ir(pa: isl.PwAff, inputs: list[ir.Expr], params: dict[str, ir.Expr]) -> ir.Expr:
+def pwaff_to_ir(pa: isl.PwAff, inputs: Sequence[ir.Expr], params: Mapping[str, ir.Expr]) -> ir.Expr:
     """Turn a piecewise affine function into a loop-IR index expression.
 
     The function's input dims (valued by `inputs`, in order) are moved to

@@ -212,7 +212,7 @@ def _structure(sched: Schedule, namer: _Namer):
         for lp in loops[:split]:
             shared.append(band(stage, lp, prefix + shared))
         outer = prefix + shared
-        init = []
+        init: list[Band] = []
         if stage.reduction is not None:
             for lp in _init_loops(stage, loops, split):
                 init.append(band(stage, lp, outer + init))
