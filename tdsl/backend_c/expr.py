@@ -122,7 +122,8 @@ class ExprEmitter:
     # ------------------------------------------------------------ operators
 
     def binary(self, e: Binary) -> CExpr:
-        op, t = e.op, e.dtype
+        op: str = e.op
+        t = e.dtype
         if t == index:
             return self._index_binary(e)
         if t.is_bool:  # numpy: + is or, * is and; min is and, max is or on 0/1

@@ -145,7 +145,6 @@ class _Renderer:
         self.status: str | None = None
         self.scalar_loops = False  # a loop was kept out of the loop vectorizer
         self.labels: set[str] = set()
-        self._fallible: dict[int, bool] = {}
 
     # ------------------------------------------------------------ file
 
@@ -348,20 +347,5 @@ class _Renderer:
 
     def _fallible_stmt(self, s: Stmt) -> bool:
         """Whether `s` contains a heap allocation (which may fail)."""
-        key = id(s)
-        if key not in self._fallible:
-            match s:
-                case Allocate(buf, body):
-                    result = stack_elements(buf) is None or self._fallible_stmt(body)
-                case Block(stmts):
-                    result = any(self._fallible_stmt(c) for c in stmts)
-                case For(body=body) | Let(body=body):
-                    result = self._fallible_stmt(body)
-                case If(_, then, else_):
-                    result = self._fallible_stmt(then) or (
-                        else_ is not None and self._fallible_stmt(else_)
-                    )
-                case _:
-                    result = False
-            self._fallible[key] = result
-        return self._fallible[key]
+        return any(isinstance(x, Allocate) and stack_elements(x.buffer) is None
+                   for x in walk_stmts(s))

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..dtypes import index
-from ..lower.ir import Allocate, Binary, Buffer, Compare, Const, Expr, LoweredFunc, Var
+from ..lower.ir import NEGATED, Allocate, Binary, Buffer, Compare, Const, Expr, LoweredFunc, Var
 from ..lower.rewrite import walk_exprs, walk_stmts
 from . import helpers
 from .expr import element_count, index_add, index_mul
@@ -33,7 +33,6 @@ from .writer import CWriter, atom, binary, call, cast
 
 ALIGN = 64  # bytes; every slot starts at a multiple of this from the workspace
 ERR_SIZES, ERR_WORKSPACE = 1, 2
-_NEGATE = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
 @dataclass(frozen=True, slots=True)
 class Slot:
     """Where one temporary lives: `offset` bytes into the workspace (a multiple
@@ -168,7 +167,7 @@ class _StandaloneRenderer(_Renderer):
                 out = binary("||", binary("<", c, atom("1")), binary(">", c, atom("INT32_MAX")))
                 self._reject(out, "0")
             for cond in self.requires:
-                self._reject(self.expr(Compare(_NEGATE[cond.op], cond.a, cond.b)), "0")
+                self._reject(self.expr(Compare(NEGATED[cond.op], cond.a, cond.b)), "0")
             if self.layout and self.layout.constant is None:
                 nbytes = call(bytes_fn, *self._size_args())
                 too_big = binary(">", nbytes, cast("uint64_t", atom("PTRDIFF_MAX")))

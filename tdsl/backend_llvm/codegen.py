@@ -62,6 +62,7 @@ from ..lower.ir import (
 )
 from ..lower.ir import Binary as BinaryExpr
 from ..lower.ir import Load as LoadExpr
+from ..lower.rewrite import walk_stmts
 from . import ops
 from .captures import all_buffers, free_names
 from .ops import I1, I8, I32, I64, PTR, VOID
@@ -515,13 +516,4 @@ class _FunctionEmitter:
 
 def _only_unrolled_loops(s: Stmt) -> bool:
     """No loops in `s` but UNROLLED ones (LLVM vectorizes innermost loops only)."""
-    match s:
-        case For(kind=kind, body=body):
-            return kind is ForKind.UNROLLED and _only_unrolled_loops(body)
-        case Block(stmts=stmts):
-            return all(_only_unrolled_loops(x) for x in stmts)
-        case If(then=then, else_=else_):
-            return _only_unrolled_loops(then) and (else_ is None or _only_unrolled_loops(else_))
-        case Let(body=body) | Allocate(body=body):
-            return _only_unrolled_loops(body)
-    return True
+    return all(x.kind is ForKind.UNROLLED for x in walk_stmts(s) if isinstance(x, For))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar, dataclass_transform
+from typing import TYPE_CHECKING, Literal, TypeVar, dataclass_transform
 
 import numpy as np
 
@@ -220,11 +220,20 @@ class Access(Expr):
         return self.tensor.dtype
 
 
+# numpy's operations of those names (the tables NUMPY_BINARY, NUMPY_COMPARE, NUMPY_CALL)
+BinaryOp = Literal["add", "sub", "mul", "truediv", "floordiv", "mod", "min", "max",
+                   "and", "or", "xor"]
+CompareOp = Literal["eq", "ne", "lt", "le", "gt", "ge"]
+UnaryOp = Literal["neg", "invert"]
+CallFn = Literal["exp", "log", "sqrt", "sin", "cos", "tanh", "floor", "ceil", "abs"]
+ReduceOp = Literal["sum", "prod", "max", "min"]
+
+
 @_node
 class Binary(Expr):
     """Arithmetic on operands already cast to a common dtype (see `binary`)."""
 
-    op: str  # add sub mul truediv floordiv mod min max and or xor
+    op: BinaryOp
     a: Expr
     b: Expr
     dtype: DType
@@ -232,7 +241,7 @@ class Binary(Expr):
 
 @_node
 class Compare(Expr):
-    op: str  # eq ne lt le gt ge
+    op: CompareOp
     a: Expr
     b: Expr
 
@@ -243,14 +252,14 @@ class Compare(Expr):
 
 @_node
 class Unary(Expr):
-    op: str  # neg invert
+    op: UnaryOp
     a: Expr
     dtype: DType
 
 
 @_node
 class Call(Expr):
-    fn: str  # exp log sqrt sin cos tanh floor ceil abs
+    fn: CallFn
     args: tuple[Expr, ...]
     dtype: DType
 
@@ -280,7 +289,7 @@ class Axis:
 
 @_node
 class Reduce(Expr):
-    op: str  # sum prod max min
+    op: ReduceOp
     body: Expr
     axes: tuple[Axis, ...]
     dtype: DType
@@ -291,7 +300,7 @@ class Reduce(Expr):
 # What each operation means: numpy's ufunc of that name. The reference evaluator
 # and the backend tests use these same tables.
 
-NUMPY_BINARY = {
+NUMPY_BINARY: dict[BinaryOp, np.ufunc] = {
     "add": np.add,
     "sub": np.subtract,
     "mul": np.multiply,
@@ -304,7 +313,7 @@ NUMPY_BINARY = {
     "or": np.bitwise_or,
     "xor": np.bitwise_xor,
 }
-NUMPY_COMPARE = {
+NUMPY_COMPARE: dict[CompareOp, np.ufunc] = {
     "eq": np.equal,
     "ne": np.not_equal,
     "lt": np.less,
@@ -312,7 +321,7 @@ NUMPY_COMPARE = {
     "gt": np.greater,
     "ge": np.greater_equal,
 }
-NUMPY_CALL = {
+NUMPY_CALL: dict[CallFn, np.ufunc] = {
     "exp": np.exp,
     "log": np.log,
     "sqrt": np.sqrt,
@@ -323,6 +332,8 @@ NUMPY_CALL = {
     "ceil": np.ceil,
     "abs": np.abs,
 }
+# what numpy computes for an operation on two bools
+_ON_BOOL: dict[BinaryOp, BinaryOp] = {"add": "or", "mul": "and", "min": "and", "max": "or"}
 _SYMBOL = {
     "add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
     "and": "&", "or": "|", "xor": "^",
@@ -401,7 +412,7 @@ def common_dtype(a, b) -> DType:
     return dt.as_dtype(name)
 
 
-def binary(op: str, a, b) -> Expr:
+def binary(op: BinaryOp, a, b) -> Expr:
     a, b = _operand(a), _operand(b)
     _check_scalar_range(a, b)
     if op in ("and", "or", "xor"):
@@ -419,18 +430,18 @@ def binary(op: str, a, b) -> Expr:
         raise DefinitionError(f"{op} needs integer or bool operands, got {res!r}")
     operand = res if op != "truediv" else res
     if res.is_bool:  # numpy: bool + bool is logical or, bool * bool is logical and
-        op = {"add": "or", "mul": "and", "min": "and", "max": "or"}.get(op, op)
+        op = _ON_BOOL.get(op, op)
     return Binary(op, _coerce(a, operand), _coerce(b, operand), res)
 
 
-def compare(op: str, a, b) -> Expr:
+def compare(op: CompareOp, a, b) -> Expr:
     a, b = _operand(a), _operand(b)
     _check_scalar_range(a, b)
     c = common_dtype(a, b)
     return Compare(op, _coerce(a, c), _coerce(b, c))
 
 
-def unary(op: str, a) -> Expr:
+def unary(op: UnaryOp, a) -> Expr:
     a = _operand(a)
     if not isinstance(a, Expr):
         a = const(a)
@@ -443,7 +454,7 @@ def unary(op: str, a) -> Expr:
     return Unary("invert", a, a.dtype)
 
 
-def call(fn: str, *args) -> Expr:
+def call(fn: CallFn, *args) -> Expr:
     operands = [_operand(x) for x in args]
     ops = [x if isinstance(x, Expr) else const(x) for x in operands]
     try:
@@ -487,7 +498,7 @@ def minimum(a, b) -> Expr:
     return binary("min", a, b)
 
 
-def _math(fn):
+def _math(fn: CallFn):
     def f(x) -> Expr:
         return call(fn, x)
 

@@ -18,6 +18,7 @@ from .expr import (
     Dim,
     Expr,
     Reduce,
+    ReduceOp,
     Size,
     Unary,
     _coerce,
@@ -431,7 +432,7 @@ def _infer_extent(body: Expr, d: Dim, what: str) -> Expr:
     return found[0][1]
 
 
-def _reduce(op: str, body, over, dtype) -> Reduce:
+def _reduce(op: ReduceOp, body, over, dtype) -> Reduce:
     what = f"td.{op}"
     if over is None:
         raise DefinitionError(
@@ -488,7 +489,7 @@ def min(body, over=None, dtype=None) -> Reduce:  # noqa: A001
     return _reduce("min", body, over, dtype)
 
 
-def identity(op: str, d: DType):
+def identity(op: ReduceOp, d: DType):
     """The value a reduction starts from (what an empty reduction yields)."""
     import numpy as np
 

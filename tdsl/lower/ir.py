@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, TypeVar, dataclass_transform
+from typing import TYPE_CHECKING, Literal, TypeVar, dataclass_transform
 
 from ..dtypes import DType, index
 
@@ -67,18 +67,18 @@ class Var(Expr):
     dtype: DType = index
 
 
+# "input" and "output" buffers are kernel arguments, a "temp" is allocated by an `Allocate`
+BufferKind = Literal["input", "output", "temp"]
+
+
 @_node
 class Buffer:
-    """A dense row-major array. `shape` entries are index expressions of sizes only.
-
-    kind: "input" and "output" are kernel arguments, "temp" is allocated by an
-    `Allocate` statement.
-    """
+    """A dense row-major array. `shape` entries are index expressions of sizes only."""
 
     name: str
     dtype: DType
     shape: tuple[Expr, ...]
-    kind: str
+    kind: BufferKind
 
 
 @_node
@@ -91,12 +91,22 @@ class Load(Expr):
         return self.buffer.dtype
 
 
+# numpy's operations of those names; pdiv and pmod are index only (C semantics: the
+# numerator known non-negative, the divisor a positive constant)
+BinaryOp = Literal["add", "sub", "mul", "truediv", "floordiv", "mod", "min", "max",
+                   "and", "or", "xor", "pdiv", "pmod"]
+CompareOp = Literal["eq", "ne", "lt", "le", "gt", "ge"]
+UnaryOp = Literal["neg", "invert"]  # invert on bool is logical not
+CallFn = Literal["exp", "log", "sqrt", "sin", "cos", "tanh", "floor", "ceil", "abs"]
+
+# the comparison that holds exactly where `op` does not (on integers: NaN aside)
+NEGATED: dict[CompareOp, CompareOp] = {
+    "lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
+
+
 @_node
 class Binary(Expr):
-    # add sub mul truediv floordiv mod min max and or xor
-    # index only: pdiv pmod (C semantics; numerator known non-negative, divisor a
-    # positive constant)
-    op: str
+    op: BinaryOp
     a: Expr
     b: Expr
     dtype: DType
@@ -104,7 +114,7 @@ class Binary(Expr):
 
 @_node
 class Compare(Expr):
-    op: str  # eq ne lt le gt ge
+    op: CompareOp
     a: Expr
     b: Expr
 
@@ -117,14 +127,14 @@ class Compare(Expr):
 
 @_node
 class Unary(Expr):
-    op: str  # neg invert (invert on bool is logical not)
+    op: UnaryOp
     a: Expr
     dtype: DType
 
 
 @_node
 class Call(Expr):
-    fn: str  # exp log sqrt sin cos tanh floor ceil abs
+    fn: CallFn
     args: tuple[Expr, ...]
     dtype: DType
 

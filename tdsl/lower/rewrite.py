@@ -2,9 +2,13 @@
 
 `Rewriter` visits bottom-up; its hooks return a replacement node or None
 for "unchanged", and untouched subtrees are shared, not copied.
+`ScopedVisitor` visits top-down, knowing the names in scope at each node.
+`walk_stmts` / `walk_exprs` list the nodes when scope does not matter.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from . import ir
 
@@ -130,19 +134,91 @@ def expr_vars(e: ir.Expr) -> set[str]:
     return {x.name for x in walk_exprs(e) if isinstance(x, ir.Var)}
 
 
+class ScopedVisitor:
+    """Visits a statement top-down, knowing the names in scope at every node.
+
+    `scope` holds the variables bound around the node being visited: those given
+    at the start (a function's sizes), a loop's variable inside its body, a let's
+    name inside its body (an inner binding of a name shadows an outer one until its
+    body ends); `buffers` holds the temp buffers allocated around the node. A
+    loop's bounds, a let's value and an allocation's shape are outside what they
+    bind. Override the hooks `stmt` and `expr`: each is called on every statement
+    and expression node before its children, with the scope around the node.
+    """
+
+    def __init__(self, scope: Iterable[str] = (), buffers: Iterable[str] = ()):
+        self.scope = frozenset(scope)
+        self.buffers = frozenset(buffers)
+
+    def stmt(self, s: ir.Stmt) -> None:
+        """Called on each statement, before its expressions and statements."""
+
+    def expr(self, e: ir.Expr) -> None:
+        """Called on each expression node, before its operands."""
+
+    def visit(self, s: ir.Stmt) -> None:
+        """Visit `s` and everything in it."""
+        self.stmt(s)
+        ve = self.visit_expr
+        match s:
+            case ir.For(var, start, end, _, body):
+                ve(start)
+                ve(end)
+                self._bound(body, var)
+            case ir.Let(name, value, body):
+                ve(value)
+                self._bound(body, name)
+            case ir.If(c, t, e):
+                ve(c)
+                self.visit(t)
+                if e is not None:
+                    self.visit(e)
+            case ir.Block(stmts):
+                for x in stmts:
+                    self.visit(x)
+            case ir.Store(_, idx, value):
+                for i in idx:
+                    ve(i)
+                ve(value)
+            case ir.Allocate(buf, body):
+                for extent in buf.shape:
+                    ve(extent)
+                outside = self.buffers
+                self.buffers = outside | {buf.name}
+                try:
+                    self.visit(body)
+                finally:
+                    self.buffers = outside
+            case _:
+                raise AssertionError(f"unknown statement {s!r}")
+
+    def visit_expr(self, e: ir.Expr) -> None:
+        """Visit `e` and its operands."""
+        self.expr(e)
+        for k in expr_children(e):
+            self.visit_expr(k)
+
+    def _bound(self, body: ir.Stmt, name: str) -> None:
+        outside = self.scope
+        self.scope = outside | {name}
+        try:
+            self.visit(body)
+        finally:
+            self.scope = outside
+
+
+class _FreeVars(ScopedVisitor):
+    def __init__(self):
+        super().__init__()
+        self.found: set[str] = set()
+
+    def expr(self, e):
+        if isinstance(e, ir.Var) and e.name not in self.scope:
+            self.found.add(e.name)
+
+
 def free_vars(s: ir.Stmt) -> set[str]:
     """The names of the variables a statement reads that no loop or let inside it binds."""
-    match s:
-        case ir.For(var, start, end, _, body, _):
-            return expr_vars(start) | expr_vars(end) | (free_vars(body) - {var})
-        case ir.Let(name, value, body):
-            return expr_vars(value) | (free_vars(body) - {name})
-        case ir.If(c, t, e):
-            return expr_vars(c) | free_vars(t) | (free_vars(e) if e is not None else set())
-        case ir.Block(stmts):
-            return set().union(*(free_vars(x) for x in stmts))
-        case ir.Allocate(buffer, body):
-            return set().union(*(expr_vars(x) for x in buffer.shape)) | free_vars(body)
-        case ir.Store(_, idx, value):
-            return set().union(expr_vars(value), *(expr_vars(i) for i in idx))
-    raise AssertionError(f"unexpected statement {s!r}")
+    v = _FreeVars()
+    v.visit(s)
+    return v.found

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, ClassVar
 from ..compute import Dim, Stage, Update
 from ..compute.tensor import Tensor, stage_reads
 from ..errors import ScheduleError
-from .state import LFuse, LInner, Loop, LOuter, Placement, State, with_kind
+from .state import LFuse, LInner, Loop, LoopKind, LOuter, Placement, State, with_kind
 
 
 def _loop_name(x, prim: str) -> str:
@@ -306,7 +306,7 @@ class Fuse(Primitive):
         _touch(self, st, stage)
 
 
-def _mark(prim, st: State, kind: str, need_const: bool) -> None:
+def _mark(prim, st: State, kind: LoopKind, need_const: bool) -> None:
     stage = _stage(prim, st, prim.stage)
     pos, lp = _find(prim, st, stage, prim.loop)
     if lp.kind not in ("serial", kind):

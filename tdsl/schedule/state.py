@@ -9,6 +9,7 @@ turns into an isl affine function.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from .. import dtypes as dt
 from ..compute import Dim, Stage, Update
@@ -53,6 +54,10 @@ class LFuse(LoopExpr):
     inner_extent: int
 
 
+# how a loop runs: the loop IR's `ForKind`s, by value
+LoopKind = Literal["serial", "parallel", "vectorized", "unrolled"]
+
+
 @dataclass(frozen=True, slots=True)
 class Loop:
     """One loop of a stage's nest. `extent` is an int when it is a known constant."""
@@ -61,16 +66,20 @@ class Loop:
     expr: LoopExpr
     extent: int | None
     reduction: bool
-    kind: str = "serial"  # serial | parallel | vectorized | unrolled
+    kind: LoopKind = "serial"
     zero_based: bool = True
     reassociate: bool = False  # a reduction loop run as partial results combined after it
 
 
+PlacementKind = Literal["root", "inline", "at"]
+
+
 @dataclass(frozen=True, slots=True)
 class Placement:
-    """Where a stage is computed: at root, inlined, or inside `consumer`'s loop."""
+    """Where a stage is computed (or stored): at root, inlined, or inside `consumer`'s
+    loop `loop` ("at")."""
 
-    kind: str  # root | inline | at
+    kind: PlacementKind
     consumer: Stage | None = None
     loop: str | None = None
 
@@ -149,5 +158,5 @@ def _axis_loop(ax, reduction: bool) -> Loop:
     return Loop(ax.dim.name, LDim(ax.dim, ax.lo), extent, reduction, zero_based=lo == 0)
 
 
-def with_kind(loop: Loop, kind: str, reassociate: bool = False) -> Loop:
+def with_kind(loop: Loop, kind: LoopKind, reassociate: bool = False) -> Loop:
     return replace(loop, kind=kind, reassociate=reassociate)

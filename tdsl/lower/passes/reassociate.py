@@ -21,7 +21,7 @@ from .. import ir
 from ..rewrite import Rewriter, bound_names, expr_vars, walk_stmts
 
 
-def privatize(loop: ir.For, buf: ir.Buffer, op: str, identity, what: str) -> ir.Stmt:
+def privatize(loop: ir.For, buf: ir.Buffer, op: ir.BinaryOp, identity, what: str) -> ir.Stmt:
     """Rewrite a reassociated reduction loop (see the module docstring)."""
     stores = [x for x in walk_stmts(loop.body) if isinstance(x, ir.Store)]
     store = stores[0] if len(stores) == 1 else None

@@ -94,8 +94,8 @@ def normalize(e: ir.Expr) -> ir.Expr:
     for t in neg:
         out = ir.Binary("sub", out, t, dt.index)
     if pos and const[0]:
-        op = "add" if const[0] > 0 else "sub"
-        out = ir.Binary(op, out, ir.Const(abs(const[0]), dt.index), dt.index)
+        out = ir.Binary("add" if const[0] > 0 else "sub", out, ir.Const(abs(const[0]), dt.index),
+                        dt.index)
     return out
 
 
@@ -142,7 +142,7 @@ def _meet(a: Range, b: Range) -> Range:
     return lo, hi
 
 
-def _decide(op: str, d: Range) -> bool | None:
+def _decide(op: ir.CompareOp, d: Range) -> bool | None:
     """The truth of `d op 0` for every value in range `d`, or None when it depends."""
     lo, hi = d
     below = hi is not None and hi < 0  # d < 0 always
@@ -224,7 +224,7 @@ class _Simplify(Rewriter):
                 return self._facts(a, not holds)
             case ir.Compare(op, a, b) if a.dtype == dt.index and b.dtype == dt.index:
                 if not holds:
-                    op = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}[op]
+                    op = ir.NEGATED[op]
                 terms: dict[ir.Expr, int] = {}
                 const = [0]
                 _linear(ir.Binary("sub", a, b, dt.index), 1, terms, const)
@@ -354,7 +354,7 @@ class _Simplify(Rewriter):
         return None
 
 
-def _solve(op: str, k: int, c: int) -> Range | None:
+def _solve(op: ir.CompareOp, k: int, c: int) -> Range | None:
     """The range of v where `k * v + c op 0` (k != 0), or None if it is not an interval."""
     if op == "ne":
         return None

@@ -4,92 +4,102 @@ Checks: every variable is declared before use (sizes, loop variables,
 lets); loop variables are not redeclared in their own scope; indices have
 the index dtype and match the buffer's rank; Binary/Compare operands share
 a dtype; vectorized and unrolled loops have a constant max extent; every
-temp buffer is used only inside its Allocate; a name names one buffer.
+temp buffer is used only inside its Allocate; a name names one buffer; every
+operation, function, loop kind and buffer kind is one of its vocabulary (the
+Literal types and `ForKind` of the loop IR), so a misspelt one is refused here
+naming the valid ones instead of reaching a backend.
 """
 
 from __future__ import annotations
 
+from typing import get_args
+
 from ... import dtypes as dt
 from .. import ir
-from ..rewrite import expr_children, walk_stmts
+from ..rewrite import ScopedVisitor, walk_stmts
 
 
 class VerifyError(AssertionError):
     pass
 
 
-def _expr(e: ir.Expr, scope: set[str], bufs: set[str]) -> None:
-    match e:
-        case ir.Var(name):
-            if name not in scope:
-                raise VerifyError(f"variable {name} used outside its scope")
-        case ir.Load(buf, idx):
-            _buffer(buf, idx, bufs)
-        case ir.Binary(op, a, b, d):
-            if d == dt.index:
-                if a.dtype != dt.index or b.dtype != dt.index:
-                    raise VerifyError(f"index {op} on {a.dtype!r}, {b.dtype!r}")
-            elif op in ("and", "or") and d == dt.bool_:
+def _vocabulary(alias) -> frozenset[str]:
+    return frozenset(get_args(alias))
+
+
+_BINARY, _COMPARE = _vocabulary(ir.BinaryOp), _vocabulary(ir.CompareOp)
+_UNARY, _CALL = _vocabulary(ir.UnaryOp), _vocabulary(ir.CallFn)
+_BUFFER_KINDS = _vocabulary(ir.BufferKind)
+
+
+def _known(value, valid: frozenset[str], what: str) -> None:
+    """A node's field holds one of the values of its vocabulary."""
+    if value not in valid:
+        raise VerifyError(f"{what} {value!r} is not one of: {', '.join(sorted(valid))}")
+
+
+class _Verifier(ScopedVisitor):
+    def expr(self, e: ir.Expr) -> None:
+        match e:
+            case ir.Var(name):
+                if name not in self.scope:
+                    raise VerifyError(f"variable {name} used outside its scope")
+            case ir.Load(buf, idx):
+                self.buffer(buf, idx)
+            case ir.Binary(op, a, b, d):
+                _known(op, _BINARY, "binary operation")
+                if d == dt.index:
+                    if a.dtype != dt.index or b.dtype != dt.index:
+                        raise VerifyError(f"index {op} on {a.dtype!r}, {b.dtype!r}")
+                elif op in ("and", "or") and d == dt.bool_:
+                    pass
+                elif a.dtype != b.dtype:
+                    raise VerifyError(f"{op} on different dtypes {a.dtype!r}, {b.dtype!r}")
+            case ir.Compare(op, a, b):
+                _known(op, _COMPARE, "comparison")
+                if a.dtype != b.dtype:
+                    raise VerifyError(f"compare {op} on different dtypes {a.dtype!r}, {b.dtype!r}")
+            case ir.Unary(op):
+                _known(op, _UNARY, "unary operation")
+            case ir.Call(fn):
+                _known(fn, _CALL, "function")
+
+    def stmt(self, s: ir.Stmt) -> None:
+        match s:
+            case ir.For(var, _, _, kind, _, mx):
+                if not isinstance(kind, ir.ForKind):
+                    raise VerifyError(f"loop {var} has kind {kind!r}, not one of: "
+                                      f"{', '.join(f'ForKind.{k.name}' for k in ir.ForKind)}")
+                if var in self.scope:
+                    raise VerifyError(f"loop variable {var} shadows an enclosing name")
+                if kind in (ir.ForKind.VECTORIZED, ir.ForKind.UNROLLED) and mx is None:
+                    raise VerifyError(f"{kind.value} loop {var} has no constant extent")
+            case ir.Store(buf, idx, v):
+                self.buffer(buf, idx)
+                if v.dtype != buf.dtype:
+                    raise VerifyError(f"store of {v.dtype!r} into {buf.name} of {buf.dtype!r}")
+            case ir.Let() | ir.If() | ir.Block() | ir.Allocate():
                 pass
-            elif a.dtype != b.dtype:
-                raise VerifyError(f"{op} on different dtypes {a.dtype!r}, {b.dtype!r}")
-        case ir.Compare(op, a, b):
-            if a.dtype != b.dtype:
-                raise VerifyError(f"compare {op} on different dtypes {a.dtype!r}, {b.dtype!r}")
-    for k in expr_children(e):
-        _expr(k, scope, bufs)
+            case _:
+                raise VerifyError(f"unknown statement {s!r}")
+
+    def buffer(self, buf: ir.Buffer, idx) -> None:
+        _known(buf.kind, _BUFFER_KINDS, f"buffer {buf.name} of kind")
+        if buf.kind == "temp" and buf.name not in self.buffers:
+            raise VerifyError(f"temp buffer {buf.name} used outside its Allocate")
+        if len(idx) != len(buf.shape):
+            raise VerifyError(f"{buf.name} has rank {len(buf.shape)}, indexed with {len(idx)}")
+        for i in idx:
+            if i.dtype != dt.index:
+                raise VerifyError(f"index of {buf.name} has dtype {i.dtype!r}")
 
 
-def _buffer(buf: ir.Buffer, idx, bufs: set[str]) -> None:
-    if buf.kind == "temp" and buf.name not in bufs:
-        raise VerifyError(f"temp buffer {buf.name} used outside its Allocate")
-    if len(idx) != len(buf.shape):
-        raise VerifyError(f"{buf.name} has rank {len(buf.shape)}, indexed with {len(idx)}")
-    for i in idx:
-        if i.dtype != dt.index:
-            raise VerifyError(f"index of {buf.name} has dtype {i.dtype!r}")
-
-
-def _stmt(s: ir.Stmt, scope: set[str], bufs: set[str]) -> None:
-    match s:
-        case ir.For(var, start, end, kind, body, mx):
-            _expr(start, scope, bufs)
-            _expr(end, scope, bufs)
-            if var in scope:
-                raise VerifyError(f"loop variable {var} shadows an enclosing name")
-            if kind in (ir.ForKind.VECTORIZED, ir.ForKind.UNROLLED) and mx is None:
-                raise VerifyError(f"{kind.value} loop {var} has no constant extent")
-            _stmt(body, scope | {var}, bufs)
-        case ir.Let(name, v, body):
-            _expr(v, scope, bufs)
-            _stmt(body, scope | {name}, bufs)
-        case ir.If(c, t, e):
-            _expr(c, scope, bufs)
-            _stmt(t, scope, bufs)
-            if e is not None:
-                _stmt(e, scope, bufs)
-        case ir.Block(stmts):
-            for x in stmts:
-                _stmt(x, scope, bufs)
-        case ir.Store(buf, idx, v):
-            _buffer(buf, idx, bufs)
-            for i in idx:
-                _expr(i, scope, bufs)
-            _expr(v, scope, bufs)
-            if v.dtype != buf.dtype:
-                raise VerifyError(f"store of {v.dtype!r} into {buf.name} of {buf.dtype!r}")
-        case ir.Allocate(buf, body):
-            for extent in buf.shape:
-                _expr(extent, scope, bufs)
-            _stmt(body, scope, bufs | {buf.name})
-        case _:
-            raise VerifyError(f"unknown statement {s!r}")
-
-
-def _unique_buffers(func: ir.LoweredFunc) -> None:
+def _declared_buffers(func: ir.LoweredFunc) -> None:
+    """The arguments and allocations: each of a known kind, each name one buffer."""
     seen: dict[str, ir.Buffer] = {}
     for b in func.inputs + func.outputs + tuple(
             s.buffer for s in walk_stmts(func.body) if isinstance(s, ir.Allocate)):
+        _known(b.kind, _BUFFER_KINDS, f"buffer {b.name} of kind")
         if seen.setdefault(b.name, b) is not b and seen[b.name] != b:
             raise VerifyError(f"two different buffers are named {b.name}")
 
@@ -97,10 +107,10 @@ def _unique_buffers(func: ir.LoweredFunc) -> None:
 def verify(func: ir.LoweredFunc, pending: frozenset[str] = frozenset()) -> ir.LoweredFunc:
     """`func`, once its invariants are checked (VerifyError otherwise); `pending` names
     the temp buffers the allocate pass has yet to place (used anywhere until then)."""
-    _unique_buffers(func)
-    scope = {v.name for v in func.sizes}
+    _declared_buffers(func)
+    v = _Verifier(scope=(x.name for x in func.sizes), buffers=pending)
     for b in func.inputs + func.outputs:
         for e in b.shape:
-            _expr(e, scope, set())
-    _stmt(func.body, scope, set(pending))
+            v.visit_expr(e)
+    v.visit(func.body)
     return func

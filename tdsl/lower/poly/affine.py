@@ -8,6 +8,8 @@ isl's own expression builder.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import islpy as isl
 
 from ... import dtypes as dt
@@ -113,7 +115,7 @@ def set_from_constraints(vs: Vars, parts) -> isl.Set:
 _AST_BUILD_CACHE: dict = {}
 
 
-def pwaff_to_ir(pa: isl.PwAff, inputs: list[ir.Expr], params: dict[str, ir.Expr]) -> ir.Expr:
+def pwaff_to_ir(pa: isl.PwAff, inputs: Sequence[ir.Expr], params: Mapping[str, ir.Expr]) -> ir.Expr:
     """Turn a piecewise affine function into a loop-IR index expression.
 
     The function's input dims (valued by `inputs`, in order) are moved to
@@ -149,18 +151,18 @@ def ast_expr_to_ir(e: isl.AstExpr, names: dict[str, ir.Expr]) -> ir.Expr:
             out = ir.Binary("max" if op == T.max else "min", out, a, dt.index)
         return out
     if op in (OP_AND, T.and_then, OP_OR, T.or_else):
-        kind = "and" if op in (OP_AND, T.and_then) else "or"
+        kind: ir.BinaryOp = "and" if op in (OP_AND, T.and_then) else "or"
         out = args[0]
         for a in args[1:]:
             out = ir.Binary(kind, out, a, dt.bool_)
         return out
     if op in (T.cond, T.select):
         return ir.Select(args[0], args[1], args[2], args[1].dtype)
-    binops = {T.add: "add", T.sub: "sub", T.mul: "mul", T.div: "pdiv", T.fdiv_q: "floordiv",
+    binops: dict[isl.ast_expr_op_type, ir.BinaryOp] = {T.add: "add", T.sub: "sub", T.mul: "mul", T.div: "pdiv", T.fdiv_q: "floordiv",
               T.pdiv_q: "pdiv", T.pdiv_r: "pmod", T.zdiv_r: "pmod"}
     if op in binops:
         return ir.Binary(binops[op], args[0], args[1], dt.index)
-    cmps = {T.eq: "eq", T.le: "le", T.lt: "lt", T.ge: "ge", T.gt: "gt"}
+    cmps: dict[isl.ast_expr_op_type, ir.CompareOp] = {T.eq: "eq", T.le: "le", T.lt: "lt", T.ge: "ge", T.gt: "gt"}
     if op in cmps:
         return ir.Compare(cmps[op], args[0], args[1])
     raise AssertionError(f"unexpected isl expression {e.to_C_str()}")

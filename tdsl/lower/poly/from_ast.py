@@ -27,7 +27,7 @@ from .affine import ast_expr_to_ir, pwaff_to_ir
 from .isl_ast import NODE_FOR, NODE_IF, OP_AND, op_type
 from .model import Band, Model, Statement
 
-_COMBINE = {"sum": "add", "prod": "mul", "max": "max", "min": "min"}
+_COMBINE: dict[cx.ReduceOp, ir.BinaryOp] = {"sum": "add", "prod": "mul", "max": "max", "min": "min"}
 
 
 class Converter:
@@ -111,7 +111,7 @@ class Converter:
         g = self.model.groups.get(band.owner)
         if g is None or not g.bounds or band in g.prefix or ("bounds", band.owner) in env:
             return ()
-        calls = []
+        calls: list[tuple[Statement, isl.AstExpr]] = []
 
         def visit(node):
             if node.get_type() == isl.ast_node_type.user:
@@ -225,7 +225,7 @@ class Converter:
         if all(b.var in in_scope for b in outer):
             return [pwaff_to_ir(lo, [ir.Var(b.var) for b in outer], self.size_vars)
                     for lo in box.lo]
-        out = []
+        out: list[ir.Expr | None] = []
         coord_list = [coords[n] for n in s.isl_names]
         m = functions_map(s.band_values[: box.depth], s.domain)
         for lo in box.lo:
@@ -287,8 +287,8 @@ def _place(s, bound: frozenset) -> tuple[ir.Stmt | None, dict[str, ir.Expr]]:
         case ir.If(c, t, e):
             t2, bt = _place(t, bound)
             e2, be = _place(e, bound) if e is not None else (None, {})
-            esc = {n: ir.Select(c, bt.get(n, _PREV), be.get(n, _PREV), dt.index)
-                   for n in {**bt, **be}}
+            esc: dict[str, ir.Expr] = {
+                n: ir.Select(c, bt.get(n, _PREV), be.get(n, _PREV), dt.index) for n in {**bt, **be}}
             if t2 is None and e2 is None:
                 return None, esc
             return ir.If(c, t2 if t2 is not None else ir.Block(()), e2), esc

@@ -24,6 +24,7 @@ algorithm is proven in bounds (or a DefinitionError names it).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 import islpy as isl
 
@@ -31,7 +32,7 @@ from ...compute import expr as cx
 from ...compute.tensor import Stage, Update, is_affine_index
 from ...errors import DefinitionError, ScheduleError
 from ...schedule import Loop, Schedule
-from ...schedule.state import LDim, LFuse, LInner, LOuter, initial_loops
+from ...schedule.state import LDim, LFuse, LInner, LoopKind, LOuter, initial_loops
 from .access import access_map, check_accesses, functions_map, reads, tensor_set
 from .affine import Vars, largest_constant, loop_pwaff, pwaff, space
 from .inline import effective_exprs
@@ -47,15 +48,21 @@ class Band:
     extent: int | None = None  # the most iterations it runs for any values of the outer loops
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> LoopKind:
         return self.loop.kind
+
+
+# What a statement computes: a pure stage, a reduction's init or update, an update
+# stage (`assign`), a block's bounds (`bounds`, see `Group.bounds`) or, only to declare
+# a stage's domain for the access checks, `decl`
+StatementRole = Literal["pure", "init", "update", "assign", "bounds", "decl"]
 
 
 @dataclass(eq=False)
 class Statement:
     name: str
     stage: Stage
-    role: str  # pure | init | update
+    role: StatementRole
     dims: tuple[cx.Dim, ...]
     bands: list[Band]
     n_prefix: int
@@ -205,7 +212,7 @@ def _structure(sched: Schedule, namer: _Namer):
         for lp in loops[:split]:
             shared.append(band(stage, lp, prefix + shared))
         outer = prefix + shared
-        init = []
+        init: list[Band] = []
         if stage.reduction is not None:
             for lp in _init_loops(stage, loops, split):
                 init.append(band(stage, lp, outer + init))
@@ -375,7 +382,7 @@ class _Builder:
         dnames = {d: d.name for d in stage.dims + rdims}
         return dom & _declared(stage, vs, dnames, True)
 
-    def _stmt(self, g: Group, name, role, dims, own: list[Band], dom, vs=None) -> Statement:
+    def _stmt(self, g: Group, name, role: StatementRole, dims, own: list[Band], dom, vs=None) -> Statement:
         m = len(g.prefix)
         names = [f"p{k}" for k in range(m)] + [d.name for d in dims]
         vs = vs or Vars(space(name, names, self.params))
