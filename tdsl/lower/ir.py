@@ -4,7 +4,9 @@ A small closed IR of frozen, slotted dataclasses. Expressions carry a dtype:
 one of the tdsl element types (numpy semantics: same-dtype integers wrap,
 `floordiv`/`mod` floor, `truediv` is float division) or `dtypes.index`, the
 64-bit type of loop variables, sizes and offsets, whose arithmetic is plain
-and never wraps in practice.
+and never wraps in practice. The last passes (`flatten`, `legalise`) leave
+one row-major offset per access and only core operations, which is what the
+targets take.
 
 Operands of a `Binary` or `Compare` always have the same dtype (lowering
 inserts `Cast`s), except that a `Binary` of dtype index takes index operands.
@@ -96,6 +98,8 @@ class Binary(Expr):
     # add sub mul truediv floordiv mod min max and or xor
     # index only: pdiv pmod (C semantics; numerator known non-negative, divisor a
     # positive constant)
+    # core, from the legalise pass: tdiv trem (truncating; trem on floats is fmod;
+    # the divisor is never 0, nor -1 with a signed MIN numerator)
     op: str
     a: Expr
     b: Expr
@@ -124,7 +128,8 @@ class Unary(Expr):
 
 @_node
 class Call(Expr):
-    fn: str  # exp log sqrt sin cos tanh floor ceil abs
+    fn: str  # exp log sqrt sin cos tanh floor ceil abs; core: copysign (2 args), bitcast
+    # (the bits of a float as the int of its width, or back)
     args: tuple[Expr, ...]
     dtype: DType
 

@@ -2,8 +2,12 @@
 
 Checks: every variable is declared before use (sizes, loop variables,
 lets); loop variables are not redeclared in their own scope; indices have
-the index dtype and match the buffer's rank; Binary/Compare operands share
-a dtype; vectorized and unrolled loops have a constant max extent; every
+the index dtype; either every access has one index per dimension of its
+buffer or, once the `flatten` pass has run, every access has exactly one
+(its row-major offset); Binary/Compare operands share
+a dtype; operations are the IR's own (`ir.Binary`, `ir.Call`), the
+truncating `tdiv`/`trem` on integers (and `trem` on floats), `bitcast` between
+a float and the int of its width; vectorized and unrolled loops have a constant max extent; every
 temp buffer is used only inside its Allocate; a name names one buffer.
 """
 
@@ -11,11 +15,37 @@ from __future__ import annotations
 
 from ... import dtypes as dt
 from .. import ir
-from ..rewrite import expr_children, walk_stmts
+from ..rewrite import expr_children, stmt_exprs, walk_exprs, walk_stmts
 
 
 class VerifyError(AssertionError):
     pass
+
+
+BINARY_OPS = frozenset("add sub mul truediv floordiv mod min max and or xor pdiv pmod tdiv trem"
+                       .split())
+CALLS = {fn: 1 for fn in "exp log sqrt sin cos tanh floor ceil abs bitcast".split()} | {
+    "copysign": 2}
+
+
+def _operation(e: ir.Binary | ir.Call) -> None:
+    """The operation is in the IR's vocabulary, on operands it is defined for."""
+    if isinstance(e, ir.Binary):
+        d = e.dtype
+        if e.op not in BINARY_OPS:
+            raise VerifyError(f"unknown operation {e.op}")
+        if e.op in ("pdiv", "pmod") and d != dt.index:
+            raise VerifyError(f"{e.op} on {d!r}: index only")
+        if e.op == "tdiv" and not d.is_int or e.op == "trem" and d.is_bool:
+            raise VerifyError(f"{e.op} on {d!r}")
+        return
+    if CALLS.get(e.fn) != len(e.args):
+        raise VerifyError(f"unknown call {e.fn} of {len(e.args)} arguments")
+    if e.fn == "bitcast":
+        src = e.args[0].dtype
+        if (src.bits != e.dtype.bits or src.is_float == e.dtype.is_float
+                or src.is_bool or e.dtype.is_bool):
+            raise VerifyError(f"bitcast of {src!r} to {e.dtype!r}")
 
 
 def _expr(e: ir.Expr, scope: set[str], bufs: set[str]) -> None:
@@ -25,7 +55,10 @@ def _expr(e: ir.Expr, scope: set[str], bufs: set[str]) -> None:
                 raise VerifyError(f"variable {name} used outside its scope")
         case ir.Load(buf, idx):
             _buffer(buf, idx, bufs)
+        case ir.Call():
+            _operation(e)
         case ir.Binary(op, a, b, d):
+            _operation(e)
             if d == dt.index:
                 if a.dtype != dt.index or b.dtype != dt.index:
                     raise VerifyError(f"index {op} on {a.dtype!r}, {b.dtype!r}")
@@ -43,8 +76,6 @@ def _expr(e: ir.Expr, scope: set[str], bufs: set[str]) -> None:
 def _buffer(buf: ir.Buffer, idx, bufs: set[str]) -> None:
     if buf.kind == "temp" and buf.name not in bufs:
         raise VerifyError(f"temp buffer {buf.name} used outside its Allocate")
-    if len(idx) != len(buf.shape):
-        raise VerifyError(f"{buf.name} has rank {len(buf.shape)}, indexed with {len(idx)}")
     for i in idx:
         if i.dtype != dt.index:
             raise VerifyError(f"index of {buf.name} has dtype {i.dtype!r}")
@@ -94,10 +125,33 @@ def _unique_buffers(func: ir.LoweredFunc) -> None:
             raise VerifyError(f"two different buffers are named {b.name}")
 
 
+def _accesses(func: ir.LoweredFunc):
+    """(buffer, indices) of every load and store of `func`."""
+    for s in walk_stmts(func.body):
+        if isinstance(s, ir.Store):
+            yield s.buffer, s.indices
+        for top in stmt_exprs(s):
+            for e in walk_exprs(top):
+                if isinstance(e, ir.Load):
+                    yield e.buffer, e.indices
+
+
+def _ranks(func: ir.LoweredFunc) -> None:
+    """Every access per dimension, or every access flat (one index)."""
+    accesses = list(_accesses(func))
+    if all(len(idx) == 1 for _, idx in accesses):
+        return
+    for buf, idx in accesses:
+        if len(idx) != len(buf.shape):
+            raise VerifyError(f"{buf.name} has rank {len(buf.shape)}, indexed with {len(idx)} "
+                              "(accesses are flat only when all of them are)")
+
+
 def verify(func: ir.LoweredFunc, pending: frozenset[str] = frozenset()) -> ir.LoweredFunc:
     """`func`, once its invariants are checked (VerifyError otherwise); `pending` names
     the temp buffers the allocate pass has yet to place (used anywhere until then)."""
     _unique_buffers(func)
+    _ranks(func)
     scope = {v.name for v in func.sizes}
     for b in func.inputs + func.outputs:
         for e in b.shape:
