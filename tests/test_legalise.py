@@ -224,3 +224,22 @@ def test_float_division_minmax_and_exp_match_numpy(backend, dtype):
         ok = ~np.isnan(w)
         np.testing.assert_array_equal(g[ok], w[ok], err_msg=name)
         np.testing.assert_array_equal(np.signbit(g[ok]), np.signbit(w[ok]), err_msg=name)
+
+
+def test_floor_divided_extents_reach_portable_c_legalised(tmp_path):
+    """A temp's shape and a size check with `//` of sizes: legalised too (the workspace
+    size and the check are C the standalone renderer writes)."""
+    from test_emit_c import STRICT, run, tool
+
+    i = td.dim("i")
+    N = td.size("N")
+    a = td.input("a", {i: N}, td.float32)
+    h = td.compute("h", {i: (N + 1) // 2}, a[2 * i] + 1.0)
+    t = td.compute("t", {i: (N + 1) // 2}, h[i] * 2.0)
+    assert numpy_semantics(td.lower(t)) == []
+    c_path, _ = td.emit_c(t, "half", tmp_path)
+    source = c_path.read_text()
+    assert "floordiv" not in source and "(N + 1) / 2" in source
+    run([tool("gcc"), *STRICT, "-c", c_path, "-o", tmp_path / "half.o"])
+    x = np.arange(7, dtype=np.float32)
+    np.testing.assert_array_equal(td.build(t)(a=x), (x[::2] + 1) * 2)
