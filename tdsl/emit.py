@@ -32,6 +32,7 @@ from .compute.printer import show
 from .compute.tensor import Pipeline
 from .errors import ArgumentError, TdslError
 from .lower import ir, lower_schedule
+from .lower.passes.legalise import legalise_expr
 from .lower.poly.from_ast import index_expr
 from .lower.printer import expr as ir_text
 from .runtime import Kernel
@@ -45,7 +46,8 @@ def emit_c(schedule, name: str, out_dir) -> tuple[Path, Path]:
     _check_name(name)
     func = lower_schedule(sched, name)
     conditions = extent_conditions(sched.pipeline)
-    c = render_standalone(func, tuple(cond for cond, _ in conditions), f"{name}.h")
+    c = render_standalone(func, tuple(legalise_expr(cond) for cond, _ in conditions),
+                          f"{name}.h")
     header = render_header(sched, func, c, [text for _, text in conditions])
     out = Path(out_dir)
     c_path, h_path = out / f"{name}.c", out / f"{name}.h"

@@ -1,4 +1,7 @@
-"""The LLVM backend on hand-built loop IR, against numpy bit for bit."""
+"""The LLVM backend on hand-built loop IR, against numpy bit for bit.
+
+The IR goes through the late passes first (`lower.finish`: flatten, legalise),
+as every lowered function does: the backend takes flat, legalised IR."""
 
 from __future__ import annotations
 
@@ -9,10 +12,13 @@ import numpy as np
 import pytest
 
 from tdsl import dtypes
-from tdsl.backend_llvm import LLVMModule, build, clear_cache, emit_module
+from tdsl.backend_llvm import LLVMModule, clear_cache
+from tdsl.backend_llvm import build as build_finished
+from tdsl.backend_llvm import emit_module as emit_finished
 from tdsl.backend_llvm import runtime as llvm_runtime
 from tdsl.compute.expr import NUMPY_BINARY, NUMPY_COMPARE
 from tdsl.errors import ArgumentError
+from tdsl.lower import finish
 from tdsl.lower.ir import (
     Allocate,
     Binary,
@@ -33,6 +39,16 @@ from tdsl.lower.ir import (
     Unary,
     Var,
 )
+
+
+def build(func: LoweredFunc, **options) -> LLVMModule:
+    """The module of hand-built `func`, through the late passes."""
+    return build_finished(finish(func), **options)
+
+
+def emit_module(func: LoweredFunc) -> str:
+    return emit_finished(finish(func))
+
 
 INTS = [dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64]
 UINTS = [dtypes.uint8, dtypes.uint16, dtypes.uint32]

@@ -342,9 +342,9 @@ def test_every_helper_is_strict_c99(tmp_path, compiler):
     for name in sorted(helpers.NAMES - {helpers.ALLOC}):
         try:
             texts.append(helpers.definition(name)[0])
-        except KeyError:  # a name reserved for a helper that does not exist (abs_f32: fabsf)
+        except KeyError:  # a name reserved for a helper that does not exist
             continue
-    assert len(texts) > 40
+    assert len(texts) > 20
     src = "#include <math.h>\n#include <stddef.h>\n#include <stdint.h>\n\n" + "\n".join(texts)
     path = tmp_path / "helpers.c"
     path.write_text(src)

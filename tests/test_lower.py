@@ -192,7 +192,7 @@ def test_trace_shows_every_step_in_order():
     trace = td.lower(s, trace=True)
     names = [n for n, _ in trace]
     assert names == ["convert", "allocate", "extents", "simplify", "unroll", "simplify",
-                     "unswitch", "fold", "inbounds"]
+                     "unswitch", "fold", "inbounds", "flatten", "legalise"]
     assert trace.final == td.lower(s)
     assert "# unrolled" in str(trace["convert"]) and "# unrolled" not in str(trace["unroll"])
     assert "(0 + 1)" in str(trace["unroll"]) and "(0 + 1)" not in str(trace.final)

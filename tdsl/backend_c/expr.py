@@ -1,5 +1,10 @@
 """Loop-IR expressions to C expressions with numpy's semantics.
 
+The expressions arrive legalised (`lower.passes.legalise`): floor division
+and modulo, NaN-propagating float min/max, integer abs and float32 exp are
+core operations by then, each of which is one C operator, libm call or
+helper here.
+
 Invariant: the C expression emitted for an IR expression of dtype T evaluates
 to the exact value of type T, though its C type may be wider (`a & b` on
 int8 is an `int` in C). Every operation whose result depends on the C type
@@ -37,7 +42,8 @@ _COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="
 _PLAIN = {"add": "+", "sub": "-", "mul": "*", "truediv": "/"}
 _BITWISE = {"and": "&", "or": "|", "xor": "^"}
 _WRAPPING = {"add": "+", "sub": "-", "mul": "*"}
-_HELPER_OPS = ("floordiv", "mod", "min", "max")
+_HELPER_OPS = ("min", "max")  # on ints and index; float min/max are legalised
+_TRUNCATING = {"tdiv": "/", "trem": "%"}
 _LIBM = ("exp", "log", "sqrt", "sin", "cos", "tanh", "floor", "ceil")
 _INT64_MIN = -(2**63)
 
@@ -116,8 +122,10 @@ class ExprEmitter:
     # ------------------------------------------------------------ memory
 
     def element(self, buffer: Buffer, indices: tuple[Expr, ...]) -> CExpr:
-        """`buf[flat]`: row-major in the buffer's declared dim order."""
-        return subscript(self.name_of("buf", buffer.name), self(flat_index(buffer, indices)))
+        """`buf[offset]`: accesses reach the target flat (the `flatten` pass)."""
+        if len(indices) != 1:
+            raise ValueError(f"access to {buffer.name} is not flat: {len(indices)} indices")
+        return subscript(self.name_of("buf", buffer.name), self(indices[0]))
 
     # ------------------------------------------------------------ operators
 
@@ -132,8 +140,13 @@ class ExprEmitter:
                 raise TypeError(f"{op} is not defined on bool in the loop IR")
         if op in _BITWISE and not t.is_float:
             return binary(_BITWISE[op], self(e.a), self(e.b))
-        if op in _HELPER_OPS:
+        if op in _HELPER_OPS and t.is_int:
             return self._helper(op, t, e.a, e.b)
+        if op in _TRUNCATING and t.is_int:  # the divisor is safe: exact in C's types
+            return binary(_TRUNCATING[op], self(e.a), self(e.b))
+        if op == "trem" and t.is_float:
+            self.use_header("math.h")
+            return call("fmodf" if t.bits == 32 else "fmod", self(e.a), self(e.b))
         if t.is_float and op in _PLAIN:
             return binary(_PLAIN[op], self(e.a), self(e.b))
         if t.is_int and op in _WRAPPING:
@@ -146,8 +159,8 @@ class ExprEmitter:
             op, b = ("sub" if op == "add" else "add"), Const(-b.value, index)
         if op in _PLAIN and op != "truediv":
             return binary(_PLAIN[op], self(a), self(b), exact=True)
-        if op in ("pdiv", "pmod"):
-            return binary("/" if op == "pdiv" else "%", self(a), self(b))
+        if op in ("pdiv", "pmod", "tdiv", "trem"):
+            return binary("/" if op in ("pdiv", "tdiv") else "%", self(a), self(b))
         if op in _BITWISE:
             return binary(_BITWISE[op], self(a), self(b))
         if op in _HELPER_OPS:
@@ -206,25 +219,22 @@ class ExprEmitter:
 
     def call(self, e: Call) -> CExpr:
         fn, t = e.fn, e.dtype
+        if fn == "bitcast":
+            (a,) = e.args
+            name = helpers.bitcast_name(a.dtype, t)
+            self.use_helper(name)
+            return call(name, self(a))
+        if fn == "copysign" and t.is_float and len(e.args) == 2:
+            self.use_header("math.h")
+            return call(f"copysign{'f' if t.bits == 32 else ''}", *(self(a) for a in e.args))
         if len(e.args) != 1:
             raise TypeError(f"{fn} takes one argument, got {len(e.args)}")
         (a,) = e.args
-        if fn == "exp" and t.bits == 32 and t.is_float:
-            return self._helper("exp", t, a)
-        if t.is_float:
+        if t.is_float and (fn in _LIBM or fn == "abs") and not (fn == "exp" and t.bits == 32):
             self.use_header("math.h")
             suffix = "f" if t.bits == 32 else ""
-            if fn == "abs":
-                return call(f"fabs{suffix}", self(a))
-            if fn in _LIBM:
-                return call(f"{fn}{suffix}", self(a))
-        elif fn == "abs":
-            if t.is_signed:
-                return self._helper("abs", t, a)
-            return self(a)  # unsigned and bool: identity
-        elif fn in ("floor", "ceil"):
-            return self(a)  # numpy keeps integers as they are
-        raise TypeError(f"the loop IR has no call {fn} on {t!r}")
+            return call(f"{'fabs' if fn == 'abs' else fn}{suffix}", self(a))
+        raise TypeError(f"the loop IR has no call {fn} on {t!r} (not legalised?)")
 
     def cast(self, a: Expr, to: DType) -> CExpr:
         src = a.dtype
@@ -239,63 +249,3 @@ class ExprEmitter:
             value = call(name, value)
             return value if to.bits == 64 and to.is_signed else cast(ctype(to), value)
         return cast(ctype(to), value)
-
-
-# ------------------------------------------------------------------ indexing
-
-
-def _const(e: Expr) -> int | None:
-    return int(e.value) if isinstance(e, Const) else None
-
-
-def index_mul(a: Expr, b: Expr) -> Expr:
-    ca, cb = _const(a), _const(b)
-    if ca is not None and cb is not None:
-        return Const(ca * cb, index)
-    if ca == 0 or cb == 0:
-        return Const(0, index)
-    if cb == 1:
-        return a
-    if ca == 1:
-        return b
-    return Binary("mul", a, b, index)
-
-
-def index_add(a: Expr, b: Expr) -> Expr:
-    ca, cb = _const(a), _const(b)
-    if ca is not None and cb is not None:
-        return Const(ca + cb, index)
-    if cb == 0:
-        return a
-    if ca == 0:
-        return b
-    return Binary("add", a, b, index)
-
-
-def element_count(shape: tuple[Expr, ...]) -> Expr:
-    """The product of `shape`, constant factors folded into one (last)."""
-    return _scaled(Const(1, index), shape)
-
-
-def _scaled(e: Expr, factors: tuple[Expr, ...]) -> Expr:
-    scale = 1
-    for f in factors:
-        c = _const(f)
-        if c is None:
-            e = index_mul(e, f)
-        else:
-            scale *= c
-    return index_mul(e, Const(scale, index))
-
-
-def flat_index(buffer: Buffer, indices: tuple[Expr, ...]) -> Expr:
-    """Row-major offset: `i * M * 4 + j * 4 + k` for shape (N, M, 4)."""
-    if len(indices) != len(buffer.shape):
-        raise ValueError(
-            f"buffer {buffer.name} has {len(buffer.shape)} dims but is indexed with "
-            f"{len(indices)} indices"
-        )
-    total: Expr = Const(0, index)
-    for k, idx in enumerate(indices):
-        total = index_add(total, _scaled(idx, buffer.shape[k + 1 :]))
-    return total

@@ -34,9 +34,10 @@ from ..lower.ir import (
     Store,
     stack_elements,
 )
+from ..lower.layout import element_count
 from ..lower.rewrite import walk_stmts
 from . import helpers
-from .expr import ExprEmitter, element_count
+from .expr import ExprEmitter
 from .helpers import ctype
 from .writer import CWriter, atom, binary
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 from ..dtypes import index
 from ..lower.ir import NEGATED, Allocate, Binary, Buffer, Compare, Const, Expr, LoweredFunc, Var
+from ..lower.layout import element_count, index_add, index_mul
 from ..lower.rewrite import walk_exprs, walk_stmts
 from . import helpers
-from .expr import element_count, index_add, index_mul
 from .helpers import ctype
 from .render import FLAVOURS, _bind_params, _header, _Renderer
 from .writer import CWriter, atom, binary, call, cast

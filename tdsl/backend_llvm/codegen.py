@@ -453,17 +453,15 @@ class _FunctionEmitter:
     # -------------------------------------------------------- expressions
 
     def address(self, buf: Buffer, indices: tuple[Expr, ...]) -> ir.Value:
-        """Row-major element address: strides come from `buf.shape`."""
-        b = self.b
-        offset = self.typed(indices[0], index) if indices else ir.Constant(I64, 0)
-        for extent, i in zip(buf.shape[1:], indices[1:], strict=True):
-            offset = b.mul(offset, self.typed(extent, index), flags=("nsw",))
-            offset = b.add(offset, self.typed(i, index), flags=("nsw",))
+        """The element's address: accesses reach the target flat (the `flatten` pass)."""
+        if len(indices) != 1:
+            raise ValueError(f"access to {buf.name!r} is not flat: {len(indices)} indices")
+        offset = self.typed(indices[0], index)
         try:
             base = self.ptrs[buf.name]
         except KeyError:
             raise ValueError(f"buffer {buf.name!r} is used outside its allocation") from None
-        return b.gep(base, [offset], inbounds=True, source_etype=ops.lltype(buf.dtype))
+        return self.b.gep(base, [offset], inbounds=True, source_etype=ops.lltype(buf.dtype))
 
     def annotate(self, access: ir.Instruction, buf: Buffer) -> ir.Instruction:
         scope, noalias = self.mod.alias_metadata(buf.name)
@@ -477,11 +475,15 @@ class _FunctionEmitter:
         return v if e.dtype == dtype else ops.cast(self.b, v, e.dtype, dtype)
 
     def cond(self, e: Expr) -> ir.Value:
-        """`e` as an i1 condition."""
-        if isinstance(e, Compare):
-            return ops.compare_i1(
-                self.b, e.op, e.a.dtype, self.expr(e.a), self.typed(e.b, e.a.dtype)
-            )
+        """`e` as an i1 condition (logical operations on conditions stay in i1)."""
+        match e:
+            case Compare():
+                return ops.compare_i1(
+                    self.b, e.op, e.a.dtype, self.expr(e.a), self.typed(e.b, e.a.dtype)
+                )
+            case BinaryExpr(op="and" | "or" | "xor", a=x, b=y, dtype=dtype) if dtype.is_bool:
+                logical = {"and": self.b.and_, "or": self.b.or_, "xor": self.b.xor}[e.op]
+                return logical(self.cond(x), self.cond(y))
         return ops.truth(self.b, self.expr(e), e.dtype)
 
     def expr(self, e: Expr) -> ir.Value:
@@ -504,8 +506,10 @@ class _FunctionEmitter:
                 return b.zext(self.cond(e), I8)
             case Unary(op=op, a=x, dtype=dtype):
                 return ops.unary(b, op, dtype, self.typed(x, dtype))
-            case Call(fn=fn, args=(x,), dtype=dtype):
-                return ops.call(b, fn, dtype, self.typed(x, dtype))
+            case Call(fn="bitcast", args=(x,), dtype=dtype):
+                return ops.call(b, "bitcast", dtype, self.expr(x))
+            case Call(fn=fn, args=args, dtype=dtype):
+                return ops.call(b, fn, dtype, *(self.typed(x, dtype) for x in args))
             case Select(cond=c, a=x, b=y, dtype=dtype):
                 return b.select(self.cond(c), self.typed(x, dtype), self.typed(y, dtype))
             case Cast(a=x, dtype=dtype):

@@ -1,10 +1,10 @@
 """Loop-IR operations as llvmlite builder calls, with numpy's semantics.
 
 Most operations are one builder method, looked up in a table by operation
-and operand class (`INT_BINARY`, `FLOAT_BINARY`, ...). The rest, which take
-several instructions to mean what numpy means, are the functions below the
-tables: floor division and modulo, NaN-propagating minimum and maximum,
-casts and math calls.
+and operand class (`INT_BINARY`, `FLOAT_BINARY`, ...); integer min/max, casts
+and math calls are the functions below the tables. numpy's floor division
+and modulo, NaN-propagating float min/max, integer abs and float32 exp arrive
+as core operations already (`lower.passes.legalise`).
 
 Type map: float32 `float`, float64 `double`, intN and uintN `iN` (the
 signedness lives in the operations), bool `i8` holding 0 or 1 (conditions
@@ -18,18 +18,6 @@ from typing import NamedTuple
 from llvmlite import ir
 
 from ..dtypes import DType, index
-from ..lower.fastexp import (
-    EXPONENT_ONE,
-    HALF_LOG2E,
-    HI,
-    LN2_HI,
-    LN2_LO,
-    LO,
-    LOG2E,
-    MAGIC,
-    MAGIC_BITS,
-    TAYLOR,
-)
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -114,7 +102,8 @@ class Op(NamedTuple):
     flags: tuple[str, ...] = ()
 
 
-# Same-dtype integers wrap: plain add/sub/mul, no nsw/nuw.
+# Same-dtype integers wrap: plain add/sub/mul, no nsw/nuw. Truncating division
+# (legalised: never by 0, nor MIN by -1) and comparisons know the signedness.
 INT_BINARY = {
     "add": Op("add"),
     "sub": Op("sub"),
@@ -122,7 +111,10 @@ INT_BINARY = {
     "and": Op("and_"),
     "or": Op("or_"),
     "xor": Op("xor"),
+    "tdiv": Op("sdiv"),
+    "trem": Op("srem"),
 }
+UNSIGNED_BINARY = {**INT_BINARY, "tdiv": Op("udiv"), "trem": Op("urem")}
 
 # dtypes.index never wraps in practice; pdiv/pmod have C semantics on operands
 # known to be non-negative.
@@ -132,6 +124,8 @@ INDEX_BINARY = {
     "mul": Op("mul", ("nsw",)),
     "pdiv": Op("sdiv"),
     "pmod": Op("srem"),
+    "tdiv": Op("sdiv"),
+    "trem": Op("srem"),
     "and": Op("and_"),
     "or": Op("or_"),
     "xor": Op("xor"),
@@ -144,6 +138,7 @@ FLOAT_BINARY = {
     "sub": Op("fsub", ("contract",)),
     "mul": Op("fmul", ("contract",)),
     "truediv": Op("fdiv"),
+    "trem": Op("frem"),
 }
 
 # numpy on bool: + is logical or, * logical and; 0/1 makes them bitwise.
@@ -159,6 +154,7 @@ BOOL_BINARY = {
 
 COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
+# exp on float32 is legalised (`lower.fastexp`'s algorithm): llvm.exp is float64's
 FLOAT_INTRINSICS = {
     "exp": "llvm.exp",
     "log": "llvm.log",
@@ -183,11 +179,11 @@ def binary(b: ir.IRBuilder, op: str, dtype: DType, x: ir.Value, y: ir.Value) -> 
     if dtype.is_bool:
         table, special = BOOL_BINARY, {}
     elif dtype.is_float:
-        table, special = FLOAT_BINARY, _FLOAT_SPECIAL
+        table, special = FLOAT_BINARY, {}
     elif dtype == index:
         table, special = INDEX_BINARY, _INT_SPECIAL
     else:
-        table, special = INT_BINARY, _INT_SPECIAL
+        table, special = (UNSIGNED_BINARY if is_unsigned(dtype) else INT_BINARY), _INT_SPECIAL
     if op in table:
         method, flags = table[op]
         if flags:
@@ -195,7 +191,7 @@ def binary(b: ir.IRBuilder, op: str, dtype: DType, x: ir.Value, y: ir.Value) -> 
         return getattr(b, method)(x, y)
     if op in special:
         return special[op](b, dtype, x, y)
-    raise ValueError(f"binary operation {op!r} is not defined on {dtype.name}")
+    raise ValueError(f"binary operation {op!r} is not defined on {dtype.name} (not legalised?)")
 
 
 def compare_i1(b: ir.IRBuilder, op: str, dtype: DType, x: ir.Value, y: ir.Value) -> ir.Value:
@@ -210,87 +206,15 @@ def compare_i1(b: ir.IRBuilder, op: str, dtype: DType, x: ir.Value, y: ir.Value)
     return b.icmp_signed(sym, x, y)
 
 
-def _int_divmod(b: ir.IRBuilder, dtype: DType, x: ir.Value, y: ir.Value, want: str) -> ir.Value:
-    """Floor division or Python modulo; x // 0 == x % 0 == 0, MIN // -1 == MIN.
-
-    The hardware division only ever sees a safe divisor, so it cannot trap.
-    """
-    ty = x.type
-    zero, one = ir.Constant(ty, 0), ir.Constant(ty, 1)
-    by_zero = b.icmp_unsigned("==", y, zero, name="by_zero")
-    if is_unsigned(dtype):
-        safe = b.select(by_zero, one, y)
-        r = b.udiv(x, safe) if want == "div" else b.urem(x, safe)
-        return b.select(by_zero, zero, r)
-    minimum = ir.Constant(ty, -(1 << (ty.width - 1)))
-    overflow = b.and_(b.icmp_signed("==", x, minimum), b.icmp_signed("==", y, ir.Constant(ty, -1)))
-    safe = b.select(b.or_(by_zero, overflow), one, y, name="divisor")
-    q = b.sdiv(x, safe)
-    r = b.srem(x, safe)
-    # Truncation rounds toward zero; step down when the signs differ.
-    adjust = b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("<", b.xor(r, safe), zero))
-    if want == "div":
-        res = b.select(adjust, b.sub(q, one), q)
-    else:
-        res = b.select(adjust, b.add(r, safe), r)
-    return b.select(by_zero, zero, res)
-
-
-def _float_divmod(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> tuple[ir.Value, ir.Value]:
-    """numpy's npy_divmod: (floor quotient, remainder with the divisor's sign)."""
-    ty = x.type
-    zero, one, half = ir.Constant(ty, 0.0), ir.Constant(ty, 1.0), ir.Constant(ty, 0.5)
-    mod = b.frem(x, y)
-    div = b.fdiv(b.fsub(x, mod), y)
-    mod_nonzero = b.fcmp_unordered("!=", mod, zero)
-    signs_differ = b.xor(b.fcmp_ordered("<", y, zero), b.fcmp_ordered("<", mod, zero))
-    adjust = b.and_(mod_nonzero, signs_differ)
-    div = b.select(adjust, b.fsub(div, one), div)
-    mod = b.select(adjust, b.fadd(mod, y), mod)
-    mod = b.select(mod_nonzero, mod, intrinsic(b, "llvm.copysign", zero, y))
-    floor = intrinsic(b, "llvm.floor", div)
-    snapped = b.select(b.fcmp_ordered(">", b.fsub(div, floor), half), b.fadd(floor, one), floor)
-    signed_zero = intrinsic(b, "llvm.copysign", zero, b.fdiv(x, y))
-    quot = b.select(b.fcmp_unordered("!=", div, zero), snapped, signed_zero)
-    return quot, mod
-
-
-def _float_floordiv(b, dtype, x, y):
-    quot, _ = _float_divmod(b, x, y)
-    by_zero = b.fcmp_ordered("==", y, ir.Constant(x.type, 0.0))
-    return b.select(by_zero, b.fdiv(x, y), quot)
-
-
-def _float_mod(b, dtype, x, y):
-    # y == 0 gives frem's NaN, which the adjustments leave alone.
-    return _float_divmod(b, x, y)[1]
-
-
-def _float_minmax(b, x, y, sym):
-    # np.minimum/np.maximum: a NaN in either operand wins; on ties, y.
-    pick_x = b.or_(b.fcmp_ordered(sym, x, y), b.fcmp_unordered("uno", x, x))
-    return b.select(pick_x, x, y)
-
-
 def _int_minmax(b, dtype, x, y, sym):
     cmp = b.icmp_unsigned if is_unsigned(dtype) else b.icmp_signed
     return b.select(cmp(sym, x, y), x, y)
 
 
 _INT_SPECIAL = {
-    "floordiv": lambda b, dt, x, y: _int_divmod(b, dt, x, y, "div"),
-    "mod": lambda b, dt, x, y: _int_divmod(b, dt, x, y, "mod"),
     "min": lambda b, dt, x, y: _int_minmax(b, dt, x, y, "<"),
     "max": lambda b, dt, x, y: _int_minmax(b, dt, x, y, ">"),
 }
-
-_FLOAT_SPECIAL = {
-    "floordiv": _float_floordiv,
-    "mod": _float_mod,
-    "min": lambda b, dt, x, y: _float_minmax(b, x, y, "<"),
-    "max": lambda b, dt, x, y: _float_minmax(b, x, y, ">"),
-}
-
 
 def unary(b: ir.IRBuilder, op: str, dtype: DType, x: ir.Value) -> ir.Value:
     if op == "neg":
@@ -302,55 +226,22 @@ def unary(b: ir.IRBuilder, op: str, dtype: DType, x: ir.Value) -> ir.Value:
     raise ValueError(f"unary operation {op!r} is not defined on {dtype.name}")
 
 
-def call(b: ir.IRBuilder, fn: str, dtype: DType, x: ir.Value) -> ir.Value:
-    """A math function of one argument of dtype `dtype`."""
-    if dtype.is_float:
-        if fn == "exp" and dtype.bits == 32:
-            return exp_f32(b, x)
+def call(b: ir.IRBuilder, fn: str, dtype: DType, *args: ir.Value) -> ir.Value:
+    """A math function of arguments of dtype `dtype`; `bitcast` reads the bits of its
+    argument (of another dtype) as a `dtype`."""
+    if fn == "bitcast":
+        return b.bitcast(args[0], lltype(dtype))
+    if dtype.is_float and fn == "copysign":
+        return intrinsic(b, "llvm.copysign", *args)
+    if dtype.is_float and len(args) == 1 and not (fn == "exp" and dtype.bits == 32):
+        (x,) = args
         if fn in FLOAT_INTRINSICS:
             return intrinsic(b, FLOAT_INTRINSICS[fn], x)
         if fn in LIBM:
             name = LIBM[fn][dtype.bits]
             decl = declare(b.module, name, x.type, [x.type], attrs=("nounwind", "readnone"))
             return b.call(decl, [x])
-    elif fn in ("floor", "ceil") or (fn == "abs" and is_unsigned(dtype)):
-        return x
-    elif fn == "abs":
-        # abs(MIN) == MIN, as in numpy.
-        zero = ir.Constant(x.type, 0)
-        return b.select(b.icmp_signed("<", x, zero), b.sub(zero, x), x)
-    raise ValueError(f"call {fn!r} is not defined on {dtype.name}")
-
-
-def exp_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """numpy's float32 exp by `lower.fastexp`'s algorithm (the C backend's exp_f32)."""
-    f32, i32 = x.type, ir.IntType(32)
-
-    def c(v: float) -> ir.Constant:
-        return ir.Constant(f32, v)
-
-    def fma(a, m, add):  # a * m + add, free to fuse
-        return b.fadd(b.fmul(a, m, flags=("contract",)), add, flags=("contract",))
-
-    inside = b.select(b.fcmp_ordered("<", x, c(HI)), x, c(HI))
-    y = b.select(b.fcmp_ordered(">", x, c(LO)), inside, c(LO))  # NaN: LO
-    t = fma(y, c(LOG2E), c(MAGIC))
-    t2 = fma(y, c(HALF_LOG2E), c(MAGIC))
-    k = b.fsub(t, c(MAGIC), flags=("contract",))
-    r = b.fsub(b.fsub(y, b.fmul(k, c(LN2_HI))), b.fmul(k, c(LN2_LO)), flags=("contract",))
-    p = c(TAYLOR[0])
-    for coef in (*TAYLOR[1:], 1.0):
-        p = fma(r, p, c(coef))
-    magic = ir.Constant(i32, MAGIC_BITS)
-    k1 = b.sub(b.bitcast(t2, i32), magic)
-    k2 = b.sub(b.sub(b.bitcast(t, i32), magic), k1)
-
-    def power(n):  # 2^n for a normal exponent n
-        bits = b.mul(b.add(n, ir.Constant(i32, 127)), ir.Constant(i32, EXPONENT_ONE))
-        return b.bitcast(bits, f32)
-
-    out = b.fmul(b.fmul(p, power(k1)), power(k2))
-    return b.select(b.fcmp_unordered("uno", x, x), x, out)
+    raise ValueError(f"call {fn!r} is not defined on {dtype.name} (not legalised?)")
 
 
 def cast(b: ir.IRBuilder, x: ir.Value, src: DType, dst: DType) -> ir.Value:

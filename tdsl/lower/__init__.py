@@ -20,6 +20,9 @@ then the loop-IR passes, in this order (`PASSES`), each followed by `verify`:
     unswitch full-tile tests of unrolled edge blocks hoisted out of invariant loops
     fold     loops of at most one iteration become bindings of their variable
     inbounds every scratch-buffer access proven inside its allocation (isl), or an error
+    flatten  every buffer access one row-major offset
+    legalise numpy's operations (floor //, %, NaN-propagating float min/max, abs,
+             float32 exp) written out in core operations the targets map one to one
 
 `lower_schedule(s, trace=True)` (`td.lower(s, trace=True)`) returns the IR after
 convert and after each pass, as a `Trace`.
@@ -34,8 +37,10 @@ from ..schedule.schedule import set_legality_check
 from . import ir
 from .passes.allocate import place_allocations
 from .passes.extents import prove_extents
+from .passes.flatten import flatten
 from .passes.fold_loops import fold_loops
 from .passes.inbounds import check_in_bounds
+from .passes.legalise import legalise
 from .passes.simplify import simplify
 from .passes.unroll import unroll
 from .passes.unswitch import unswitch
@@ -59,6 +64,22 @@ PASSES: tuple[tuple[str, Pass], ...] = (
     ("fold", fold_loops),
     ("inbounds", check_in_bounds),
 )
+# the passes that make loop IR what every target takes (`finish` runs them alone)
+LATE_PASSES: tuple[tuple[str, Pass], ...] = (
+    ("flatten", flatten),
+    ("legalise", legalise),
+)
+PASSES += LATE_PASSES
+
+
+def finish(func: ir.LoweredFunc) -> ir.LoweredFunc:
+    """`func` (loop IR built by hand, or lowered only up to `inbounds`) through the
+    late passes (`LATE_PASSES`: flatten, legalise): the IR a target takes. Unlike
+    `lower_schedule`, it does not verify (hand-built IR may leave out what lowering
+    always provides, such as a vectorized loop's `max_extent`)."""
+    for _, run in LATE_PASSES:
+        func = run(func)
+    return func
 
 
 class Trace:
@@ -136,4 +157,4 @@ def _lower(sched: Schedule, name: str, what: str,
     return steps
 
 
-__all__ = ["PASSES", "Trace", "ir", "lower_schedule"]
+__all__ = ["LATE_PASSES", "PASSES", "Trace", "finish", "ir", "lower_schedule"]

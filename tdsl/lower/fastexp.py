@@ -1,4 +1,6 @@
-"""The float32 exp both backends emit, so that exp vectorizes without a vector math library.
+"""The float32 exp of every target, so that exp vectorizes without a vector math library.
+
+The `legalise` pass writes it out in core operations; no target has a copy.
 
     y = clamp(x, LO, HI)                  (NaN maps to LO; the result is x again)
     k = round(y * log2 e)                 (adding MAGIC = 1.5 * 2^23 rounds to an integer

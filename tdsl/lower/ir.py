@@ -4,7 +4,9 @@ A small closed IR of frozen, slotted dataclasses. Expressions carry a dtype:
 one of the tdsl element types (numpy semantics: same-dtype integers wrap,
 `floordiv`/`mod` floor, `truediv` is float division) or `dtypes.index`, the
 64-bit type of loop variables, sizes and offsets, whose arithmetic is plain
-and never wraps in practice.
+and never wraps in practice. The last passes (`flatten`, `legalise`) leave
+one row-major offset per access and only core operations, which is what the
+targets take.
 
 Operands of a `Binary` or `Compare` always have the same dtype (lowering
 inserts `Cast`s), except that a `Binary` of dtype index takes index operands.
@@ -92,12 +94,17 @@ class Load(Expr):
 
 
 # numpy's operations of those names; pdiv and pmod are index only (C semantics: the
-# numerator known non-negative, the divisor a positive constant)
+# numerator known non-negative, the divisor a positive constant); tdiv and trem are
+# core operations from the legalise pass (truncating; trem on floats is fmod; the
+# divisor is never 0, nor -1 with a signed MIN numerator)
 BinaryOp = Literal["add", "sub", "mul", "truediv", "floordiv", "mod", "min", "max",
-                   "and", "or", "xor", "pdiv", "pmod"]
+                   "and", "or", "xor", "pdiv", "pmod", "tdiv", "trem"]
 CompareOp = Literal["eq", "ne", "lt", "le", "gt", "ge"]
 UnaryOp = Literal["neg", "invert"]  # invert on bool is logical not
-CallFn = Literal["exp", "log", "sqrt", "sin", "cos", "tanh", "floor", "ceil", "abs"]
+# core, from the legalise pass: copysign (2 args); bitcast (the bits of a float as the
+# int of its width, or back)
+CallFn = Literal["exp", "log", "sqrt", "sin", "cos", "tanh", "floor", "ceil", "abs",
+                 "copysign", "bitcast"]
 
 # the comparison that holds exactly where `op` does not (on integers: NaN aside)
 NEGATED: dict[CompareOp, CompareOp] = {

@@ -1,13 +1,17 @@
-"""The loop nest as readable text: what `print(td.lower(s))` shows."""
+"""The loop nest as readable text: what `print(td.lower(s))` shows.
+
+Division and remainder print as `/` and `%` whatever their rounding: `//` is
+floor division, `/` truncates on ints (pdiv, tdiv), and `%` is the floor
+modulo before `legalise` and the truncating remainder (pmod, trem) after it."""
 
 from __future__ import annotations
 
 from . import ir
 
 _PREC = {"or": 1, "xor": 2, "and": 3, "cmp": 4, "add": 5, "sub": 5, "mul": 6, "truediv": 6,
-         "floordiv": 6, "mod": 6, "pdiv": 6, "pmod": 6}
+         "floordiv": 6, "mod": 6, "pdiv": 6, "pmod": 6, "tdiv": 6, "trem": 6}
 _SYM = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
-        "pdiv": "/", "pmod": "%", "and": "&", "or": "|", "xor": "^", "eq": "==", "ne": "!=",
+        "pdiv": "/", "pmod": "%", "tdiv": "/", "trem": "%", "and": "&", "or": "|", "xor": "^", "eq": "==", "ne": "!=",
         "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 
@@ -36,6 +40,8 @@ def expr(e: ir.Expr, prec: int = 0) -> str:
             return f"-{expr(a, 7)}"
         case ir.Unary(_, a):
             return f"~{expr(a, 7)}"
+        case ir.Call("bitcast", (a,), d):
+            return f"bitcast({expr(a)}, {d.name})"
         case ir.Call(fn, args):
             return f"{fn}({', '.join(expr(a) for a in args)})"
         case ir.Select(c, a, b):

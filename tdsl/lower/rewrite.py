@@ -117,6 +117,20 @@ def walk_stmts(s: ir.Stmt):
                 yield from walk_stmts(x)
 
 
+def stmt_exprs(s: ir.Stmt) -> tuple[ir.Expr, ...]:
+    """The expressions statement `s` itself holds (not those of the statements inside it)."""
+    match s:
+        case ir.For(_, start, end):
+            return (start, end)
+        case ir.If(c):
+            return (c,)
+        case ir.Store(_, idx, value):
+            return (*idx, value)
+        case ir.Let(_, value):
+            return (value,)
+    return ()
+
+
 def walk_exprs(e: ir.Expr):
     yield e
     for k in expr_children(e):

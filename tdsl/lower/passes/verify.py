@@ -2,8 +2,13 @@
 
 Checks: every variable is declared before use (sizes, loop variables,
 lets); loop variables are not redeclared in their own scope; indices have
-the index dtype and match the buffer's rank; Binary/Compare operands share
-a dtype; vectorized and unrolled loops have a constant max extent; every
+the index dtype; either every access has one index per dimension of its
+buffer or, once the `flatten` pass has run, every access has exactly one (its
+row-major offset); Binary/Compare operands share a dtype; the core operations
+of the legalise pass are used where they are defined (`tdiv` on integers, `trem`
+not on bool, `pdiv`/`pmod` on index, `bitcast` between a float and the int of
+its width, each function with its number of arguments); vectorized and
+unrolled loops have a constant max extent; every
 temp buffer is used only inside its Allocate; a name names one buffer; every
 operation, function, loop kind and buffer kind is one of its vocabulary (the
 Literal types and `ForKind` of the loop IR), so a misspelt one is refused here
@@ -16,7 +21,7 @@ from typing import get_args
 
 from ... import dtypes as dt
 from .. import ir
-from ..rewrite import ScopedVisitor, walk_stmts
+from ..rewrite import ScopedVisitor, stmt_exprs, walk_exprs, walk_stmts
 
 
 class VerifyError(AssertionError):
@@ -30,6 +35,27 @@ def _vocabulary(alias) -> frozenset[str]:
 _BINARY, _COMPARE = _vocabulary(ir.BinaryOp), _vocabulary(ir.CompareOp)
 _UNARY, _CALL = _vocabulary(ir.UnaryOp), _vocabulary(ir.CallFn)
 _BUFFER_KINDS = _vocabulary(ir.BufferKind)
+
+
+_ARITY = {"copysign": 2}  # every other function takes one argument
+
+
+def _operation(e: ir.Binary | ir.Call) -> None:
+    """The operation is defined for its operands."""
+    if isinstance(e, ir.Binary):
+        d = e.dtype
+        if e.op in ("pdiv", "pmod") and d != dt.index:
+            raise VerifyError(f"{e.op} on {d!r}: index only")
+        if e.op == "tdiv" and not d.is_int or e.op == "trem" and d.is_bool:
+            raise VerifyError(f"{e.op} on {d!r}")
+        return
+    if _ARITY.get(e.fn, 1) != len(e.args):
+        raise VerifyError(f"call {e.fn} of {len(e.args)} arguments")
+    if e.fn == "bitcast":
+        src = e.args[0].dtype
+        if (src.bits != e.dtype.bits or src.is_float == e.dtype.is_float
+                or src.is_bool or e.dtype.is_bool):
+            raise VerifyError(f"bitcast of {src!r} to {e.dtype!r}")
 
 
 def _known(value, valid: frozenset[str], what: str) -> None:
@@ -48,6 +74,7 @@ class _Verifier(ScopedVisitor):
                 self.buffer(buf, idx)
             case ir.Binary(op, a, b, d):
                 _known(op, _BINARY, "binary operation")
+                _operation(e)
                 if d == dt.index:
                     if a.dtype != dt.index or b.dtype != dt.index:
                         raise VerifyError(f"index {op} on {a.dtype!r}, {b.dtype!r}")
@@ -63,6 +90,7 @@ class _Verifier(ScopedVisitor):
                 _known(op, _UNARY, "unary operation")
             case ir.Call(fn):
                 _known(fn, _CALL, "function")
+                _operation(e)
 
     def stmt(self, s: ir.Stmt) -> None:
         match s:
@@ -87,8 +115,6 @@ class _Verifier(ScopedVisitor):
         _known(buf.kind, _BUFFER_KINDS, f"buffer {buf.name} of kind")
         if buf.kind == "temp" and buf.name not in self.buffers:
             raise VerifyError(f"temp buffer {buf.name} used outside its Allocate")
-        if len(idx) != len(buf.shape):
-            raise VerifyError(f"{buf.name} has rank {len(buf.shape)}, indexed with {len(idx)}")
         for i in idx:
             if i.dtype != dt.index:
                 raise VerifyError(f"index of {buf.name} has dtype {i.dtype!r}")
@@ -104,10 +130,33 @@ def _declared_buffers(func: ir.LoweredFunc) -> None:
             raise VerifyError(f"two different buffers are named {b.name}")
 
 
+def _accesses(func: ir.LoweredFunc):
+    """(buffer, indices) of every load and store of `func`."""
+    for s in walk_stmts(func.body):
+        if isinstance(s, ir.Store):
+            yield s.buffer, s.indices
+        for top in stmt_exprs(s):
+            for e in walk_exprs(top):
+                if isinstance(e, ir.Load):
+                    yield e.buffer, e.indices
+
+
+def _ranks(func: ir.LoweredFunc) -> None:
+    """Every access per dimension, or every access flat (one index)."""
+    accesses = list(_accesses(func))
+    if all(len(idx) == 1 for _, idx in accesses):
+        return
+    for buf, idx in accesses:
+        if len(idx) != len(buf.shape):
+            raise VerifyError(f"{buf.name} has rank {len(buf.shape)}, indexed with {len(idx)} "
+                              "(accesses are flat only when all of them are)")
+
+
 def verify(func: ir.LoweredFunc, pending: frozenset[str] = frozenset()) -> ir.LoweredFunc:
     """`func`, once its invariants are checked (VerifyError otherwise); `pending` names
     the temp buffers the allocate pass has yet to place (used anywhere until then)."""
     _declared_buffers(func)
+    _ranks(func)
     v = _Verifier(scope=(x.name for x in func.sizes), buffers=pending)
     for b in func.inputs + func.outputs:
         for e in b.shape:

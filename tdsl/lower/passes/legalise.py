@@ -1,0 +1,383 @@
+"""Legalisation: numpy's operations become core operations every target maps one to one.
+
+The loop IR carries numpy's semantics (`ir`): integer `//` and `%` floor and
+never trap (`x // 0 == x % 0 == 0`, `MIN // -1 == MIN`), float `//` and `%`
+follow numpy's npy_divmod, float `min`/`max` propagate NaN, integer `abs`
+wraps (`abs(MIN) == MIN`) and is the identity on unsigned ints, `floor` and
+`ceil` keep integers as they are, and float32 `exp` is `lower.fastexp`'s
+algorithm. This pass writes each of them out in core operations, so that the
+targets hold no copy of these semantics:
+
+    tdiv trem    truncating division and remainder (C's `/` and `%`, LLVM's
+                 sdiv/udiv and srem/urem; `trem` on floats is C's fmod, LLVM's
+                 frem), only ever given a divisor that is not 0 and, for signed
+                 ints, a pair that is not (MIN, -1)
+    copysign     of floats
+    bitcast      the bits of a float as the int of its width, or back
+    and compare, select, the wrapping integer arithmetic and float arithmetic
+    every target maps already
+
+A constant divisor gives the short form (`x // 4` is `q - 1` or `q` by the sign
+of `x % 4`, and just the truncating division when `x` is an index expression
+known not to be negative, such as a loop variable from 0); anything else gets
+a safe divisor first.
+
+An operand an expansion uses more than once, and a partial result it reuses,
+is bound by a `Let` placed just before the statement that holds the
+expression (named after its role: `x`, `q`, `d`, ...), so that the text of
+each expression stays short and the targets compute it once. That moves its
+evaluation before the statement, which changes nothing: expressions have no
+effects, and the operations left in them cannot trap. Buffer shapes and
+expressions outside a function (`legalise_expr`) are rewritten without
+bindings, the operands repeated.
+
+Guarantees: the result computes the same values; no `Binary` floordiv or mod,
+no float `min`/`max`, no `Call` abs of an int, floor or ceil of an int or
+bool, and no float32 `exp` is left in the function (bodies and the shapes of
+temp buffers); int and index `min`/`max`, float `abs` and the other calls are
+core and stay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from ... import dtypes as dt
+from .. import ir
+from ..fastexp import (
+    EXPONENT_ONE,
+    HALF_LOG2E,
+    HI,
+    LN2_HI,
+    LN2_LO,
+    LO,
+    LOG2E,
+    MAGIC,
+    MAGIC_BITS,
+    TAYLOR,
+)
+from ..rewrite import Rewriter, bound_names
+
+Bind = Callable[[ir.Expr, str], ir.Expr]
+
+
+def _no_binding(e: ir.Expr, role: str) -> ir.Expr:
+    return e
+
+
+# ---------------------------------------------------------------- builders
+
+
+def _c(value, dtype: dt.DType) -> ir.Const:
+    return ir.Const(value, dtype)
+
+
+def _bin(op: str, a: ir.Expr, b: ir.Expr) -> ir.Binary:
+    return ir.Binary(op, a, b, a.dtype)
+
+
+def _cmp(op: str, a: ir.Expr, b: ir.Expr) -> ir.Compare:
+    return ir.Compare(op, a, b)
+
+
+def _and(a: ir.Expr, b: ir.Expr) -> ir.Binary:
+    return ir.Binary("and", a, b, dt.bool_)
+
+
+def _or(a: ir.Expr, b: ir.Expr) -> ir.Binary:
+    return ir.Binary("or", a, b, dt.bool_)
+
+
+def _select(c: ir.Expr, a: ir.Expr, b: ir.Expr) -> ir.Select:
+    return ir.Select(c, a, b, a.dtype)
+
+
+def _minimum(t: dt.DType) -> int:
+    return -(1 << (t.bits - 1))
+
+
+# ---------------------------------------------------------------- integers
+
+
+def _int_divmod(op: str, a: ir.Expr, b: ir.Expr, bind: Bind,
+                nonnegative: Callable[[ir.Expr], bool]) -> ir.Expr:
+    """`a // b` or `a % b` on an integer dtype (or index): floor, never trapping."""
+    t = a.dtype
+    zero, one = _c(0, t), _c(1, t)
+    c = ir.int_value(b)
+    if c == 0:
+        return zero
+    if c is not None and c > 0 and nonnegative(a):  # floor is truncation
+        trunc = {"floordiv": "tdiv", "mod": "trem"}[op]
+        if t == dt.index:
+            trunc = {"tdiv": "pdiv", "trem": "pmod"}[trunc]
+        return _bin(trunc, a, b)
+    if t.is_signed and c == -1:  # x // -1 wraps (MIN // -1 == MIN); x % -1 == 0
+        return ir.Unary("neg", a, t) if op == "floordiv" else zero
+    if c is not None or not t.is_signed:
+        if c is None:  # unsigned: a divisor of 0 becomes 1, so x % 0 is 0 already
+            b = bind(b, "b")
+            d = bind(_select(_cmp("eq", b, zero), one, b), "d")
+        else:
+            d = b
+        if not t.is_signed:
+            if op == "mod":
+                return _bin("trem", a, d)
+            q = _bin("tdiv", a, d)
+            return q if c is not None else _select(_cmp("eq", b, zero), zero, q)
+        # a signed constant divisor: truncation rounds toward zero, the floor steps down
+        # where the remainder's sign is not the divisor's
+        a = bind(a, "x")
+        r = _bin("trem", a, d)
+        adjust = _cmp("lt" if c > 0 else "gt", r, zero)
+        if op == "mod":
+            r = bind(r, "r")
+            return _select(_cmp("lt" if c > 0 else "gt", r, zero), _bin("add", r, d), r)
+        q = bind(_bin("tdiv", a, d), "q")
+        return _select(adjust, _bin("sub", q, one), q)
+    # a signed divisor: 0 and the pair (MIN, -1) divide by 1 instead (0 // 0 is then
+    # replaced, x % 1 and MIN // 1 are the results already)
+    a, b = bind(a, "x"), bind(b, "y")
+    unsafe = _or(_cmp("eq", b, zero),
+                 _and(_cmp("eq", a, _c(_minimum(t), t)), _cmp("eq", b, _c(-1, t))))
+    d = bind(_select(unsafe, one, b), "d")
+    r = bind(_bin("trem", a, d), "r")
+    adjust = _and(_cmp("ne", r, zero), _cmp("lt", _bin("xor", r, d), zero))
+    if op == "mod":
+        return _select(adjust, _bin("add", r, d), r)
+    q = bind(_bin("tdiv", a, d), "q")
+    return _select(_cmp("eq", b, zero), zero, _select(adjust, _bin("sub", q, one), q))
+
+
+# ---------------------------------------------------------------- floats
+
+
+def _float_divmod(op: str, a: ir.Expr, b: ir.Expr, bind: Bind) -> ir.Expr:
+    """numpy's npy_divmod: the floor quotient, or the remainder with the divisor's sign."""
+    t = a.dtype
+    zero, one = _c(0.0, t), _c(1.0, t)
+    a, b = bind(a, "x"), bind(b, "y")
+    m = bind(_bin("trem", a, b), "m")
+    nonzero = _cmp("ne", m, zero)  # NaN too
+    m_negative = _cmp("lt", m, zero)
+    if isinstance(b, ir.Const):  # the divisor's sign is known
+        signs_differ = ir.Unary("invert", m_negative, dt.bool_) if b.value < 0 else m_negative
+    else:
+        signs_differ = ir.Binary("xor", _cmp("lt", b, zero), m_negative, dt.bool_)
+    adjust = _and(nonzero, signs_differ)
+    if op == "mod":  # b == 0 gives fmod's NaN, which the adjustments leave alone
+        m = _select(adjust, _bin("add", m, b), m)
+        return _select(nonzero, m, ir.Call("copysign", (zero, b), t))
+    v = bind(_bin("truediv", _bin("sub", a, m), b), "v")
+    v = bind(_select(adjust, _bin("sub", v, one), v), "v")
+    f = bind(ir.Call("floor", (v,), t), "f")
+    snapped = _select(_cmp("gt", _bin("sub", v, f), _c(0.5, t)), _bin("add", f, one), f)
+    quot = _select(_cmp("ne", v, zero), snapped,
+                   ir.Call("copysign", (zero, _bin("truediv", a, b)), t))
+    if isinstance(b, ir.Const):
+        return _bin("truediv", a, b) if b.value == 0 else quot
+    return _select(_cmp("eq", b, zero), _bin("truediv", a, b), quot)
+
+
+def _float_minmax(op: str, a: ir.Expr, b: ir.Expr, bind: Bind) -> ir.Expr:
+    """np.minimum / np.maximum: a NaN in either operand wins; on ties, b."""
+    a = bind(a, "x")
+    wins = _or(_cmp("lt" if op == "min" else "gt", a, b), _cmp("ne", a, a))
+    return _select(wins, a, b)
+
+
+def _exp_f32(x: ir.Expr, bind: Bind) -> ir.Expr:
+    """np.exp on float32 by `lower.fastexp`'s algorithm."""
+    f32, i32 = dt.float32, dt.int32
+
+    def c(v: float) -> ir.Const:
+        return _c(v, f32)
+
+    def fma(a, m, add):  # a * m + add, which the targets may fuse
+        return _bin("add", _bin("mul", a, m), add)
+
+    x = bind(x, "x")
+    y = bind(_select(_cmp("gt", x, c(LO)), _select(_cmp("lt", x, c(HI)), x, c(HI)), c(LO)),
+             "y")  # NaN: LO
+    t = bind(fma(y, c(LOG2E), c(MAGIC)), "t")
+    th = bind(fma(y, c(HALF_LOG2E), c(MAGIC)), "th")
+    k = bind(_bin("sub", t, c(MAGIC)), "k")
+    r = bind(_bin("sub", _bin("sub", y, _bin("mul", k, c(LN2_HI))), _bin("mul", k, c(LN2_LO))),
+             "r")
+    p: ir.Expr = c(TAYLOR[0])
+    for coef in (*TAYLOR[1:], 1.0):
+        p = fma(r, p, c(coef))
+    p = bind(p, "p")
+    magic = _c(MAGIC_BITS, i32)
+    k1 = bind(_bin("sub", ir.Call("bitcast", (th,), i32), magic), "k1")
+    k2 = bind(_bin("sub", _bin("sub", ir.Call("bitcast", (t,), i32), magic), k1), "k2")
+
+    def power(n):  # 2^n for a normal exponent n
+        bits = _bin("mul", _bin("add", n, _c(127, i32)), _c(EXPONENT_ONE, i32))
+        return ir.Call("bitcast", (bits,), f32)
+
+    out = _bin("mul", _bin("mul", p, power(k1)), power(k2))
+    return _select(_cmp("ne", x, x), x, out)
+
+
+# ---------------------------------------------------------------- one node
+
+
+def _never(e: ir.Expr) -> bool:
+    return False
+
+
+def legalise_node(e: ir.Expr, bind: Bind = _no_binding,
+                  nonnegative: Callable[[ir.Expr], bool] = _never) -> ir.Expr | None:
+    """The core-operation form of `e` (whose operands are legal already), or None when
+    `e` is core. `bind(value, role)` may bind a value used more than once to a variable;
+    `nonnegative(x)` says whether integer `x` is known to be at least 0 (a floor division
+    of it by a positive constant is then a truncating one: `pdiv` on index)."""
+    match e:
+        case ir.Binary("floordiv" | "mod", a, b, t) if t.is_int:
+            return _int_divmod(e.op, a, b, bind, nonnegative)
+        case ir.Binary("floordiv" | "mod", a, b, t) if t.is_float:
+            return _float_divmod(e.op, a, b, bind)
+        case ir.Binary("min" | "max", a, b, t) if t.is_float:
+            return _float_minmax(e.op, a, b, bind)
+        case ir.Call("abs", (a,), t) if t.is_signed:
+            a = bind(a, "x")  # abs(MIN) == MIN: the negation wraps
+            return _select(_cmp("lt", a, _c(0, t)), ir.Unary("neg", a, t), a)
+        case ir.Call("abs" | "floor" | "ceil", (a,), t) if not t.is_float:
+            return a  # unsigned ints and bool, and integers kept as they are
+        case ir.Call("exp", (a,), t) if t == dt.float32:
+            return _exp_f32(a, bind)
+    return None
+
+
+class _Expressions(Rewriter):
+    """Legalises bottom-up; loads see `buffer(their buffer)`; `nonnegative` names the
+    variables known to be at least 0."""
+
+    def __init__(self, bind: Bind, buffer: Callable[[ir.Buffer], ir.Buffer] = lambda b: b):
+        self.bind = bind
+        self.buffer = buffer
+        self.nonnegative: set[str] = set()
+
+    def known_nonnegative(self, e: ir.Expr) -> bool:
+        match e:
+            case ir.Const(value) if isinstance(value, int):
+                return value >= 0
+            case ir.Var(name):
+                return name in self.nonnegative
+            case ir.Binary("add" | "mul" | "min" | "pdiv" | "pmod", a, b, t) if t == dt.index:
+                return self.known_nonnegative(a) and self.known_nonnegative(b)
+            case ir.Binary("max", a, b, t) if t == dt.index:
+                return self.known_nonnegative(a) or self.known_nonnegative(b)
+        return False
+
+    def expr(self, e):
+        if isinstance(e, ir.Load):
+            buf = self.buffer(e.buffer)
+            return None if buf is e.buffer else ir.Load(buf, e.indices)
+        return legalise_node(e, self.bind, self.known_nonnegative)
+
+
+def legalise_expr(e: ir.Expr) -> ir.Expr:
+    """`e` in core operations, operands repeated where used more than once (for an
+    expression with no statement to bind them before, such as a size check)."""
+    return _Expressions(_no_binding).visit_expr(e)
+
+
+# ---------------------------------------------------------------- statements
+
+
+class _Legalise(Rewriter):
+    """Legalises each statement's own expressions, binding what they reuse in `Let`s
+    around the statement; names are fresh in the whole function."""
+
+    def __init__(self, taken: set[str]):
+        self.taken = taken
+        self.pending: list[tuple[str, ir.Expr]] = []
+        self.buffers: dict[str, ir.Buffer] = {}
+        self.exprs = _Expressions(self._bind, self.buffer)
+
+    def _bind(self, value: ir.Expr, role: str) -> ir.Expr:
+        if isinstance(value, (ir.Var, ir.Const)):
+            return value
+        for name, bound in self.pending:  # the same operand bound for another expansion
+            if bound == value:
+                return ir.Var(name, value.dtype)
+        name, n = role, 1
+        while name in self.taken:
+            n += 1
+            name = f"{role}{n}"
+        self.taken.add(name)
+        self.pending.append((name, value))
+        return ir.Var(name, value.dtype)
+
+    def _own(self, *es: ir.Expr) -> tuple[list[ir.Expr], list[tuple[str, ir.Expr]]]:
+        """The statement's expressions legalised, and the bindings they need."""
+        self.pending = []
+        out = [self.exprs.visit_expr(e) for e in es]
+        lets, self.pending = self.pending, []
+        return out, lets
+
+    @contextmanager
+    def _nonnegative(self, name: str, value: ir.Expr) -> Iterator[None]:
+        """Inside: `name` (bound to `value`, or its loop's start) is known to be at least
+        0 when `value` is, and is not when it is not (a let may shadow)."""
+        known = self.exprs.nonnegative
+        saved = name in known
+        if self.exprs.known_nonnegative(value):
+            known.add(name)
+        else:
+            known.discard(name)
+        try:
+            yield
+        finally:
+            if saved:
+                known.add(name)
+            else:
+                known.discard(name)
+
+    def buffer(self, buf: ir.Buffer) -> ir.Buffer:
+        """A temp buffer with its shape legalised (the targets size it from its shape)."""
+        if buf.kind != "temp":
+            return buf
+        if buf.name not in self.buffers:
+            shape = tuple(legalise_expr(x) for x in buf.shape)
+            new = ir.Buffer(buf.name, buf.dtype, shape, buf.kind)
+            self.buffers[buf.name] = buf if new == buf else new
+        return self.buffers[buf.name]
+
+    def visit(self, s: ir.Stmt) -> ir.Stmt:
+        new: ir.Stmt
+        lets: list[tuple[str, ir.Expr]] = []
+        match s:
+            case ir.For(var, start, end, kind, body, mx):
+                (start, end), lets = self._own(start, end)
+                with self._nonnegative(var, start):
+                    new = ir.For(var, start, end, kind, self.visit(body), mx)
+            case ir.If(c, t, e):
+                (c,), lets = self._own(c)
+                new = ir.If(c, self.visit(t), None if e is None else self.visit(e))
+            case ir.Store(buf, idx, v):
+                (*idx, v), lets = self._own(*idx, v)
+                new = ir.Store(self.buffer(buf), tuple(idx), v)
+            case ir.Let(name, v, body):
+                (v,), lets = self._own(v)
+                with self._nonnegative(name, v):
+                    new = ir.Let(name, v, self.visit(body))
+            case ir.Block(stmts):
+                new = ir.Block(tuple(self.visit(x) for x in stmts))
+            case ir.Allocate(buf, body):
+                new = ir.Allocate(self.buffer(buf), self.visit(body))
+            case _:
+                raise AssertionError(f"unknown statement {s!r}")
+        for name, value in reversed(lets):
+            new = ir.Let(name, value, new)
+        return s if new == s else new
+
+
+def legalise(func: ir.LoweredFunc) -> ir.LoweredFunc:
+    """`func` in core operations only (see the module)."""
+    taken = {v.name for v in func.sizes} | bound_names(func.body)
+    return ir.LoweredFunc(func.name, func.inputs, func.outputs, func.sizes,
+                          _Legalise(taken).visit(func.body))
