@@ -43,7 +43,7 @@ def emit_c(schedule, name: str, out_dir) -> tuple[Path, Path]:
     stages, or a kernel from `td.build`); returns the two paths."""
     sched = _schedule_of(schedule)
     _check_name(name)
-    func = lower_schedule(sched, name)
+    func = lower_schedule(sched, name, workspace=True)
     conditions = extent_conditions(sched.pipeline)
     c = render_standalone(func, tuple(cond for cond, _ in conditions), f"{name}.h")
     header = render_header(sched, func, c, [text for _, text in conditions])

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..lower.abi import OUT_OF_MEMORY, may_fail
 from ..lower.ir import (
     Allocate,
     Block,
@@ -31,8 +32,9 @@ from ..lower.ir import (
     Let,
     LoweredFunc,
     Stmt,
+    Storage,
     Store,
-    stack_elements,
+    constant_elements,
 )
 from ..lower.rewrite import walk_stmts
 from . import helpers
@@ -145,7 +147,6 @@ class _Renderer:
         self.status: str | None = None
         self.scalar_loops = False  # a loop was kept out of the loop vectorizer
         self.labels: set[str] = set()
-        self._fallible: dict[int, bool] = {}
 
     # ------------------------------------------------------------ file
 
@@ -251,10 +252,10 @@ class _Renderer:
             else:
                 region.loops -= 1
             w.close()
-        if parallel and self._fallible_stmt(s.body):
+        if parallel and self._may_fail(s.body):
             w.open(f"if ({self._status()} != 0)")
             self._unwind(region)
-            w.line("return 1;")
+            w.line(f"return {OUT_OF_MEMORY};")
             w.close()
 
     def _scalar(self, s: For, simd: bool) -> bool:
@@ -275,7 +276,7 @@ class _Renderer:
         if s.kind is ForKind.PARALLEL and fl.openmp and not (self.in_parallel or self.in_simd):
             return "#pragma omp parallel for schedule(static)", True, False
         if s.kind is ForKind.VECTORIZED and fl.openmp and not self.in_simd:
-            if not self._fallible_stmt(s.body):
+            if not self._may_fail(s.body):
                 return "#pragma omp simd", False, True
         if s.kind is ForKind.UNROLLED and fl.gnu and s.max_extent:
             return f"#pragma GCC unroll {min(s.max_extent, 65534)}", False, False
@@ -286,14 +287,15 @@ class _Renderer:
     def allocate(self, s: Allocate) -> None:
         buf, w = s.buffer, self.w
         t = ctype(buf.dtype)
-        count = stack_elements(buf)
-        if count is not None:
+        if s.storage is Storage.STACK:
+            count = constant_elements(buf)
+            assert count is not None, f"{buf.name} is on the stack without a constant size"
             align = " __attribute__((aligned(64)))" if self.flavour.gnu else ""
             with w.binding(("buf", buf.name), buf.name) as name:
                 w.line(f"{t} {name}[{max(count, 1)}]{align};")
                 self.stmt(s.body)
             return
-        if not self.flavour.heap:
+        if s.storage is not Storage.HEAP or not self.flavour.heap:
             raise ValueError(
                 f"temporary {buf.name} needs symbolic or large storage: the "
                 f"{self.flavour.name} C flavour has no heap; render_standalone (td.emit_c) "
@@ -318,7 +320,7 @@ class _Renderer:
         w, region = self.w, self.regions[-1]
         self._unwind(region)
         if not region.parallel:
-            w.line("return 1;")
+            w.line(f"return {OUT_OF_MEMORY};")
             return
         w.line("#pragma omp atomic write")
         w.line(f"{self._status()} = 1;")
@@ -346,22 +348,5 @@ class _Renderer:
         self.labels.add(name)
         return name
 
-    def _fallible_stmt(self, s: Stmt) -> bool:
-        """Whether `s` contains a heap allocation (which may fail)."""
-        key = id(s)
-        if key not in self._fallible:
-            match s:
-                case Allocate(buf, body):
-                    result = stack_elements(buf) is None or self._fallible_stmt(body)
-                case Block(stmts):
-                    result = any(self._fallible_stmt(c) for c in stmts)
-                case For(body=body) | Let(body=body):
-                    result = self._fallible_stmt(body)
-                case If(_, then, else_):
-                    result = self._fallible_stmt(then) or (
-                        else_ is not None and self._fallible_stmt(else_)
-                    )
-                case _:
-                    result = False
-            self._fallible[key] = result
-        return self._fallible[key]
+    def _may_fail(self, s: Stmt) -> bool:
+        return may_fail(s)

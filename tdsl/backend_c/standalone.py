@@ -274,5 +274,5 @@ class _StandaloneRenderer(_Renderer):
             w.line(f"{t} *restrict {name} = {cast(f'{t} *', base)};")
             self.stmt(s.body)
 
-    def _fallible_stmt(self, s) -> bool:
+    def _may_fail(self, s) -> bool:
         return False  # nothing is allocated at run time
