@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tdsl import dtypes as dt
-from tdsl.backend_c import build, compile_source, render
+from tdsl.backend_c import build, compile_source, render, render_standalone
 from tdsl.backend_c import compile as c_compile
 from tdsl.backend_c.expr import literal
 from tdsl.backend_c.writer import atom, binary, cast, ternary, unary
@@ -727,6 +727,7 @@ def test_host_source_is_warning_free(tmp_path):
 def test_portable_flavour(tmp_path):
     func = int_kernel(dt.int16)
     src = render(func, "portable")
+    assert src == render_standalone(func).source  # one portable C: td.emit_c's
     assert "#pragma" not in src and "__attribute__" not in src and "stdlib" not in src
     flags = ("-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared")
     compile_source(src, flags, cache_dir=tmp_path)
