@@ -39,6 +39,7 @@ from tdsl.lower.ir import (
     Unary,
     Var,
 )
+from tdsl.lower.passes.allocate import place_storage
 
 
 def build(func: LoweredFunc, **options) -> LLVMModule:
@@ -443,7 +444,7 @@ def two_pass(name: str, temp_shape, outer: ForKind = ForKind.SERIAL, sizes=(n,))
             )
         ),
     )
-    return LoweredFunc(name, (a_buf,), (out,), tuple(sizes), body)
+    return place_storage(LoweredFunc(name, (a_buf,), (out,), tuple(sizes), body))
 
 
 @pytest.mark.parametrize("outer", [ForKind.SERIAL, ForKind.PARALLEL], ids=lambda k: k.value)
@@ -495,9 +496,9 @@ def test_stack_temp_inside_parallel_loop():
             )
         ),
     )
-    func = LoweredFunc(
+    func = place_storage(LoweredFunc(
         "scratch", (a_buf,), (out,), (m,), For("y", idx(0), m, ForKind.PARALLEL, body)
-    )
+    ))
     a = rng.standard_normal((301, 16)).astype(np.float32)
     out_arr = np.empty_like(a)
     assert build(func).call([a, out_arr], [301]) == 0
@@ -529,7 +530,7 @@ def test_out_of_memory_returns_1(outer):
     )
     copy = For("j", idx(0), n, ForKind.SERIAL, Store(u_buf, (j,), Load(a_buf, (j,))))
     body = Allocate(u_buf, Block((copy, For("i", idx(0), n, outer, inner))))
-    module = build(LoweredFunc(f"oom_{outer.value}", (a_buf,), (out,), (k, n), body))
+    module = build(place_storage(LoweredFunc(f"oom_{outer.value}", (a_buf,), (out,), (k, n), body)))
     assert module.source.count('call void @"tdsl_free"') >= 3  # success and both failure paths
     a = rng.standard_normal(8).astype(np.float32)
     result = np.zeros_like(a)
@@ -548,7 +549,7 @@ def test_out_of_memory_is_reported_even_if_the_temp_could_be_elided():
         (Store(t_buf, (idx(0),), Load(a_buf, (i,))), Store(out, (i,), Load(t_buf, (idx(0),))))
     )
     body = For("i", idx(0), n, ForKind.SERIAL, Allocate(t_buf, copy))
-    module = build(LoweredFunc("forwardable", (a_buf,), (out,), (k, n), body))
+    module = build(place_storage(LoweredFunc("forwardable", (a_buf,), (out,), (k, n), body)))
     a = rng.standard_normal(8).astype(np.float32)
     result = np.zeros_like(a)
     assert module.call([a, result], [1 << 62, 8]) == 1  # 2**64 bytes: overflow, refused

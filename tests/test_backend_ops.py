@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from tdsl import dtypes as dt
 from tdsl.backend_c import build as build_finished
 from tdsl.backend_c import compile as c_compile
-from tdsl.backend_c import compile_source
+from tdsl.backend_c import compile_source, render_standalone
 from tdsl.backend_c import render as render_finished
 from tdsl.backend_c.expr import literal
 from tdsl.backend_c.writer import atom, binary, cast, ternary, unary
@@ -50,6 +50,7 @@ from tdsl.lower.ir import (
     Unary,
     Var,
 )
+from tdsl.lower.passes.allocate import place_storage
 
 BACKENDS = ["c", "llvm"]
 
@@ -533,7 +534,7 @@ def _window_sum(temp_shape, loop_kind, name):
         total = Binary("add", total, Load(tmp, (c(q),)), dt.float64)
     body = Allocate(tmp, Block((fill, Store(out, (I,), total))))
     sizes = tuple(sorted({e for e in temp_shape if isinstance(e, Var)} | {N}, key=lambda v: v.name))
-    return LoweredFunc(name, (a,), (out,), sizes, For("i", ZERO, N, loop_kind, body))
+    return place_storage(LoweredFunc(name, (a,), (out,), sizes, For("i", ZERO, N, loop_kind, body)))
 
 
 @pytest.mark.parametrize("target", BACKENDS)
@@ -590,7 +591,7 @@ def test_nested_temps_free_on_failure(target, parallel):
             For("j", ZERO, N, ForKind.SERIAL, Store(out, (j,), Load(big, (j,)))),
         )
     )
-    func = LoweredFunc(f"nested_{parallel}", (a,), (out,), (m, N), Allocate(big, body))
+    func = place_storage(LoweredFunc(f"nested_{parallel}", (a,), (out,), (m, N), Allocate(big, body)))
     src = render(func)
     assert src.count("free(big);") == 2  # once on the failure path, once at the end
     av = np.arange(100, dtype=np.int64) - 50
@@ -639,13 +640,13 @@ def test_failure_deep_in_a_parallel_iteration(target):
         Block((For("j", ZERO, c(2), ForKind.SERIAL, inner), Store(out, (I,), total))),
     )
     loop = For("i", ZERO, N, ForKind.PARALLEL, body)
-    func = LoweredFunc(
+    func = place_storage(LoweredFunc(
         "deep",
         (a,),
         (out,),
         (m, N, p),
         Allocate(outer, Block((Store(outer, (ZERO,), c(1.0, dt.float64)), loop))),
-    )
+    ))
     src = render(func)
     assert "goto next_i;" in src and "next_i: ;" in src
     av = np.linspace(0, 1, 16)
@@ -740,6 +741,7 @@ def test_host_source_is_warning_free(tmp_path):
 def test_portable_flavour(tmp_path):
     func = int_kernel(dt.int16)
     src = render(func, "portable")
+    assert src == render_standalone(func).source  # one portable C: td.emit_c's
     assert "#pragma" not in src and "__attribute__" not in src and "stdlib" not in src
     flags = ("-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared")
     compile_source(src, flags, cache_dir=tmp_path)

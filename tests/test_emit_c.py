@@ -37,7 +37,7 @@ from test_parallel import three_stencils, three_stencils_restaged
 import tdsl as td
 from tdsl.backend_c import helpers
 from tdsl.backend_c.helpers import ctype
-from tdsl.backend_c.standalone import workspace_layout
+from tdsl.backend_c.workspace import workspace_layout
 from tdsl.compute.binding import bind_arguments
 from tdsl.emit import add_emit_c_parser, emit_c_command, extent_conditions, load_function
 from tdsl.lower import ir

@@ -1,29 +1,49 @@
-"""Loop IR to C source text: `render(func, flavour)` and `signature(func)`.
+"""Loop IR to C source text: one renderer, two flavours.
 
-The entry point is
+`render(func, flavour)` gives the C source of a `LoweredFunc`, `signature(func)`
+its host prototype, `render_standalone(func, requires, header)` the portable
+source with the declarations a header needs. The entry point is
 
     int NAME(const T *restrict in1, ..., T *restrict out1, ..., int64_t size1, ...)
 
-with inputs, outputs and sizes in the `LoweredFunc`'s order. It returns 0 on
-success and 1 when temporary storage cannot be allocated; it then frees what
-it had allocated and never returns from inside an OpenMP parallel region (a
-failing parallel iteration sets a shared status and skips the rest of
-itself; the status is checked after the loop).
+with inputs, outputs and sizes in the `LoweredFunc`'s order. A flavour
+(`Flavour`) is data: what differs between the two C files tdsl writes.
 
-Flavours: "host" (C11, OpenMP pragmas, GCC extensions, heap temporaries) and
-"portable" (C99, no pragmas or extensions; temporaries that do not fit on the
-stack are refused). `standalone.render_standalone` builds on the portable
-flavour for embedded targets: every temporary in a caller-provided workspace,
-size arguments checked.
+- "host" (`HOST`): C11 that tdsl compiles and loads itself; OpenMP parallel and
+  simd pragmas, GCC extensions, temporaries on the stack or the heap. The
+  kernel returns 0, or `abi.OUT_OF_MEMORY` when a heap temporary cannot be
+  allocated, unwinding as `lower.abi` states: it frees what it had allocated
+  and never returns from inside an OpenMP parallel region (a failing parallel
+  iteration sets a shared status and skips the rest of itself; the status is
+  checked after the loop).
+- "portable" (`PORTABLE`, `td.emit_c`): one C99 translation unit with no
+  pragmas, extensions, heap or runtime; parallel and vectorized loops are plain
+  loops. Temporaries live in a slot of a caller-provided workspace
+  (`workspace.py`), the last parameter `void *workspace`, present only when
+  there are any (or on the stack, for IR lowered without a workspace). The
+  entry point is named exactly as the kernel and first checks its size
+  arguments: each size in [1, INT32_MAX], every condition in `requires`
+  (comparisons of sizes, such as a derived extent being at least 1) and a
+  workspace that fits in the address space; it returns ERR_SIZES when one
+  fails and ERR_WORKSPACE when the workspace is NULL or not aligned for its
+  widest element, before touching any array. `size_t NAME_workspace_size(sizes)`
+  reports the workspace bytes, or 0 for sizes the entry point rejects.
+
+Where each temporary lives was decided by the allocate pass (`ir.Storage`); a
+flavour renders the storage it has and refuses the rest.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..lower.abi import OUT_OF_MEMORY, may_fail
 from ..lower.ir import (
+    NEGATED,
     Allocate,
     Block,
+    Buffer,
+    Compare,
     Const,
     For,
     ForKind,
@@ -31,30 +51,50 @@ from ..lower.ir import (
     Let,
     LoweredFunc,
     Stmt,
+    Storage,
     Store,
-    stack_elements,
+    Var,
+    constant_elements,
 )
 from ..lower.layout import element_count
-from ..lower.rewrite import walk_stmts
+from ..lower.rewrite import walk_exprs, walk_stmts
 from . import helpers
 from .expr import ExprEmitter
 from .helpers import ctype
-from .writer import CWriter, atom, binary
+from .workspace import ALIGN, Workspace, workspace_layout
+from .writer import CWriter, atom, binary, call, cast
 
 
 @dataclass(frozen=True, slots=True)
 class Flavour:
+    """What differs between the C tdsl compiles for the host and the C `td.emit_c` writes."""
+
     name: str
+    label: str  # names the C in the file's first line
     openmp: bool  # parallel and simd pragmas
-    gnu: bool  # GCC extensions: unroll pragma, aligned attribute
-    heap: bool  # temporaries too large for the stack are malloc'ed
+    gnu: bool  # GCC extensions: unroll pragma, aligned attribute, scalar-loop statement
+    storage: frozenset[Storage]  # the temporaries' storage it implements
+    # the entry point is a library's: named exactly as the kernel, it checks its sizes
+    # and workspace first, with NAME_workspace_size beside it
+    checked_entry: bool
 
 
-FLAVOURS = {
-    "host": Flavour("host", openmp=True, gnu=True, heap=True),
-    "portable": Flavour("portable", openmp=False, gnu=False, heap=False),
-}
+HOST = Flavour("host", "host C", openmp=True, gnu=True,
+               storage=frozenset({Storage.STACK, Storage.HEAP}), checked_entry=False)
+PORTABLE = Flavour("portable", "portable C99", openmp=False, gnu=False,
+                   storage=frozenset({Storage.STACK, Storage.WORKSPACE}), checked_entry=True)
+FLAVOURS = {f.name: f for f in (HOST, PORTABLE)}
 
+ERR_SIZES, ERR_WORKSPACE = 1, 2  # the portable entry point's refusals
+
+
+@dataclass(frozen=True, slots=True)
+class CSource:
+    """The C source, the declarations a header needs (in order) and the workspace layout."""
+
+    source: str
+    declarations: tuple[str, ...]
+    workspace: Workspace | None
 
 # Host C is compiled at -O3, whose loop vectorizer (gcc 12 with AVX-512) miscompiles
 # some loops tdsl never asked to vectorize: outer loops whose inner loops it unrolled
@@ -74,10 +114,20 @@ _HEADER_ORDER = ("math.h", "stddef.h", "stdint.h", "stdlib.h")
 
 
 def render(func: LoweredFunc, flavour: str = "host") -> str:
-    """The C source of `func` as one translation unit."""
+    """The C source of `func` as one translation unit, in flavour "host" or "portable"."""
     if flavour not in FLAVOURS:
         raise ValueError(f"unknown C flavour {flavour!r}; valid: {', '.join(FLAVOURS)}")
-    return _Renderer(func, FLAVOURS[flavour]).run()
+    return _Renderer(func, FLAVOURS[flavour]).run().source
+
+
+def render_standalone(func: LoweredFunc, requires: tuple[Compare, ...] = (),
+                      header: str | None = None) -> CSource:
+    """`func` as portable C99 (see the module docstring).
+
+    `requires` are conditions on the sizes, checked in order after each size
+    is known to be in [1, INT32_MAX]; `header` is a file the source includes
+    (its own header, so the compiler checks that the two agree)."""
+    return _Renderer(func, PORTABLE, requires, header).run()
 
 
 def signature(func: LoweredFunc) -> str:
@@ -133,9 +183,12 @@ class _Region:
 
 
 class _Renderer:
-    def __init__(self, func: LoweredFunc, flavour: Flavour):
+    def __init__(self, func: LoweredFunc, flavour: Flavour,
+                 requires: tuple[Compare, ...] = (), include: str | None = None):
         self.func = func
         self.flavour = flavour
+        self.requires = requires
+        self.include = include  # a header the source includes
         self.w = CWriter(reserved=helpers.NAMES)
         self.headers: set[str] = {"stdint.h"}
         self.helpers: dict[str, None] = {}  # ordered set
@@ -146,28 +199,57 @@ class _Renderer:
         self.status: str | None = None
         self.scalar_loops = False  # a loop was kept out of the loop vectorizer
         self.labels: set[str] = set()
+        in_workspace = any(isinstance(s, Allocate) and s.storage is Storage.WORKSPACE
+                           for s in walk_stmts(func.body))
+        self.layout = workspace_layout(func) if in_workspace else None
+        self.ws_param: str | None = None
+        self.ws_base: str | None = None
 
     # ------------------------------------------------------------ file
 
-    def run(self) -> str:
+    def run(self) -> CSource:
+        func, w = self.func, self.w
+        declarations: list[str] = []
+        valid_fn = None
+        if self.flavour.checked_entry:
+            self.name = self._public(func.name)
+            valid_fn = self._checks(declarations)
+        else:
+            self.name = entry_name(func, w)
+        declarations.append(self._entry(valid_fn))
+        return CSource(self._assemble(w.text()), tuple(declarations), self.layout)
+
+    def _entry(self, valid_fn: str | None) -> str:
+        """The entry point (after the size check `valid_fn`, if any); its prototype."""
         w = self.w
-        name = self.name = entry_name(self.func, w)
         with w.scope():
-            w.open(_header(name, _bind_params(self.func, w)))
+            params = _bind_params(self.func, w)
+            if self.layout:
+                self.ws_param = w.bind(("workspace",), "workspace")
+                params = f"{params}, void *{self.ws_param}"
+            proto = _header(self.name, params)
+            w.open(proto)
             self.body_level = w.level
+            if valid_fn:
+                args = ", ".join(a.text for a in self._size_args())
+                self._reject(atom(f"!{valid_fn}({args})"), str(ERR_SIZES))
+            if self.layout:
+                self._workspace_prologue()
             first = len(w.lines)
             self.stmt(self.func.body)
             w.line("return 0;")
             w.close()
         if self.status is not None:
             w.lines.insert(first, f"{w.INDENT}int {self.status} = 0;")
-        return self._assemble(w.text())
+        return f"{proto};"
 
     def _assemble(self, body: str) -> str:
-        parts = [f"/* {self.name}: generated by tdsl ({self.flavour.name} C). */\n"]
+        parts = [f"/* {self.name}: generated by tdsl ({self.flavour.label}). */\n"]
         for h in self.helpers:
             self.headers |= helpers.definition(h)[1]
         includes = [f"#include <{h}>\n" for h in _HEADER_ORDER if h in self.headers]
+        if self.include:
+            includes.append(f'\n#include "{self.include}"\n')
         parts.append("".join(includes))
         if self.scalar_loops:
             parts.append(_SCALAR_LOOP_DEFINITION)
@@ -251,10 +333,10 @@ class _Renderer:
             else:
                 region.loops -= 1
             w.close()
-        if parallel and self._fallible_stmt(s.body):
+        if parallel and may_fail(s.body):
             w.open(f"if ({self._status()} != 0)")
             self._unwind(region)
-            w.line("return 1;")
+            w.line(f"return {OUT_OF_MEMORY};")
             w.close()
 
     def _scalar(self, s: For, simd: bool) -> bool:
@@ -275,7 +357,7 @@ class _Renderer:
         if s.kind is ForKind.PARALLEL and fl.openmp and not (self.in_parallel or self.in_simd):
             return "#pragma omp parallel for schedule(static)", True, False
         if s.kind is ForKind.VECTORIZED and fl.openmp and not self.in_simd:
-            if not self._fallible_stmt(s.body):
+            if not may_fail(s.body):
                 return "#pragma omp simd", False, True
         if s.kind is ForKind.UNROLLED and fl.gnu and s.max_extent:
             return f"#pragma GCC unroll {min(s.max_extent, 65534)}", False, False
@@ -284,41 +366,63 @@ class _Renderer:
     # ------------------------------------------------------------ temporaries
 
     def allocate(self, s: Allocate) -> None:
-        buf, w = s.buffer, self.w
-        t = ctype(buf.dtype)
-        count = stack_elements(buf)
-        if count is not None:
-            align = " __attribute__((aligned(64)))" if self.flavour.gnu else ""
-            with w.binding(("buf", buf.name), buf.name) as name:
-                w.line(f"{t} {name}[{max(count, 1)}]{align};")
-                self.stmt(s.body)
-            return
-        if not self.flavour.heap:
+        """A temporary where the allocate pass put it (`ir.Storage`)."""
+        buf, storage = s.buffer, s.storage
+        if storage is None or storage not in self.flavour.storage:
+            have = " or ".join(x.value for x in Storage if x in self.flavour.storage)
+            where = "no storage" if storage is None else f"storage {storage.value}"
             raise ValueError(
-                f"temporary {buf.name} needs symbolic or large storage: the "
-                f"{self.flavour.name} C flavour has no heap; render_standalone (td.emit_c) "
-                "places temporaries in a caller-provided workspace"
+                f"temporary {buf.name} has {where}: {self.flavour.name} C places temporaries "
+                f"on the {have}, as the allocate pass decides (td.emit_c lowers with "
+                "workspace=True for a caller-provided workspace)"
             )
+        with self.w.binding(("buf", buf.name), buf.name) as name:
+            if storage is Storage.STACK:
+                self._stack(buf, name)
+            elif storage is Storage.WORKSPACE:
+                self._slot(buf, name)
+            else:
+                self._heap(buf, name, s.body)
+                return
+            self.stmt(s.body)
+
+    def _stack(self, buf: Buffer, name: str) -> None:
+        count = constant_elements(buf)
+        assert count is not None, f"{buf.name} is on the stack without a constant size"
+        align = " __attribute__((aligned(64)))" if self.flavour.gnu else ""
+        self.w.line(f"{ctype(buf.dtype)} {name}[{max(count, 1)}]{align};")
+
+    def _slot(self, buf: Buffer, name: str) -> None:
+        assert self.layout is not None and self.ws_base is not None
+        slot = next(x for x in self.layout.slots if x.buffer.name == buf.name)
+        t = ctype(buf.dtype)
+        offset = self.expr(slot.offset)
+        base = atom(self.ws_base) if offset.text == "0" else binary("+", atom(self.ws_base), offset)
+        self.w.line(f"{t} *restrict {name} = {cast(f'{t} *', base)};")
+
+    def _heap(self, buf: Buffer, name: str, body: Stmt) -> None:
+        """Allocate, run `body`, free; leave through `_fail` when the allocation fails."""
+        w, t = self.w, ctype(buf.dtype)
         self._use_helper(helpers.ALLOC)
         size = self.expr(element_count(buf.shape))
         region = self.regions[-1]
-        with w.binding(("buf", buf.name), buf.name) as name:
-            w.line(f"{t} *restrict {name} = {helpers.ALLOC}({size}, sizeof({t}));")
-            w.open(f"if ({name} == NULL)")
-            self._fail()
-            w.close()
-            region.live.append(name)
-            self.stmt(s.body)
-            region.live.pop()
-            w.line(f"free({name});")
+        w.line(f"{t} *restrict {name} = {helpers.ALLOC}({size}, sizeof({t}));")
+        w.open(f"if ({name} == NULL)")
+        self._fail()
+        w.close()
+        region.live.append(name)
+        self.stmt(body)
+        region.live.pop()
+        w.line(f"free({name});")
 
     def _fail(self) -> None:
         """Leave after an allocation failed: free this region's temporaries, then
-        return 1, or in a parallel iteration record the failure and skip the rest."""
+        return OUT_OF_MEMORY, or in a parallel iteration record the failure and skip
+        the rest of the iteration (`lower.abi`'s unwind policy)."""
         w, region = self.w, self.regions[-1]
         self._unwind(region)
         if not region.parallel:
-            w.line("return 1;")
+            w.line(f"return {OUT_OF_MEMORY};")
             return
         w.line("#pragma omp atomic write")
         w.line(f"{self._status()} = 1;")
@@ -346,7 +450,121 @@ class _Renderer:
         self.labels.add(name)
         return name
 
-    def _fallible_stmt(self, s: Stmt) -> bool:
-        """Whether `s` contains a heap allocation (which may fail)."""
-        return any(isinstance(x, Allocate) and stack_elements(x.buffer) is None
-                   for x in walk_stmts(s))
+    # ------------------------------------------------------------ the portable checks
+
+    def _checks(self, declarations: list[str]) -> str | None:
+        """The functions before a checked entry point: the workspace bytes, the size
+        check and NAME_workspace_size (declared); the size check's name, if any."""
+        w, func, layout = self.w, self.func, self.layout
+        size_fn = self._public(f"{func.name}_workspace_size") if layout else None
+        valid_fn = bytes_fn = None
+        if layout and layout.constant is None:
+            bytes_fn = w.fresh(f"{func.name}_workspace_bytes", level=0)
+            self._bytes_function(bytes_fn)
+            w.line()
+        if func.sizes:  # without sizes there is nothing to check
+            valid_fn = w.fresh(f"{func.name}_sizes_valid", level=0)
+            self._valid_function(valid_fn, bytes_fn)
+            w.line()
+        if size_fn:
+            declarations.append(self._size_function(size_fn, valid_fn, bytes_fn))
+            w.line()
+        return valid_fn
+
+    def _public(self, name: str) -> str:
+        got = self.w.fresh(name, level=0)
+        if got != name:
+            raise ValueError(f"{name!r} is not a valid, free C identifier (it would be {got!r})")
+        return name
+
+    def _sizes(self) -> str:
+        """The size parameters, bound in the current scope."""
+        params = [f"int64_t {self.w.bind(('var', v.name), v.name)}" for v in self.func.sizes]
+        return ", ".join(params) or "void"
+
+    def _valid_function(self, name: str, bytes_fn: str | None) -> None:
+        w = self.w
+        w.line("/* 1 when the sizes are valid for this kernel, else 0. */")
+        with w.scope():
+            w.open(f"static int {name}({self._sizes()})")
+            for v in self.func.sizes:
+                c = atom(self._name_of("var", v.name))
+                out = binary("||", binary("<", c, atom("1")), binary(">", c, atom("INT32_MAX")))
+                self._reject(out, "0")
+            for cond in self.requires:
+                self._reject(self.expr(Compare(NEGATED[cond.op], cond.a, cond.b)), "0")
+            if bytes_fn is not None:  # the workspace depends on the sizes
+                nbytes = call(bytes_fn, *self._size_args())
+                too_big = binary(">", nbytes, cast("uint64_t", atom("PTRDIFF_MAX")))
+                self._reject(too_big, "0")
+            w.line("return 1;")
+            w.close()
+
+    def _reject(self, cond, value: str) -> None:
+        self.w.open(f"if ({cond})")
+        self.w.line(f"return {value};")
+        self.w.close()
+
+    def _size_args(self) -> list:
+        return [atom(self._name_of("var", v.name)) for v in self.func.sizes]
+
+    def _bytes_function(self, name: str) -> None:
+        """The workspace bytes in uint64_t, saturating instead of overflowing;
+        called only for sizes whose extents are at least 1."""
+        w, layout = self.w, self.layout
+        assert layout is not None
+        self._use_helper(helpers.MUL_SAT)
+        self._use_helper(helpers.ADD_SAT)
+        w.line("/* Workspace bytes, or UINT64_MAX when that does not fit in 64 bits. */")
+        with w.scope():
+            w.open(f"static uint64_t {name}({self._sizes()})")
+            used = {v.name for b in layout.slots for e in b.buffer.shape
+                    for v in walk_exprs(e) if isinstance(v, Var)}
+            for v in self.func.sizes:
+                if v.name not in used:
+                    w.line(f"(void){self._name_of('var', v.name)};")
+            acc = w.fresh("nbytes")
+            w.line(f"uint64_t {acc} = 0;")
+            for slot in layout.slots:
+                nbytes = self._slot_bytes(slot.buffer)
+                w.line(f"{acc} = {call(helpers.ADD_SAT, atom(acc), nbytes)};  /* {slot.buffer.name} */")
+            w.line(f"return {acc};")
+            w.close()
+
+    def _slot_bytes(self, buf: Buffer):
+        """C text of a buffer's bytes rounded up to ALIGN, in saturating uint64_t."""
+        scale = buf.dtype.itemsize
+        for f in buf.shape:
+            if isinstance(f, Const):
+                scale *= int(f.value)
+        value = atom(f"{scale}u")
+        for f in buf.shape:
+            if not isinstance(f, Const):
+                value = call(helpers.MUL_SAT, value, cast("uint64_t", self.expr(f)))
+        rounded = call(helpers.ADD_SAT, value, atom(f"{ALIGN - 1}u"))
+        return binary("&", rounded, atom(f"~(uint64_t){ALIGN - 1}u"))
+
+    def _size_function(self, name: str, valid_fn: str | None, bytes_fn: str | None) -> str:
+        w = self.w
+        w.line("/* Bytes of workspace the kernel needs for these sizes; 0 if it rejects them. */")
+        with w.scope():
+            proto = f"size_t {name}({self._sizes()})"
+            w.open(proto)
+            args = ", ".join(a.text for a in self._size_args())
+            constant = self.layout.constant if self.layout else None
+            nbytes = f"(size_t){bytes_fn}({args})" if bytes_fn else f"{constant}u"
+            w.line(f"return {valid_fn}({args}) ? {nbytes} : 0;" if valid_fn else f"return {nbytes};")
+            w.close()
+        self.headers.add("stddef.h")
+        return proto + ";"
+
+    def _workspace_prologue(self) -> None:
+        w, ws, layout = self.w, self.ws_param, self.layout
+        assert ws is not None and layout is not None
+        misaligned = binary("!=", binary("%", cast("uintptr_t", atom(ws)),
+                                         atom(str(layout.align))), atom("0"))
+        self._reject(binary("||", binary("==", atom(ws), atom("NULL")), misaligned),
+                     str(ERR_WORKSPACE))
+        self.headers.add("stddef.h")
+        self.ws_base = w.bind(("workspace_bytes",), "ws")
+        w.line(f"unsigned char *{self.ws_base} = {ws};")

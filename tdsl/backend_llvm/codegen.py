@@ -5,8 +5,8 @@
     i32 NAME(ptr noalias readonly IN..., ptr noalias OUT..., i64 SIZE...)
 
 (inputs, outputs and sizes in the LoweredFunc's order), returning 0, or 1
-when a heap allocation failed, in which case everything already allocated has
-been freed.
+(`abi.OUT_OF_MEMORY`) when a heap allocation failed, in which case everything
+already allocated has been freed (`abi`'s unwind policy).
 
 - Loops are canonical: a header with a phi named after the loop variable, the
   body, a latch. VECTORIZED loops carry `llvm.loop.vectorize.*` hints (width:
@@ -21,10 +21,11 @@ been freed.
   [lo, hi) and is started through `GOMP_parallel` (see runtime.py). A failure
   inside the body frees what the body allocated, sets `failed` and ends that
   thread's share; the caller checks the flag after the join.
-- Temps: a constant size of at most 64 KiB is an `alloca` (align 64) in the
-  entry block of the function that uses it (the outlined body for temps
-  inside a parallel loop); anything else is `malloc`/`free` (see `_HEAP`),
-  with the byte count checked for overflow.
+- Temps, as the allocate pass placed them (`ir.Storage`): one on the stack
+  is an `alloca` (align 64) in the entry block of the function that uses it
+  (the outlined body for temps inside a parallel loop); one on the heap is
+  `malloc`/`free` (see `_HEAP`), with the byte count checked for overflow.
+  There is no workspace.
 - Every load and store carries `!alias.scope`/`!noalias` metadata, one scope
   per buffer: distinct buffers never overlap.
 - The entry point's symbol is NAME unless that could shadow a function the
@@ -39,6 +40,7 @@ from types import MappingProxyType
 from llvmlite import ir
 
 from ..dtypes import index
+from ..lower.abi import OUT_OF_MEMORY
 from ..lower.ir import (
     Allocate,
     Block,
@@ -55,10 +57,11 @@ from ..lower.ir import (
     LoweredFunc,
     Select,
     Stmt,
+    Storage,
     Store,
     Unary,
     Var,
-    stack_elements,
+    constant_elements,
 )
 from ..lower.ir import Binary as BinaryExpr
 from ..lower.ir import Load as LoadExpr
@@ -309,7 +312,7 @@ class _FunctionEmitter:
         for p in reversed(self.heap):
             self.heap_call("free", p)
         if self.failed_flag is None:
-            self.b.ret(ir.Constant(I32, 1))
+            self.b.ret(ir.Constant(I32, OUT_OF_MEMORY))
         else:
             self.b.atomic_rmw("or", self.failed_flag, ir.Constant(I32, 1), "monotonic")
             self.b.ret_void()
@@ -422,12 +425,17 @@ class _FunctionEmitter:
     def allocate(self, s: Allocate) -> None:
         buf = s.buffer
         elty = ops.lltype(buf.dtype)
-        count = stack_elements(buf)
-        if count is not None:
+        if s.storage is Storage.STACK:
+            count = constant_elements(buf)
+            assert count is not None, f"{buf.name} is on the stack without a constant size"
             p = self.alloca(ir.ArrayType(elty, count), buf.name, align=64)
             with self.bind(self.ptrs, buf.name, p):
                 self.stmt(s.body)
             return
+        if s.storage is not Storage.HEAP:
+            where = "no storage" if s.storage is None else f"storage {s.storage.value}"
+            raise ValueError(f"temp buffer {buf.name} has {where}; the LLVM backend places "
+                             "temps on the stack or the heap (the allocate pass decides)")
         b = self.b
         nbytes, overflow = ir.Constant(I64, buf.dtype.itemsize), ir.Constant(I1, 0)
         for extent in buf.shape:

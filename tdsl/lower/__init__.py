@@ -12,7 +12,8 @@ The whole compiler front to back. The analysis, on the polyhedral model:
 
 then the loop-IR passes, in this order (`PASSES`), each followed by `verify`:
 
-    allocate every temp buffer allocated at its store loop, once per iteration
+    allocate every temp buffer allocated at its store loop, once per iteration, and
+             given its storage: stack, heap, or the caller's workspace (`ir.Storage`)
     extents  every loop's max extent proven to bound its span (isl), widened where not
     simplify constant folding and index simplification
     unroll   unrolled loops become copies of their bodies
@@ -119,19 +120,20 @@ class Trace:
         return "\n".join(out)
 
 
-def lower_schedule(sched: Schedule, name: str | None = None,
-                   trace: bool = False) -> ir.LoweredFunc | Trace:
+def lower_schedule(sched: Schedule, name: str | None = None, trace: bool = False,
+                   workspace: bool = False) -> ir.LoweredFunc | Trace:
     """Lower a schedule to a verified loop-IR function named `name`, in a child process
     with a hard time limit (see `budget.bounded`); with `trace`, the `Trace` of every
-    step instead."""
+    step instead. With `workspace`, every temp buffer lives in a workspace the caller
+    passes in (for targets without a heap), not on the stack or the heap."""
     name = name or f"tdsl_{sched.outputs[0].name}"
     what = f"the schedule of {', '.join(o.name for o in sched.outputs)}"
-    steps = bounded(what, lambda: _lower(sched, name, what, trace))
+    steps = bounded(what, lambda: _lower(sched, name, what, trace, workspace))
     return Trace(steps) if trace else steps[-1][1]
 
 
-def _lower(sched: Schedule, name: str, what: str,
-           keep: bool) -> list[tuple[str, ir.LoweredFunc]]:
+def _lower(sched: Schedule, name: str, what: str, keep: bool,
+           workspace: bool) -> list[tuple[str, ir.LoweredFunc]]:
     """The steps of one lowering (only the last one unless `keep`)."""
     steps: list[tuple[str, ir.LoweredFunc]] = []
     with isl_budget(what):
@@ -145,9 +147,9 @@ def _lower(sched: Schedule, name: str, what: str,
             vectors = schedule_vectors(model, binders=True)
             ast = build_ast(model, vectors)
             func, temps = convert(model, ast, vectors, name)
-            func = verify(func, pending=frozenset(b.name for b, _ in temps))
+            func = verify(func, pending=frozenset(b.name for b, _ in temps), placed=False)
         steps.append(("convert", func))
-        passes = (("allocate", lambda f: place_allocations(f, temps)),) + PASSES
+        passes = (("allocate", lambda f: place_allocations(f, temps, workspace)),) + PASSES
         for pass_name, run in passes:
             with step(f"the {pass_name} pass"):
                 func = verify(run(func))

@@ -11,6 +11,15 @@ failure that left the outputs unspecified. Host C, portable C and LLVM
 kernels all follow it; the modules the backends return offer `call`
 (arguments checked here first) and `run` (unchecked, for a caller that has
 checked them already, as `Kernel` has through the algorithm's binding).
+
+Unwinding, every target alike. Only a temp buffer on the heap (`ir.Storage.HEAP`,
+see `may_fail`) can fail to be allocated; one on the stack or in a workspace
+cannot. When one fails, the kernel frees every heap buffer it holds, the latest
+allocated first, and returns OUT_OF_MEMORY. A parallel loop never returns from
+inside its region: a failing iteration frees what it allocated, sets a failure
+flag the loop's iterations share and does no more of its own work (C skips the
+rest of the iteration, LLVM the rest of the thread's share); after the loop, a
+set flag unwinds the code around the loop as above.
 """
 
 from __future__ import annotations
@@ -20,11 +29,18 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..errors import ArgumentError
-from .ir import Binary, Buffer, Const, Expr, LoweredFunc, Var
+from .ir import Allocate, Binary, Buffer, Const, Expr, LoweredFunc, Stmt, Storage, Var
+from .rewrite import walk_stmts
 
 OK = 0
 OUT_OF_MEMORY = 1
 STATUS = {OK: "success", OUT_OF_MEMORY: "out of memory while allocating an intermediate buffer"}
+
+
+def may_fail(s: Stmt) -> bool:
+    """Whether running `s` may fail for want of memory: it allocates on the heap."""
+    return any(isinstance(x, Allocate) and x.storage is Storage.HEAP for x in walk_stmts(s))
+
 
 _INDEX_OPS: dict[str, Callable[[int, int], int]] = {
     "add": lambda a, b: a + b,

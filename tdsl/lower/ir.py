@@ -214,26 +214,52 @@ class Let(Stmt):
     body: Stmt
 
 
+class Storage(Enum):
+    """Where a temp buffer lives. The allocate pass decides it (`passes.allocate`), the
+    verifier checks it, the backends only read it; what a failure does is `abi`'s
+    unwind policy.
+
+    STACK      an array of constant size, at most STACK_LIMIT bytes, in the frame of
+               the function that runs the Allocate; cannot fail
+    HEAP       obtained from the system allocator when the Allocate runs and released
+               after its body; the one kind of allocation that can fail
+    WORKSPACE  a slot of a workspace the caller passes in (portable C, `td.emit_c`);
+               cannot fail (the entry point checks the workspace first)
+    """
+
+    STACK = "stack"
+    HEAP = "heap"
+    WORKSPACE = "workspace"
+
+
 @_node
 class Allocate(Stmt):
-    """A temp buffer live for `body`; its element count is the product of its shape."""
+    """A temp buffer live for `body`; its element count is the product of its shape.
+
+    `storage` is None until the allocate pass has placed the buffer."""
 
     buffer: Buffer
     body: Stmt
+    storage: Storage | None = None
 
 
-STACK_LIMIT = 64 * 1024  # bytes; larger or symbolic temps live on the heap
+STACK_LIMIT = 64 * 1024  # bytes; larger or symbolic temps live on the heap (or in a workspace)
 
 
-def stack_elements(buf: Buffer) -> int | None:
-    """The element count of a temp buffer that lives on the stack: one of constant shape
-    within STACK_LIMIT bytes. None when it lives on the heap (every target alike)."""
+def constant_elements(buf: Buffer) -> int | None:
+    """The element count of a buffer of constant shape; None when its shape has a size."""
     count = 1
     for extent in buf.shape:
         if not isinstance(extent, Const):
             return None
         count *= max(int(extent.value), 0)
-    return count if count * buf.dtype.itemsize <= STACK_LIMIT else None
+    return count
+
+
+def fits_stack(buf: Buffer) -> bool:
+    """Whether a temp buffer may live on the stack: constant shape, at most STACK_LIMIT bytes."""
+    count = constant_elements(buf)
+    return count is not None and count * buf.dtype.itemsize <= STACK_LIMIT
 
 
 @_node

@@ -79,8 +79,8 @@ class Rewriter:
                 new = ir.Store(buf, tuple(ve(i) for i in idx), ve(v))
             case ir.Let(name, v, body):
                 new = ir.Let(name, ve(v), vs(body))
-            case ir.Allocate(buf, body):
-                new = ir.Allocate(buf, vs(body))
+            case ir.Allocate(buf, body, storage):
+                new = ir.Allocate(buf, vs(body), storage)
             case _:
                 raise AssertionError(f"unknown statement {s!r}")
         if new == s:

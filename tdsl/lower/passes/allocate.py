@@ -21,12 +21,18 @@ allocated per iteration of such a loop holds everything that is read before
 it is released. Which loop is the store level, and whether a parallel loop
 between it and the computation may share the buffer, is decided by the model
 (`_Builder.buffer_box`) and the legality check (`check_legality`), not here.
+
+Then every allocation (a reassociated reduction's too) gets its storage
+(`ir.Storage`), here and nowhere else:
+on the stack when its shape is constant and it takes at most `ir.STACK_LIMIT`
+bytes, else on the heap; or, for a target that takes a workspace from its caller
+(`td.emit_c`), every one in the workspace.
 """
 
 from __future__ import annotations
 
 from .. import ir
-from ..rewrite import walk_exprs, walk_stmts
+from ..rewrite import Rewriter, walk_exprs, walk_stmts
 
 
 def _uses(s: ir.Stmt, name: str) -> int:
@@ -54,8 +60,8 @@ def _with_body(s: ir.Stmt, body: ir.Stmt) -> ir.Stmt:
             return ir.For(var, start, end, kind, body, mx)
         case ir.Let(name, v, _):
             return ir.Let(name, v, body)
-        case ir.Allocate(buf, _):
-            return ir.Allocate(buf, body)
+        case ir.Allocate(buf, _, storage):
+            return ir.Allocate(buf, body, storage)
     raise AssertionError(s)
 
 
@@ -126,10 +132,35 @@ def _place(s: ir.Stmt, buf: ir.Buffer, total: int) -> ir.Stmt:
     return ir.Allocate(buf, s)
 
 
-def place_allocations(func: ir.LoweredFunc,
-                      temps: list[tuple[ir.Buffer, tuple[str, ...]]]) -> ir.LoweredFunc:
+def storage_of(buf: ir.Buffer, workspace: bool = False) -> ir.Storage:
+    """Where temp buffer `buf` lives: in the caller's workspace when the target takes
+    one, else on the stack when it fits there (`ir.fits_stack`), else on the heap."""
+    if workspace:
+        return ir.Storage.WORKSPACE
+    return ir.Storage.STACK if ir.fits_stack(buf) else ir.Storage.HEAP
+
+
+class _PlaceStorage(Rewriter):
+    def __init__(self, workspace: bool):
+        self.workspace = workspace
+
+    def stmt(self, s: ir.Stmt) -> ir.Stmt | None:
+        if isinstance(s, ir.Allocate) and s.storage is None:
+            return ir.Allocate(s.buffer, s.body, storage_of(s.buffer, self.workspace))
+        return None
+
+
+def place_storage(func: ir.LoweredFunc, workspace: bool = False) -> ir.LoweredFunc:
+    """`func` with every allocation that has no storage yet given one (`storage_of`)."""
+    body = _PlaceStorage(workspace).visit(func.body)
+    return ir.LoweredFunc(func.name, func.inputs, func.outputs, func.sizes, body)
+
+
+def place_allocations(func: ir.LoweredFunc, temps: list[tuple[ir.Buffer, tuple[str, ...]]],
+                      workspace: bool = False) -> ir.LoweredFunc:
     """Allocate each temp buffer of `temps`, given with the variables of the loops that
-    enclose its store level, outer first (none for a buffer stored at root)."""
+    enclose its store level, outer first (none for a buffer stored at root); then give
+    every allocation its storage, all in the caller's workspace with `workspace`."""
     body = func.body
     for buf, chain in temps:
         if chain:
@@ -138,4 +169,5 @@ def place_allocations(func: ir.LoweredFunc,
         total = _uses(body, buf.name)
         if total:
             body = _place(body, buf, total)
-    return ir.LoweredFunc(func.name, func.inputs, func.outputs, func.sizes, body)
+    placed = ir.LoweredFunc(func.name, func.inputs, func.outputs, func.sizes, body)
+    return place_storage(placed, workspace)

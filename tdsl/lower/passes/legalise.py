@@ -367,8 +367,8 @@ class _Legalise(Rewriter):
                     new = ir.Let(name, v, self.visit(body))
             case ir.Block(stmts):
                 new = ir.Block(tuple(self.visit(x) for x in stmts))
-            case ir.Allocate(buf, body):
-                new = ir.Allocate(self.buffer(buf), self.visit(body))
+            case ir.Allocate(buf, body, storage):
+                new = ir.Allocate(self.buffer(buf), self.visit(body), storage)
             case _:
                 raise AssertionError(f"unknown statement {s!r}")
         for name, value in reversed(lets):

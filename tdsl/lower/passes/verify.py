@@ -12,7 +12,9 @@ unrolled loops have a constant max extent; every
 temp buffer is used only inside its Allocate; a name names one buffer; every
 operation, function, loop kind and buffer kind is one of its vocabulary (the
 Literal types and `ForKind` of the loop IR), so a misspelt one is refused here
-naming the valid ones instead of reaching a backend.
+naming the valid ones instead of reaching a backend; every allocation has
+its storage once the allocate pass has run, and one on the stack has a
+constant size within `ir.STACK_LIMIT`.
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ def _known(value, valid: frozenset[str], what: str) -> None:
 
 
 class _Verifier(ScopedVisitor):
+    placed = True  # allocations have their storage (the allocate pass has run)
+
     def expr(self, e: ir.Expr) -> None:
         match e:
             case ir.Var(name):
@@ -106,7 +110,14 @@ class _Verifier(ScopedVisitor):
                 self.buffer(buf, idx)
                 if v.dtype != buf.dtype:
                     raise VerifyError(f"store of {v.dtype!r} into {buf.name} of {buf.dtype!r}")
-            case ir.Let() | ir.If() | ir.Block() | ir.Allocate():
+            case ir.Allocate(buf):
+                if s.storage is None and self.placed:
+                    raise VerifyError(f"temp buffer {buf.name} has no storage (the allocate "
+                                      "pass gives it one)")
+                if s.storage is ir.Storage.STACK and not ir.fits_stack(buf):
+                    raise VerifyError(f"temp buffer {buf.name} is on the stack but its size is "
+                                      f"not a constant of at most {ir.STACK_LIMIT} bytes")
+            case ir.Let() | ir.If() | ir.Block():
                 pass
             case _:
                 raise VerifyError(f"unknown statement {s!r}")
@@ -152,12 +163,15 @@ def _ranks(func: ir.LoweredFunc) -> None:
                               "(accesses are flat only when all of them are)")
 
 
-def verify(func: ir.LoweredFunc, pending: frozenset[str] = frozenset()) -> ir.LoweredFunc:
-    """`func`, once its invariants are checked (VerifyError otherwise); `pending` names
-    the temp buffers the allocate pass has yet to place (used anywhere until then)."""
+def verify(func: ir.LoweredFunc, pending: frozenset[str] = frozenset(),
+           placed: bool = True) -> ir.LoweredFunc:
+    """`func`, once its invariants are checked (VerifyError otherwise). Before the
+    allocate pass, `pending` names the temp buffers it has yet to place (used anywhere
+    until then) and `placed=False` lets allocations go without their storage."""
     _declared_buffers(func)
     _ranks(func)
     v = _Verifier(scope=(x.name for x in func.sizes), buffers=pending)
+    v.placed = placed
     for b in func.inputs + func.outputs:
         for e in b.shape:
             v.visit_expr(e)

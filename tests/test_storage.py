@@ -1,0 +1,133 @@
+"""Where temp buffers live: the allocate pass decides it once (`ir.Storage`), the
+verifier checks it, both backends only read it and unwind alike when the heap fails."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tdsl as td
+from tdsl import dtypes as dt
+from tdsl.backend_c import build as build_c
+from tdsl.backend_c import render
+from tdsl.backend_llvm import build as build_llvm
+from tdsl.backend_llvm import emit_module
+from tdsl.lower import abi, ir, lower_schedule
+from tdsl.lower.passes.verify import VerifyError, verify
+from tdsl.lower.rewrite import walk_stmts
+
+BUILD = {"c": build_c, "llvm": build_llvm}
+
+
+def _two_stages(extent, dtype=td.float32):
+    """t = 2 * a at root, out = t + 1: one temp of `extent` elements."""
+    x = td.dim("x")
+    a = td.input("a", {x: extent}, dtype)
+    t = td.compute("t", {x: extent}, a[x] * 2)
+    return td.schedule(td.compute("out", {x: extent}, t[x] + 1))
+
+
+def _storage(func: ir.LoweredFunc) -> dict[str, ir.Storage | None]:
+    return {s.buffer.name: s.storage for s in walk_stmts(func.body) if isinstance(s, ir.Allocate)}
+
+
+@pytest.mark.parametrize(("extent", "dtype", "where"), [
+    (16, td.float32, ir.Storage.STACK),
+    (ir.STACK_LIMIT // 8, td.float64, ir.Storage.STACK),  # exactly the limit
+    (ir.STACK_LIMIT // 8 + 1, td.float64, ir.Storage.HEAP),  # a constant too large
+    (td.size("N"), td.float32, ir.Storage.HEAP),  # symbolic
+])
+def test_the_allocate_pass_places_every_temp(extent, dtype, where):
+    sched = _two_stages(extent, dtype)
+    assert _storage(td.lower(sched)) == {"t": where}
+    trace = td.lower(sched, trace=True)
+    assert _storage(trace["convert"]) == {}  # allocations come with the pass
+    assert _storage(trace["allocate"]) == {"t": where}
+    assert _storage(lower_schedule(sched, workspace=True)) == {"t": ir.Storage.WORKSPACE}
+
+
+def test_a_reassociated_reduction_part_is_placed_too():
+    i, k = td.dims("i k")
+    a = td.input("a", {i: 4, k: 64}, td.float32)
+    s = td.compute("s", {i: 4}, td.sum(a[i, k], over=k))
+    sched = td.schedule(s).split(s, "k", 8).vectorize(s, "k_i", reassociate=True)
+    assert _storage(td.lower(sched)) == {"s_k_i_part": ir.Storage.STACK}
+
+
+def _small_temp(storage: ir.Storage | None) -> ir.LoweredFunc:
+    """out[i] = 3 * a[i] through a 4-element temp with the given storage."""
+    n, i = ir.Var("n"), ir.Var("i")
+    f64, zero = dt.float64, ir.index_const(0)
+    a = ir.Buffer("a", f64, (n,), "input")
+    out = ir.Buffer("out", f64, (n,), "output")
+    t = ir.Buffer("t", f64, (ir.index_const(4),), "temp")
+    fill = ir.Store(t, (zero,), ir.Binary("mul", ir.Load(a, (i,)), ir.Const(3.0, f64), f64))
+    body = ir.Allocate(t, ir.Block((fill, ir.Store(out, (i,), ir.Load(t, (zero,))))), storage)
+    loop = ir.For("i", zero, n, ir.ForKind.SERIAL, body)
+    name = f"small_{storage.value if storage else 'unplaced'}"
+    return ir.LoweredFunc(name, (a,), (out,), (n,), loop)
+
+
+@pytest.mark.parametrize("target", ["c", "llvm"])
+@pytest.mark.parametrize("storage", [ir.Storage.STACK, ir.Storage.HEAP])
+def test_backends_follow_the_recorded_storage(target, storage):
+    """A temp that would fit on the stack, put on the heap: both backends obey."""
+    func = verify(_small_temp(storage))
+    heap = storage is ir.Storage.HEAP
+    assert ("alloc_temp(" in render(func)) == heap
+    assert ('@"tdsl_malloc"' in emit_module(func)) == heap
+    a = np.linspace(-1, 1, 9)
+    out = np.zeros_like(a)
+    assert BUILD[target](func).call([a, out], [a.size]) == abi.OK
+    np.testing.assert_array_equal(out, a * 3.0)
+
+
+@pytest.mark.parametrize("storage", [ir.Storage.WORKSPACE, None])
+def test_backends_refuse_storage_they_do_not_have(storage):
+    func = _small_temp(storage)
+    with pytest.raises(ValueError, match=r"\bt\b"):
+        render(func)
+    with pytest.raises(ValueError, match=r"\bt\b"):
+        emit_module(func)
+
+
+def test_the_verifier_checks_storage():
+    n = ir.Var("n")
+    body = _small_temp(ir.Storage.STACK).body
+    assert isinstance(body, ir.For) and isinstance(body.body, ir.Allocate)
+
+    def with_temp(shape, storage):
+        t = ir.Buffer("t", dt.float64, shape, "temp")
+        alloc = ir.Allocate(t, body.body.body, storage)
+        func = _small_temp(ir.Storage.STACK)
+        new = ir.For(body.var, body.start, body.end, body.kind, alloc)
+        return ir.LoweredFunc(func.name, func.inputs, func.outputs, func.sizes, new)
+
+    # t's accesses index element 0 only, so any shape of rank 1 is in range
+    verify(with_temp((n,), ir.Storage.HEAP))
+    verify(with_temp((ir.index_const(ir.STACK_LIMIT // 8),), ir.Storage.STACK))
+    with pytest.raises(VerifyError, match="t is on the stack"):
+        verify(with_temp((n,), ir.Storage.STACK))
+    with pytest.raises(VerifyError, match="t is on the stack"):
+        verify(with_temp((ir.index_const(ir.STACK_LIMIT // 8 + 1),), ir.Storage.STACK))
+    with pytest.raises(VerifyError, match="t has no storage"):
+        verify(with_temp((n,), None))
+    verify(with_temp((n,), None), placed=False)  # before the allocate pass
+
+
+def test_may_fail_is_a_heap_allocation():
+    assert abi.may_fail(_small_temp(ir.Storage.HEAP).body)
+    assert not abi.may_fail(_small_temp(ir.Storage.STACK).body)
+    assert not abi.may_fail(_small_temp(ir.Storage.WORKSPACE).body)
+
+
+@pytest.mark.parametrize("target", ["c", "llvm"])
+def test_out_of_memory_is_the_status_on_both_backends(target):
+    func = td.lower(_two_stages(td.size("N")))
+    # the heap allocation comes first, so the kernel touches no array before it fails
+    assert isinstance(func.body, ir.Allocate) and func.body.storage is ir.Storage.HEAP
+    module = BUILD[target](func)
+    a, out = np.ones(4, np.float32), np.zeros(4, np.float32)
+    assert module.run([a, out], [2**62]) == abi.OUT_OF_MEMORY  # 2**64 bytes
+    assert module.run([a, out], [4]) == abi.OK
+    np.testing.assert_array_equal(out, a * 2 + 1)
