@@ -13,7 +13,7 @@ import sys
 import pytest
 
 import tdsl as td
-from tdsl.fuzz import Options, gen, render, run
+from tdsl.fuzz import Options, gen, genexpr, render, run
 from tdsl.fuzz.case import run_task
 from tdsl.fuzz.pool import Pool
 from tdsl.fuzz.replay import load_spec
@@ -38,6 +38,32 @@ def test_the_generator_covers_the_language():
                    '"update"', '"lut"', '"//"', '"%"', '"w"', '"cast"', '"exp"', '"uint32"',
                    '"bool"', '"int8"', '"float64"', ' + 1"]'):
         assert needle in text, needle
+
+
+def _calls(node):
+    if isinstance(node, dict):
+        for x in node.values():
+            yield from _calls(x)
+    elif isinstance(node, list):
+        if node and node[0] == "f":
+            yield node[1], node[2]
+        for x in node:
+            yield from _calls(x)
+
+
+def test_ill_conditioned_math_gets_a_bounded_argument():
+    # exp overflows past 88 and sin/cos of a large argument turn one ulp of it into any
+    # value in [-1, 1]: the oracle's tolerance holds only for bounded arguments
+    bounds = {"exp": 20.0, "sin": genexpr.SIN_COS_RANGE, "cos": genexpr.SIN_COS_RANGE}
+    seen = set()
+    for i in range(300):
+        spec = gen.generate(1, i)
+        for fn, arg in _calls(spec["stages"]):
+            if fn in bounds:
+                seen.add(fn)
+                assert arg[:2] == ["b", "min"] and arg[3] == ["c", bounds[fn], None], (fn, arg)
+                assert arg[2][:2] == ["b", "max"] and arg[2][3] == ["c", -bounds[fn], None]
+    assert seen == set(bounds)
 
 
 def test_a_reproducer_runs_on_its_own(tmp_path):
