@@ -741,7 +741,7 @@ def test_host_source_is_warning_free(tmp_path):
 def test_portable_flavour(tmp_path):
     func = int_kernel(dt.int16)
     src = render(func, "portable")
-    assert src == render_standalone(func).source  # one portable C: td.emit_c's
+    assert src == render_standalone(finish(func)).source  # one portable C: td.emit_c's
     assert "#pragma" not in src and "__attribute__" not in src and "stdlib" not in src
     flags = ("-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared")
     compile_source(src, flags, cache_dir=tmp_path)
