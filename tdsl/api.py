@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from .compute.tensor import Stage
 from .errors import ArgumentError, ScheduleError
-from .lower import ir, lower_schedule
+from .lower import finish, ir, lower_schedule
 from .runtime import Kernel
 from .schedule import Schedule, schedule
 
@@ -35,7 +35,7 @@ def lower(s, name: str | None = None, trace: bool = False):
     isl's loop generation and after each pass (allocate, extents, simplify, unroll,
     ...), printed one after another, each unchanged step by name only; index it by a
     pass's name (`td.lower(s, trace=True)["unroll"]`)."""
-    return lower_schedule(as_schedule(s), name, trace=trace)
+    return lower_schedule(as_schedule(s), name, trace=trace, late=trace)
 
 
 _BUILT: dict[tuple, tuple[ir.LoweredFunc, CModule | LLVMModule]] = {}
@@ -57,15 +57,16 @@ def build(s, target: str = "c", name: str | None = None) -> Kernel:
     if hit is not None:
         func, module = hit
         return Kernel(sched, func, module, target, time.perf_counter() - t0)
-    func = lower_schedule(sched, name)
+    func = lower_schedule(sched, name, late=False)  # the loop nest the kernel shows
+    assert isinstance(func, ir.LoweredFunc)
     if target == "c":
         from .backend_c import build as build_c
 
-        module = build_c(func)
+        module = build_c(finish(func))
     else:
         from .backend_llvm import build as build_llvm
 
-        module = build_llvm(func)
+        module = build_llvm(finish(func))
     if len(_BUILT) >= _BUILT_LIMIT:
         _BUILT.pop(next(iter(_BUILT)))
     _BUILT[key] = (func, module)

@@ -93,8 +93,9 @@ def test_split_tail_is_guarded_by_bounds():
                                   "three_stencils_parallel"])
 def test_generated_c_golden(name, update_golden):
     from tdsl.backend_c import render
+    from tdsl.lower import finish
 
-    text = render(td.lower(cases()[name]))
+    text = render(finish(td.lower(cases()[name])))
     path = GOLDEN / f"{name}.c"
     if update_golden or not path.exists():
         path.write_text(text)

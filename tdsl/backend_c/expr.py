@@ -124,7 +124,8 @@ class ExprEmitter:
     def element(self, buffer: Buffer, indices: tuple[Expr, ...]) -> CExpr:
         """`buf[offset]`: accesses reach the target flat (the `flatten` pass)."""
         if len(indices) != 1:
-            raise ValueError(f"access to {buffer.name} is not flat: {len(indices)} indices")
+            raise ValueError(f"access to {buffer.name} is not flat: {len(indices)} indices "
+                             "(targets take loop IR through tdsl.lower.finish)")
         return subscript(self.name_of("buf", buffer.name), self(indices[0]))
 
     # ------------------------------------------------------------ operators

@@ -463,7 +463,8 @@ class _FunctionEmitter:
     def address(self, buf: Buffer, indices: tuple[Expr, ...]) -> ir.Value:
         """The element's address: accesses reach the target flat (the `flatten` pass)."""
         if len(indices) != 1:
-            raise ValueError(f"access to {buf.name!r} is not flat: {len(indices)} indices")
+            raise ValueError(f"access to {buf.name!r} is not flat: {len(indices)} indices "
+                             "(targets take loop IR through tdsl.lower.finish)")
         offset = self.typed(indices[0], index)
         try:
             base = self.ptrs[buf.name]

@@ -21,6 +21,11 @@ then the loop-IR passes, in this order (`PASSES`), each followed by `verify`:
     unswitch full-tile tests of unrolled edge blocks hoisted out of invariant loops
     fold     loops of at most one iteration become bindings of their variable
     inbounds every scratch-buffer access proven inside its allocation (isl), or an error
+
+`td.lower(s)` shows the loop nest at this point. Then the late passes
+(`LATE_PASSES`, run by `finish` when a target builds), which write it out for
+the targets:
+
     flatten  every buffer access one row-major offset
     legalise numpy's operations (floor //, %, NaN-propagating float min/max, abs,
              float32 exp) written out in core operations the targets map one to one
@@ -65,21 +70,23 @@ PASSES: tuple[tuple[str, Pass], ...] = (
     ("fold", fold_loops),
     ("inbounds", check_in_bounds),
 )
-# the passes that make loop IR what every target takes (`finish` runs them alone)
+# the passes that make loop IR what every target takes: after `inbounds` the loop nest
+# is complete and is what `td.lower` shows; these write it out for the targets
 LATE_PASSES: tuple[tuple[str, Pass], ...] = (
     ("flatten", flatten),
     ("legalise", legalise),
 )
-PASSES += LATE_PASSES
 
 
-def finish(func: ir.LoweredFunc) -> ir.LoweredFunc:
-    """`func` (loop IR built by hand, or lowered only up to `inbounds`) through the
-    late passes (`LATE_PASSES`: flatten, legalise): the IR a target takes. Unlike
-    `lower_schedule`, it does not verify (hand-built IR may leave out what lowering
-    always provides, such as a vectorized loop's `max_extent`)."""
+def finish(func: ir.LoweredFunc, check: bool = True) -> ir.LoweredFunc:
+    """`func` (lowered by `lower_schedule(..., late=False)`, or loop IR built by hand)
+    through the late passes (`LATE_PASSES`: flatten, legalise): the IR a target takes.
+    `check=False` skips the verifier after each pass (hand-built IR may leave out what
+    lowering always provides, such as a vectorized loop's `max_extent`)."""
     for _, run in LATE_PASSES:
         func = run(func)
+        if check:
+            verify(func)
     return func
 
 
@@ -121,19 +128,22 @@ class Trace:
 
 
 def lower_schedule(sched: Schedule, name: str | None = None, trace: bool = False,
-                   workspace: bool = False) -> ir.LoweredFunc | Trace:
+                   workspace: bool = False, late: bool = True) -> ir.LoweredFunc | Trace:
     """Lower a schedule to a verified loop-IR function named `name`, in a child process
     with a hard time limit (see `budget.bounded`); with `trace`, the `Trace` of every
     step instead. With `workspace`, every temp buffer lives in a workspace the caller
-    passes in (for targets without a heap), not on the stack or the heap."""
+    passes in (for targets without a heap), not on the stack or the heap. With
+    `late=False`, the loop nest before the late passes (what `td.lower` shows; `finish`
+    completes it)."""
     name = name or f"tdsl_{sched.outputs[0].name}"
     what = f"the schedule of {', '.join(o.name for o in sched.outputs)}"
-    steps = bounded(what, lambda: _lower(sched, name, what, trace, workspace))
+    steps = bounded(what, lambda: _lower(sched, name, what, trace, workspace,
+                                         PASSES + LATE_PASSES if late else PASSES))
     return Trace(steps) if trace else steps[-1][1]
 
 
-def _lower(sched: Schedule, name: str, what: str, keep: bool,
-           workspace: bool) -> list[tuple[str, ir.LoweredFunc]]:
+def _lower(sched: Schedule, name: str, what: str, keep: bool, workspace: bool,
+           passes: tuple[tuple[str, Pass], ...]) -> list[tuple[str, ir.LoweredFunc]]:
     """The steps of one lowering (only the last one unless `keep`)."""
     steps: list[tuple[str, ir.LoweredFunc]] = []
     with isl_budget(what):
@@ -149,8 +159,8 @@ def _lower(sched: Schedule, name: str, what: str, keep: bool,
             func, temps = convert(model, ast, vectors, name)
             func = verify(func, pending=frozenset(b.name for b, _ in temps), placed=False)
         steps.append(("convert", func))
-        passes = (("allocate", lambda f: place_allocations(f, temps, workspace)),) + PASSES
-        for pass_name, run in passes:
+        allocate: Pass = lambda f: place_allocations(f, temps, workspace)  # noqa: E731
+        for pass_name, run in (("allocate", allocate), *passes):
             with step(f"the {pass_name} pass"):
                 func = verify(run(func))
             steps.append((pass_name, func))
