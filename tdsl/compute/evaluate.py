@@ -94,7 +94,7 @@ def evaluate(outputs, /, *positional, **arrays):
                 out = allocate(stage, bound.sizes, "intermediate stage")
             _Evaluation(stage, values, bound.sizes).run(out)
             values[stage] = out
-            for u in stage.updates:
+            for u in pipeline.updates_of(stage):
                 _UpdateRun(u, values, bound.sizes).run()
     found = tuple(results[s.name] for s in pipeline.outputs)
     return found if len(found) > 1 else found[0]

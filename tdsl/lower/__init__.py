@@ -103,6 +103,7 @@ def lower_schedule(sched: Schedule, name: str | None = None,
     """Lower a schedule to a verified loop-IR function named `name`, in a child process
     with a hard time limit (see `budget.bounded`); with `trace`, the `Trace` of every
     step instead."""
+    sched._require_current()
     name = name or f"tdsl_{sched.outputs[0].name}"
     what = f"the schedule of {', '.join(o.name for o in sched.outputs)}"
     steps = bounded(what, lambda: _lower(sched, name, what, trace))
