@@ -44,6 +44,8 @@ def test_a_pipeline_keeps_the_updates_it_saw():
     assert before.updates == () and before.updates_of(y) == ()
     assert after.updates == (u,) and after.schedulables == (y, u)
     assert before.stale() is u and after.stale() is None
+    with pytest.raises(AttributeError, match="cannot change"):
+        after.outputs = ()
 
 
 def test_building_before_and_after_an_update_gives_two_kernels():

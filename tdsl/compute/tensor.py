@@ -120,9 +120,9 @@ class _Value:
 
     def __setattr__(self, name: str, value) -> None:
         if "_sealed" in self.__dict__:
+            what = type(self).__name__ + (f" {self.__dict__['name']!r}" if "name" in self.__dict__ else "")
             raise AttributeError(
-                f"{type(self).__name__} {getattr(self, 'name', '')!r} cannot change after it is "
-                f"made (setting {name}); make a new one instead")
+                f"{what} cannot change after it is made (setting {name}); make a new one instead")
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
@@ -577,7 +577,7 @@ def tensors_read(e: Expr) -> list[Tensor]:
     return list(out)
 
 
-class Pipeline:
+class Pipeline(_Value):
     """The DAG of tensors that the given outputs depend on, in dependency order.
 
     A pipeline is a snapshot: each stage it reaches comes with the updates defined
@@ -634,6 +634,7 @@ class Pipeline:
                     if s.name in by_name:
                         raise DefinitionError(f"size {s.name!r} has the same name as a tensor")
         self.sizes: tuple[Size, ...] = tuple(sizes[n] for n in sorted(sizes))
+        self._seal()
 
     def updates_of(self, s: Stage) -> tuple[Update, ...]:
         """The updates of stage `s` in this pipeline, in creation order."""
