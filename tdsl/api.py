@@ -46,13 +46,14 @@ def build(s, target: str = "c", name: str | None = None) -> Kernel:
     """Compile a schedule into a callable Kernel. target: "c" (default) or "llvm".
 
     Building the same schedule again in one process returns a kernel sharing the
-    first one's compiled code (schedules are immutable values; the key also
-    covers updates added to the pipeline's stages since)."""
+    first one's compiled code (schedules are immutable values, and a schedule's value
+    includes the updates its pipeline had when it was made)."""
     sched = as_schedule(s)
     if target not in TARGETS:
         raise ArgumentError(f"unknown target {target!r}; valid targets are {', '.join(TARGETS)}")
+    sched._require_current()
     t0 = time.perf_counter()
-    key = (sched, target, name, tuple(len(x.updates) for x in sched.pipeline.stages))
+    key = (sched, target, name)
     hit = _BUILT.get(key)
     if hit is not None:
         func, module = hit

@@ -180,7 +180,7 @@ def _algorithm(pipeline: Pipeline) -> list[str]:
     out = []
     for s in pipeline.stages:
         out.append(f"{s.name}[{', '.join(d.name for d in s.dims)}] = {show(s.expr)}")
-        out += [repr(u) for u in s.updates]
+        out += [repr(u) for u in pipeline.updates_of(s)]
     return [line.replace("*/", "* /") for line in out]
 
 

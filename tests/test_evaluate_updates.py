@@ -1,9 +1,9 @@
 """`td.update` in the numpy reference evaluator, against hand-written Python loops.
 
 Every pipeline is built by a `*_pipeline` function (reusable elsewhere) and
-evaluated three ways that must agree bit for bit: the default strategy, every
-point visited one at a time, and vector runs tried at every point (see
-`_UpdateRun` in tdsl/compute/evaluate.py).
+evaluated two ways that must agree bit for bit: the default, which computes
+the rows of an update at once where that is exact, and every point visited one
+at a time (see `_by_rows` in tdsl/compute/evaluate.py).
 """
 
 from __future__ import annotations
@@ -20,21 +20,17 @@ from tdsl.errors import DefinitionError
 
 rng = np.random.default_rng(7)
 
-# (shortest vector run, points visited after conflicting reads, runs before judging)
-MODES = {
-    "default": (ev._VECTOR_MIN, ev._POINT_STRETCH, ev._VECTOR_JUDGE),
-    "points": (10**9, 1, 4),
-    "vector": (1, 1, 0),
-}
+# whether rows of an update are computed at once where that is exact
+MODES = {"rows": True, "points": False}
 
 
 def evaluate_in(mode: str, outputs, **arrays):
-    saved = ev._VECTOR_MIN, ev._POINT_STRETCH, ev._VECTOR_JUDGE
-    ev._VECTOR_MIN, ev._POINT_STRETCH, ev._VECTOR_JUDGE = MODES[mode]
+    saved = ev._ROWS
+    ev._ROWS = MODES[mode]
     try:
         return evaluate(outputs, **arrays)
     finally:
-        ev._VECTOR_MIN, ev._POINT_STRETCH, ev._VECTOR_JUDGE = saved
+        ev._ROWS = saved
 
 
 def assert_same(got, want):
@@ -695,20 +691,29 @@ def test_random_in_place_stencils(target, seed):
     check(y, want, x=x0)
 
 
-def test_vector_runs_are_used_where_they_are_exact(monkeypatch):
-    one_at_a_time = []
-    points = ev._UpdateRun._points
+def test_rows_are_computed_at_once_where_that_is_exact(monkeypatch):
+    rows: list[bool] = []
+    row = ev._row
 
-    def counting(self, d, lo, hi):
-        one_at_a_time.append(hi - lo)
-        points(self, d, lo, hi)
+    def counting(*args):
+        rows.append(row(*args))
+        return rows[-1]
 
-    monkeypatch.setattr(ev._UpdateRun, "_points", counting)
-    C = accumulate_matmul_pipeline("kij")  # no point of a run reads another's write
+    monkeypatch.setattr(ev, "_row", counting)
+    C = accumulate_matmul_pipeline("kij")  # each point reads only the element it writes
     a = rng.standard_normal((16, 16)).astype(np.float32)
     evaluate(C, A=a, B=a)
-    assert sum(one_at_a_time) == 0
-    path = floyd_warshall_pipeline()  # a run over j reads path[i, k], written at j = k
+    assert rows == [True] * 16 * 16
+    rows.clear()
+    S = jacobi_1d_time_pipeline()  # a row over i reads the row before it
+    evaluate(S, A0=np.zeros(9), B0=np.zeros(9), T2=4)
+    assert rows == [True] * 4
+    rows.clear()
+    path = floyd_warshall_pipeline()  # a row over j reads path[i, k], written at j = k
     p0 = rng.integers(1, 100, (16, 16)).astype(np.int32)
     assert_same(evaluate(path, P0=p0), floyd_warshall_reference(p0))
-    assert sum(one_at_a_time) < 16**3 // 4
+    assert rows == [False]  # and the later rows are visited point by point
+    rows.clear()
+    y = last_write_pipeline()  # a row writes one element twice
+    evaluate(y, idx=np.zeros(12, np.int32), v=np.zeros(12, np.int32))
+    assert rows == [False]

@@ -1,9 +1,22 @@
-"""Tensors, stages, boundary views, reductions and pipelines."""
+"""Tensors, stages, boundary views, reductions and pipelines.
+
+The algorithm is a graph of values: a tensor, a view, an update or an
+expression never changes once it is made. `td.update(y[r], ...)` defines
+something new about `y` later, so the updates of a stage are recorded, in
+creation order, in a record the stage owns (the stage's lifetime bounds its
+updates'; a module-level registry keyed by stage would keep every stage alive,
+since an update holds its stage). Nothing downstream reads that record
+directly: a `Pipeline` takes a snapshot of it for every stage it reaches when
+it is made, and schedules, lowering, kernels and `td.evaluate` all work on a
+pipeline, so a pipeline made before an update and one made after are
+different values.
+"""
 
 from __future__ import annotations
 
 import itertools
 import keyword
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
@@ -97,7 +110,27 @@ def _distinct_names(dims: list, what: str, where: str) -> None:
         "each needs its own name, e.g. td.dims(\"y x\")")
 
 
-class TensorLike:
+class _Value:
+    """A graph object: its constructor sets its attributes and ends with `_seal()`;
+    afterwards setting or deleting an attribute raises."""
+
+    __slots__ = ()
+
+    def _seal(self) -> None:
+        object.__setattr__(self, "_sealed", True)
+
+    def __setattr__(self, name: str, value) -> None:
+        if "_sealed" in self.__dict__:
+            what = type(self).__name__ + (f" {self.__dict__['name']!r}" if "name" in self.__dict__ else "")
+            raise AttributeError(
+                f"{what} cannot change after it is made (setting {name}); make a new one instead")
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__}: attribute {name} cannot be deleted")
+
+
+class TensorLike(_Value):
     """A tensor or a boundary view of one: what `t[i, j]` indexes."""
 
     name: str
@@ -156,7 +189,7 @@ class TensorLike:
 class Tensor(TensorLike):
     """A named n-d array over named dims: a pipeline input or a stage."""
 
-    def __init__(self, name: str, shape: dict, dtype, what: str):
+    def __init__(self, name: str, shape: dict, dtype, what: str, order: float | None = None):
         self.name = _check_name(name, what)
         if not isinstance(shape, dict) or not shape:
             raise DefinitionError(f"{what} {name!r}: shape must be a non-empty dict {{dim: extent}}")
@@ -169,7 +202,9 @@ class Tensor(TensorLike):
             _extent(v, f"{what} {name!r}, dim {d.name}") for d, v in shape.items()
         )
         self.dtype = dt.as_dtype(dtype)
-        self.order: float = next(_order)  # primitives place new stages between others
+        # pipeline order among tensors that do not depend on each other: creation order,
+        # except that a stage a schedule primitive adds is placed between others
+        self.order: float = next(_order) if order is None else order
 
     @property
     def ndim(self) -> int:
@@ -184,21 +219,37 @@ class Tensor(TensorLike):
 
 
 class Input(Tensor):
+    """A pipeline input: an array the caller passes."""
+
     def __init__(self, name, shape, dtype):
         super().__init__(name, shape, dtype, "input")
+        self._seal()
 
 
 class Stage(Tensor):
-    """A tensor defined by an index expression over its dims."""
+    """A tensor defined by an index expression over its dims.
 
-    def __init__(self, name, shape, expr):
+    `order` places a stage a schedule primitive makes among the others (default:
+    after every tensor made so far)."""
+
+    def __init__(self, name, shape, expr, order: float | None = None):
         if isinstance(expr, TensorLike):
             raise DefinitionError(f"stage {name!r}: the definition is a tensor; index it, e.g. T[i, j]")
         e = const(expr) if not isinstance(expr, Expr) else expr
-        super().__init__(name, shape, e.dtype, "stage")
+        super().__init__(name, shape, e.dtype, "stage", order)
         self.expr = e
-        self.updates: list[Update] = []
         self._validate()
+        # the updates defined on this stage, in creation order: only `Update` appends
+        # to it, and only `Pipeline` (a snapshot) and `updates` read it
+        self._recorded: list[Update] = []
+        self._seal()
+
+    @property
+    def updates(self) -> tuple[Update, ...]:
+        """The updates defined on this stage so far, in creation order. Pipelines,
+        schedules and kernels use the updates their pipeline saw when it was made
+        (`Pipeline.updates_of`)."""
+        return tuple(self._recorded)
 
     @property
     def reduction(self) -> Reduce | None:
@@ -256,7 +307,7 @@ class Stage(Tensor):
             )
 
 
-class Update:
+class Update(_Value):
     """`td.update(y[r], y[r - 1] + x[r], over={r: (1, N)})`: an in-place definition.
 
     For each point of `over` in lexicographic order (first dim outermost), the
@@ -273,7 +324,7 @@ class Update:
                 f"y[r]; got {target!r}")
         stage: Stage = target.tensor
         self.stage = stage
-        self.index = len(stage.updates)
+        self.index = len(stage._recorded)
         self.name = f"{stage.name}.u{self.index}"
         what = f"td.update of {stage.name}"
         if not isinstance(over, dict) or not over:
@@ -300,7 +351,8 @@ class Update:
         self.value = _coerce(v, stage.dtype)
         self._validate(what)
         self.order = next(_order)
-        stage.updates.append(self)
+        self._seal()
+        stage._recorded.append(self)  # the stage's record of its updates, never its value
 
     def _validate(self, what: str) -> None:
         allowed: list[Dim] = []
@@ -359,17 +411,18 @@ class BoundaryView(TensorLike):
             tensor = tensor.tensor
         if not isinstance(tensor, Tensor):
             raise DefinitionError(f"td.{mode} needs a tensor (td.input or td.compute), got {tensor!r}")
+        v = _coerce(value, tensor.dtype) if mode == "pad" else None
+        if v is not None and not isinstance(v, Const):
+            if isinstance(v, Cast) and isinstance(v.a, Const):
+                v = const(v.a.value, tensor.dtype) if dt.scalar_fits(v.a.value, tensor.dtype) else v
+            else:
+                raise DefinitionError(f"td.pad({tensor.name}, value): value must be a constant")
         self.tensor: Tensor = tensor
         self.mode = mode
         self.name = tensor.name
         self.dtype = tensor.dtype
-        self.value = _coerce(value, tensor.dtype) if mode == "pad" else None
-        if self.value is not None and not isinstance(self.value, Const):
-            if isinstance(self.value, Cast) and isinstance(self.value.a, Const):
-                self.value = const(self.value.a.value, tensor.dtype) if dt.scalar_fits(
-                    self.value.a.value, tensor.dtype) else self.value
-            else:
-                raise DefinitionError(f"td.pad({tensor.name}, value): value must be a constant")
+        self.value = v
+        self._seal()
 
     @property
     def dims(self):
@@ -506,10 +559,10 @@ def identity(op: ReduceOp, d: DType):
 # ---------------------------------------------------------------- pipelines
 
 
-def stage_reads(s: Stage) -> list[Tensor]:
-    """Tensors a stage's definition and its updates read (not the stage itself)."""
+def stage_reads(s: Stage, updates: tuple[Update, ...]) -> list[Tensor]:
+    """Tensors a stage's definition and the given updates of it read (not the stage itself)."""
     out = dict.fromkeys(tensors_read(s.expr))
-    for u in s.updates:
+    for u in updates:
         for e in (*u.indices, u.value):
             out.update(dict.fromkeys(tensors_read(e)))
     out.pop(s, None)
@@ -525,10 +578,15 @@ def tensors_read(e: Expr) -> list[Tensor]:
     return list(out)
 
 
-class Pipeline:
-    """The DAG of tensors that the given outputs depend on, in dependency order."""
+class Pipeline(_Value):
+    """The DAG of tensors that the given outputs depend on, in dependency order.
 
-    def __init__(self, outputs):
+    A pipeline is a snapshot: each stage it reaches comes with the updates defined
+    on it when the pipeline was made (`updates_of`); updates defined later belong to
+    pipelines made later. `known` gives the updates of some stages explicitly (a
+    schedule primitive that rebuilds a pipeline keeps its snapshot)."""
+
+    def __init__(self, outputs, known: Mapping[Stage, tuple[Update, ...]] | None = None):
         if isinstance(outputs, Tensor):
             outputs = (outputs,)
         if not isinstance(outputs, (tuple, list)):
@@ -543,19 +601,22 @@ class Pipeline:
         if len(set(outputs)) != len(outputs):
             raise DefinitionError("an output stage is listed twice")
         self.outputs: tuple[Stage, ...] = outputs
+        updates: dict[Stage, tuple[Update, ...]] = {}
         seen: dict[Tensor, None] = {}
-        stack = list(outputs)
+        stack: list[Tensor] = list(outputs)
         while stack:
             t = stack.pop()
             if t in seen:
                 continue
             seen[t] = None
             if isinstance(t, Stage):
-                stack.extend(stage_reads(t))
-        self.tensors: tuple[Tensor, ...] = _topological(list(seen))
+                updates[t] = known[t] if known is not None and t in known else t.updates
+                stack.extend(stage_reads(t, updates[t]))
+        self._updates = updates
+        self.tensors: tuple[Tensor, ...] = _topological(list(seen), self.reads)
         self.inputs = tuple(t for t in self.tensors if isinstance(t, Input))
         self.stages = tuple(t for t in self.tensors if isinstance(t, Stage))
-        self.updates = tuple(u for s in self.stages for u in s.updates)
+        self.updates: tuple[Update, ...] = tuple(u for s in self.stages for u in updates[s])
         by_name: dict[str, Tensor] = {}
         for t in self.tensors:
             if t.name in by_name:
@@ -565,7 +626,7 @@ class Pipeline:
         sizes: dict[str, Size] = {}
         for t in self.tensors:
             exprs = list(t.shape) + ([t.expr] if isinstance(t, Stage) else [])
-            for u in getattr(t, "updates", ()):
+            for u in updates[t] if isinstance(t, Stage) else ():
                 exprs += [u.value, *u.indices, *(b for ax in u.axes for b in (ax.lo, ax.hi))]
             for e in exprs:
                 for s in sizes_in(e):
@@ -574,14 +635,31 @@ class Pipeline:
                     if s.name in by_name:
                         raise DefinitionError(f"size {s.name!r} has the same name as a tensor")
         self.sizes: tuple[Size, ...] = tuple(sizes[n] for n in sorted(sizes))
+        self._seal()
+
+    def updates_of(self, s: Stage) -> tuple[Update, ...]:
+        """The updates of stage `s` in this pipeline, in creation order."""
+        return self._updates[s]
+
+    def reads(self, s: Stage) -> list[Tensor]:
+        """Tensors stage `s` and its updates read (not `s` itself)."""
+        return stage_reads(s, self._updates[s])
 
     def consumers(self, t: Tensor) -> list[Stage]:
-        return [s for s in self.stages if t in stage_reads(s)]
+        return [s for s in self.stages if t in self.reads(s)]
+
+    def stale(self) -> Update | None:
+        """The first update defined on a stage of this pipeline after the pipeline was
+        made, or None while the pipeline is current."""
+        for s in self.stages:
+            if len(s._recorded) > len(self._updates[s]):
+                return s._recorded[len(self._updates[s])]
+        return None
 
     @property
     def schedulables(self) -> tuple:
         """Everything with loops: stages, then each stage's updates in order."""
-        return tuple(x for s in self.stages for x in (s, *s.updates))
+        return tuple(x for s in self.stages for x in (s, *self._updates[s]))
 
     def stage(self, name: str):
         """The stage (or update, named like "y.u0") called `name`."""
@@ -592,9 +670,9 @@ class Pipeline:
         raise DefinitionError(f"no stage named {name!r} in this pipeline; stages are: {valid}")
 
 
-def _topological(tensors: list[Tensor]) -> tuple[Tensor, ...]:
+def _topological(tensors: list[Tensor], reads) -> tuple[Tensor, ...]:
     """Producers before consumers, ties broken by creation order; cycles are refused."""
-    deps = {t: [d for d in stage_reads(t) if d in tensors] if isinstance(t, Stage) else []
+    deps = {t: [d for d in reads(t) if d in tensors] if isinstance(t, Stage) else []
             for t in tensors}
     done: dict[Tensor, None] = {}
     visiting: list[Tensor] = []

@@ -135,6 +135,7 @@ def lower_schedule(sched: Schedule, name: str | None = None, trace: bool = False
     passes in (for targets without a heap), not on the stack or the heap. With
     `late=False`, the loop nest before the late passes (what `td.lower` shows; `finish`
     completes it)."""
+    sched._require_current()
     name = name or f"tdsl_{sched.outputs[0].name}"
     what = f"the schedule of {', '.join(o.name for o in sched.outputs)}"
     steps = bounded(what, lambda: _lower(sched, name, what, trace, workspace,

@@ -12,7 +12,7 @@ from dataclasses import Field, dataclass, fields
 from typing import TYPE_CHECKING, ClassVar
 
 from ..compute import Dim, Stage, Update
-from ..compute.tensor import Tensor, stage_reads
+from ..compute.tensor import Tensor
 from ..errors import ScheduleError
 from .state import LFuse, LInner, Loop, LoopKind, LOuter, Placement, State, with_kind
 
@@ -390,9 +390,10 @@ def _producer(prim, st: State, stage) -> Stage:
     if isinstance(stage, Update):
         raise _err(prim, f"{stage.name} is an update; it runs at root right after "
                          f"{stage.stage.name} and its earlier updates")
-    if stage.updates:
-        raise _err(prim, f"{stage.name} has updates ({', '.join(u.name for u in stage.updates)}), "
-                         "so it is computed and updated in full at root")
+    if st.pipeline.updates_of(stage):
+        names = ", ".join(u.name for u in st.pipeline.updates_of(stage))
+        raise _err(prim, f"{stage.name} has updates ({names}), so it is computed and updated in "
+                         "full at root")
     if stage in st.pipeline.outputs:
         raise _err(prim, f"{stage.name} is an output of the pipeline and is always stored in full; "
                          "only intermediate stages can be inlined or computed inside another stage")
@@ -409,7 +410,7 @@ def _depends_on(pipeline, consumer: Stage, producer: Stage) -> bool:
         if t in seen or not isinstance(t, Stage):
             continue
         seen.add(t)
-        stack.extend(stage_reads(t))
+        stack.extend(pipeline.reads(t))
     return False
 
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 from ..compute import Stage
 from ..compute import expr as cx
-from ..compute.tensor import BoundaryView, Pipeline, Tensor, stage_reads
+from ..compute.tensor import BoundaryView, Pipeline, Tensor
 from ..errors import ScheduleError
 from .state import ROOT, Placement, State, initial_loops
 
@@ -44,9 +44,7 @@ def new_stage(name: str, like: Tensor, expr: cx.Expr, order: float, dims=None, s
     """A stage made by a primitive, placed in pipeline order at `order`."""
     dims = like.dims if dims is None else dims
     shape = like.shape if shape is None else shape
-    s = Stage(name, dict(zip(dims, shape)), expr)
-    s.order = order
-    return s
+    return Stage(name, dict(zip(dims, shape)), expr, order)
 
 
 def restage(st: State, what: str, defs: dict[Stage, cx.Expr],
@@ -57,19 +55,22 @@ def restage(st: State, what: str, defs: dict[Stage, cx.Expr],
     definition: they restart from their initial loops. Stages that appear only
     inside the new definitions are new: computed at root with their initial
     loops."""
+    old = st.pipeline
     mapping: dict[Tensor, Stage] = {}  # old stage -> its rebuilt replacement
-    for s in st.pipeline.stages:  # producers first
+    for s in old.stages:  # producers first
         expr = retarget(defs.get(s, s.expr), mapping)
-        if expr is s.expr and not any(t in mapping for t in stage_reads(s)):
+        if expr is s.expr and not any(t in mapping for t in old.reads(s)):
             continue
-        if s.updates:
+        if old.updates_of(s):
+            names = ", ".join(u.name for u in old.updates_of(s))
             raise ScheduleError(
-                f"{what}: {s.name} has updates ({', '.join(u.name for u in s.updates)}), so its "
-                "definition cannot be restaged; compute it as it is")
+                f"{what}: {s.name} has updates ({names}), so its definition cannot be "
+                "restaged; compute it as it is")
         rebuilt = new_stage(s.name, s, expr, s.order)
         mapping[s] = rebuilt
-    outputs = tuple(mapping.get(o, o) for o in st.pipeline.outputs)
-    st.pipeline = Pipeline(outputs)
+    outputs = tuple(mapping.get(o, o) for o in old.outputs)
+    # the stages kept keep the updates the schedule's pipeline saw; new ones have none
+    st.pipeline = Pipeline(outputs, known={s: old.updates_of(s) for s in old.stages})
     _move(st, mapping, {mapping[s] for s in fresh_loops})
     for s in st.pipeline.stages:
         if s not in st.loops:  # a stage the primitive added

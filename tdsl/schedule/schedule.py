@@ -98,6 +98,7 @@ class Schedule:
 
         The proof is lowering's (it needs the polyhedral model); lowering provides it
         through `set_legality_check` when it is imported, as `import tdsl` does."""
+        self._require_current()
         if _LEGALITY_CHECK is None:
             raise ScheduleError("no legality check is available: import tdsl (tdsl.lower "
                                 "provides it) before checking a schedule")
@@ -163,11 +164,25 @@ class Schedule:
         return self._state.loop_names(found)
 
     def __eq__(self, other) -> bool:
+        # the pipeline's updates too: a schedule of y made before td.update(y[...], ...)
+        # and one made after schedule different pipelines
         return (isinstance(other, Schedule) and self.outputs == other.outputs
+                and self.pipeline.updates == other.pipeline.updates
                 and self.primitives == other.primitives)
 
     def __hash__(self) -> int:
-        return hash((self.outputs, self.primitives))
+        return hash((self.outputs, self.pipeline.updates, self.primitives))
+
+    def _require_current(self) -> None:
+        """Refuse to compile a schedule whose stages gained updates after it was made: it
+        schedules the pipeline as it was then, which no longer means what `y` means."""
+        late = self.pipeline.stale()
+        if late is not None:
+            outs = ", ".join(o.name for o in self.outputs)
+            raise ScheduleError(
+                f"update {late.name} ({late!r}) was defined after this schedule of {outs} was "
+                "made, so the schedule does not cover it; make the schedule again "
+                f"(td.schedule({outs}) and the same primitives)")
 
     def to_json(self) -> str:
         return json.dumps({

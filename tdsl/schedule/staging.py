@@ -36,9 +36,9 @@ def _plain_stage(prim: Primitive, st: State, stage) -> Stage:
     stage = _stage(prim, st, stage)
     if isinstance(stage, Update):
         raise _err(prim, f"{stage.name} is an update; {prim.method} applies to stages")
-    if stage.updates:
-        raise _err(prim, f"{stage.name} has updates ({', '.join(u.name for u in stage.updates)}), "
-                         "so its definition cannot be restaged")
+    if st.pipeline.updates_of(stage):
+        names = ", ".join(u.name for u in st.pipeline.updates_of(stage))
+        raise _err(prim, f"{stage.name} has updates ({names}), so its definition cannot be restaged")
     if stage in st.touched:
         raise _err(prim, f"{stage.name}'s loops were already scheduled; apply {prim.method} first, "
                          f"then schedule the loops of {stage.name} and of the new stage")

@@ -454,8 +454,8 @@ def buffers_for(model: Model) -> dict[Tensor, ir.Buffer]:
     def shape_of(t: Tensor) -> tuple[ir.Expr, ...]:
         return tuple(index_expr(e, {}) for e in t.shape)
 
-    for t in pipeline.inputs:
-        out[t] = ir.Buffer(t.name, t.dtype, shape_of(t), "input")
+    for inp in pipeline.inputs:
+        out[inp] = ir.Buffer(inp.name, inp.dtype, shape_of(inp), "input")
     for t in model.boxes:
         if t in pipeline.outputs:
             out[t] = ir.Buffer(t.name, t.dtype, shape_of(t), "output")

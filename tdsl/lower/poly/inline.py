@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ... import dtypes as dt
 from ...compute import expr as cx
-from ...compute.tensor import BoundaryView, Stage, is_affine_index
+from ...compute.tensor import BoundaryView, Pipeline, Stage, Update, is_affine_index
 
 
 def _clamped(idx: tuple[cx.Expr, ...], shape) -> tuple[cx.Expr, ...]:
@@ -19,10 +19,10 @@ def _in_range(idx, shape) -> cx.Expr:
     return out
 
 
-def effective_exprs(stages, inlined: set[Stage]) -> tuple[dict, dict]:
+def effective_exprs(pipeline: Pipeline, inlined: set[Stage]) -> tuple[dict, dict]:
     """Each stage's definition and each update's value (first dict), and each update's
     target Access (second dict), with every inlined producer substituted in."""
-    done: dict[Stage, cx.Expr] = {}
+    done: dict[Stage | Update, cx.Expr] = {}
 
     def value_at(p: Stage, idx: tuple[cx.Expr, ...]) -> cx.Expr:
         mapping = {d: (i if i.dtype == dt.int32 else cx.Cast(i, dt.int32)) for d, i in zip(p.dims, idx)}
@@ -48,11 +48,11 @@ def effective_exprs(stages, inlined: set[Stage]) -> tuple[dict, dict]:
         assert t.value is not None  # a pad view has its value
         return cx.Select(_in_range(n.indices, base.shape), v, t.value, v.dtype)
 
-    for s in stages:  # in dependency order, so producers are rewritten first
+    for s in pipeline.stages:  # in dependency order, so producers are rewritten first
         done[s] = cx.transform(s.expr, rewrite)
     targets = {}
-    for s in stages:
-        for u in s.updates:
+    for s in pipeline.stages:
+        for u in pipeline.updates_of(s):
             done[u] = cx.transform(u.value, rewrite)
             targets[u] = cx.transform(u.target(), rewrite)
     return done, targets

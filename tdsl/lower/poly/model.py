@@ -529,7 +529,7 @@ def build_model(sched: Schedule) -> Model:
     st = sched.state
     params = [s.name for s in pipeline.sizes]
     inlined = {s for s in pipeline.stages if st.compute[s].kind == "inline"}
-    exprs, targets = effective_exprs(pipeline.stages, inlined)
+    exprs, targets = effective_exprs(pipeline, inlined)
     context = _context(pipeline, params)
     taken = set(params) | {t.name for t in pipeline.tensors}
     roots, groups = _structure(sched, _Namer(taken))
