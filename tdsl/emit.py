@@ -47,8 +47,9 @@ def emit_c(schedule, name: str, out_dir) -> tuple[Path, Path]:
     _check_name(name)
     func = lower_schedule(sched, name, workspace=True)
     conditions = extent_conditions(sched.pipeline)
-    c = render_standalone(func, tuple(legalise_expr(cond) for cond, _ in conditions),
-                          f"{name}.h")
+    checks = tuple(ir.Compare(cond.op, legalise_expr(cond.a), legalise_expr(cond.b))
+                   for cond, _ in conditions)
+    c = render_standalone(func, checks, f"{name}.h")
     header = render_header(sched, func, c, [text for _, text in conditions])
     out = Path(out_dir)
     c_path, h_path = out / f"{name}.c", out / f"{name}.h"

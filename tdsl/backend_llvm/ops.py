@@ -13,6 +13,7 @@ are `i1` internally), index `i64`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 from llvmlite import ir
@@ -176,6 +177,7 @@ LIBM = {"tanh": {32: "tanhf", 64: "tanh"}}
 
 def binary(b: ir.IRBuilder, op: str, dtype: DType, x: ir.Value, y: ir.Value) -> ir.Value:
     """`x op y` in `dtype` (operands already of that dtype)."""
+    special: dict[str, Callable[..., ir.Value]]
     if dtype.is_bool:
         table, special = BOOL_BINARY, {}
     elif dtype.is_float:

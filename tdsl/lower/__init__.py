@@ -37,6 +37,7 @@ convert and after each pass, as a `Trace`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal, overload
 
 from ..schedule import Schedule
 from ..schedule.schedule import set_legality_check
@@ -125,6 +126,21 @@ class Trace:
                 out.append(f"--- after {step_name}:\n{func}")
             before = func
         return "\n".join(out)
+
+
+@overload
+def lower_schedule(sched: Schedule, name: str | None = None, trace: Literal[False] = False,
+                   workspace: bool = False, late: bool = True) -> ir.LoweredFunc: ...
+
+
+@overload
+def lower_schedule(sched: Schedule, name: str | None = None, *, trace: Literal[True],
+                   workspace: bool = False, late: bool = True) -> Trace: ...
+
+
+@overload
+def lower_schedule(sched: Schedule, name: str | None = None, trace: bool = False,
+                   workspace: bool = False, late: bool = True) -> ir.LoweredFunc | Trace: ...
 
 
 def lower_schedule(sched: Schedule, name: str | None = None, trace: bool = False,

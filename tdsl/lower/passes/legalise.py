@@ -73,11 +73,11 @@ def _c(value, dtype: dt.DType) -> ir.Const:
     return ir.Const(value, dtype)
 
 
-def _bin(op: str, a: ir.Expr, b: ir.Expr) -> ir.Binary:
+def _bin(op: ir.BinaryOp, a: ir.Expr, b: ir.Expr) -> ir.Binary:
     return ir.Binary(op, a, b, a.dtype)
 
 
-def _cmp(op: str, a: ir.Expr, b: ir.Expr) -> ir.Compare:
+def _cmp(op: ir.CompareOp, a: ir.Expr, b: ir.Expr) -> ir.Compare:
     return ir.Compare(op, a, b)
 
 
@@ -109,9 +109,9 @@ def _int_divmod(op: str, a: ir.Expr, b: ir.Expr, bind: Bind,
     if c == 0:
         return zero
     if c is not None and c > 0 and nonnegative(a):  # floor is truncation
-        trunc = {"floordiv": "tdiv", "mod": "trem"}[op]
+        trunc: ir.BinaryOp = "tdiv" if op == "floordiv" else "trem"
         if t == dt.index:
-            trunc = {"tdiv": "pdiv", "trem": "pmod"}[trunc]
+            trunc = "pdiv" if trunc == "tdiv" else "pmod"
         return _bin(trunc, a, b)
     if t.is_signed and c == -1:  # x // -1 wraps (MIN // -1 == MIN); x % -1 == 0
         return ir.Unary("neg", a, t) if op == "floordiv" else zero
@@ -124,16 +124,18 @@ def _int_divmod(op: str, a: ir.Expr, b: ir.Expr, bind: Bind,
         if not t.is_signed:
             if op == "mod":
                 return _bin("trem", a, d)
-            q = _bin("tdiv", a, d)
+            q: ir.Expr = _bin("tdiv", a, d)
             return q if c is not None else _select(_cmp("eq", b, zero), zero, q)
         # a signed constant divisor: truncation rounds toward zero, the floor steps down
         # where the remainder's sign is not the divisor's
+        assert c is not None  # signed, so the branch above is for a constant divisor
         a = bind(a, "x")
-        r = _bin("trem", a, d)
-        adjust = _cmp("lt" if c > 0 else "gt", r, zero)
+        rem: ir.Expr = _bin("trem", a, d)
+        below: ir.CompareOp = "lt" if c > 0 else "gt"
+        adjust: ir.Expr = _cmp(below, rem, zero)
         if op == "mod":
-            r = bind(r, "r")
-            return _select(_cmp("lt" if c > 0 else "gt", r, zero), _bin("add", r, d), r)
+            rem = bind(rem, "r")
+            return _select(_cmp(below, rem, zero), _bin("add", rem, d), rem)
         q = bind(_bin("tdiv", a, d), "q")
         return _select(adjust, _bin("sub", q, one), q)
     # a signed divisor: 0 and the pair (MIN, -1) divide by 1 instead (0 // 0 is then
@@ -161,6 +163,7 @@ def _float_divmod(op: str, a: ir.Expr, b: ir.Expr, bind: Bind) -> ir.Expr:
     m = bind(_bin("trem", a, b), "m")
     nonzero = _cmp("ne", m, zero)  # NaN too
     m_negative = _cmp("lt", m, zero)
+    signs_differ: ir.Expr
     if isinstance(b, ir.Const):  # the divisor's sign is known
         signs_differ = ir.Unary("invert", m_negative, dt.bool_) if b.value < 0 else m_negative
     else:
@@ -359,8 +362,8 @@ class _Legalise(Rewriter):
                 (c,), lets = self._own(c)
                 new = ir.If(c, self.visit(t), None if e is None else self.visit(e))
             case ir.Store(buf, idx, v):
-                (*idx, v), lets = self._own(*idx, v)
-                new = ir.Store(self.buffer(buf), tuple(idx), v)
+                (*own, v), lets = self._own(*idx, v)
+                new = ir.Store(self.buffer(buf), tuple(own), v)
             case ir.Let(name, v, body):
                 (v,), lets = self._own(v)
                 with self._nonnegative(name, v):

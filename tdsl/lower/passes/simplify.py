@@ -299,45 +299,36 @@ class _Simplify(Rewriter):
         if folded is not None:
             return folded
         if isinstance(e, ir.Compare) and e.op in _COMPARE:
-            d = _difference(e.a, e.b)
-            if d is not None:
-                return ir.Const(_COMPARE[e.op](d), dt.bool_)
-            if e.a.dtype == dt.index and e.b.dtype == dt.index:
-                known = _decide(e.op, self.range_of(ir.Binary("sub", e.a, e.b, dt.index)))
-                return None if known is None else ir.Const(known, dt.bool_)
-            return None
+            return self._compare(e)
         if isinstance(e, ir.Binary) and e.op in ("min", "max"):
-            d = _difference(e.a, e.b)
-            if d is not None:
-                return e.a if (d <= 0) == (e.op == "min") else e.b
-            if e.dtype == dt.index:
-                a_le_b = _decide("le", self.range_of(ir.Binary("sub", e.a, e.b, dt.index)))
-                if a_le_b is not None:
-                    return e.a if a_le_b == (e.op == "min") else e.b
-        if not isinstance(e, ir.Binary) or e.dtype != dt.index:
-            if isinstance(e, ir.Unary) and e.dtype == dt.index and isinstance(e.a, ir.Const):
-                return ir.Const(-e.a.value, dt.index)
-            return None
-        a, b = e.a, e.b
-        ca, cb = ir.int_value(a), ir.int_value(b)
-        if ca is not None and cb is not None and e.op in _FOLD:
-            v = _FOLD[e.op](ca, cb)
-            return ir.Const(v, dt.index) if v is not None else None
-        if e.op in ("add", "sub", "mul"):
-            n = normalize(e)
-            return None if n == e else n
-        if e.op == "add" and _is(b, 0) or e.op == "sub" and _is(b, 0):
-            return a
-        if e.op == "add" and _is(a, 0):
-            return b
-        if e.op == "mul" and _is(b, 1):
-            return a
-        if e.op == "mul" and _is(a, 1):
-            return b
-        if e.op == "mul" and (_is(a, 0) or _is(b, 0)):
-            return ir.Const(0, dt.index)
-        if e.op == "sub" and isinstance(a, ir.Binary) and a.op == "add" and a.b == b:
-            return a.a  # (x + y) - y
+            chosen = self._min_max(e)
+            if chosen is not None:
+                return chosen
+        if isinstance(e, ir.Binary) and e.dtype == dt.index:
+            return _index_binary(e)
+        if isinstance(e, ir.Unary) and e.dtype == dt.index and isinstance(e.a, ir.Const):
+            return ir.Const(-e.a.value, dt.index)
+        return None
+
+    def _compare(self, e: ir.Compare) -> ir.Expr | None:
+        """A comparison decided by the difference of its sides or by their ranges."""
+        d = _difference(e.a, e.b)
+        if d is not None:
+            return ir.Const(_COMPARE[e.op](d), dt.bool_)
+        if e.a.dtype == dt.index and e.b.dtype == dt.index:
+            known = _decide(e.op, self.range_of(ir.Binary("sub", e.a, e.b, dt.index)))
+            return None if known is None else ir.Const(known, dt.bool_)
+        return None
+
+    def _min_max(self, e: ir.Binary) -> ir.Expr | None:
+        """The operand a min or max picks, where that is known."""
+        d = _difference(e.a, e.b)
+        if d is not None:
+            return e.a if (d <= 0) == (e.op == "min") else e.b
+        if e.dtype == dt.index:
+            a_le_b = _decide("le", self.range_of(ir.Binary("sub", e.a, e.b, dt.index)))
+            if a_le_b is not None:
+                return e.a if a_le_b == (e.op == "min") else e.b
         return None
 
     def stmt(self, s):
@@ -352,6 +343,31 @@ class _Simplify(Rewriter):
             if len(flat) != len(s.stmts):
                 return ir.Block(tuple(flat))
         return None
+
+
+def _index_binary(e: ir.Binary) -> ir.Expr | None:
+    """Index arithmetic folded: constants, normal form of sums and products, identities."""
+    a, b = e.a, e.b
+    ca, cb = ir.int_value(a), ir.int_value(b)
+    if ca is not None and cb is not None and e.op in _FOLD:
+        v = _FOLD[e.op](ca, cb)
+        return ir.Const(v, dt.index) if v is not None else None
+    if e.op in ("add", "sub", "mul"):
+        n = normalize(e)
+        return None if n == e else n
+    if e.op == "add" and _is(b, 0) or e.op == "sub" and _is(b, 0):
+        return a
+    if e.op == "add" and _is(a, 0):
+        return b
+    if e.op == "mul" and _is(b, 1):
+        return a
+    if e.op == "mul" and _is(a, 1):
+        return b
+    if e.op == "mul" and (_is(a, 0) or _is(b, 0)):
+        return ir.Const(0, dt.index)
+    if e.op == "sub" and isinstance(a, ir.Binary) and a.op == "add" and a.b == b:
+        return a.a  # (x + y) - y
+    return None
 
 
 def _solve(op: ir.CompareOp, k: int, c: int) -> Range | None:
