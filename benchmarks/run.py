@@ -203,6 +203,41 @@ def table(rows: list[dict], limits: dict[str, float], markdown: bool) -> str:
     return "\n".join([line(head), "-+-".join("-" * w for w in widths), *(line(c) for c in cells)])
 
 
+def measure_all(args) -> tuple[list[dict], str | None]:
+    """Every selected kernel with every peer, `args.rounds` times in alternation: the
+    median round of each (kernel, peer), and the numpy peer's BLAS if it said."""
+    rows: list[dict] = []
+    blas = None
+    done = set()
+    for name, script, size in KERNELS:
+        if name not in args.kernels:
+            continue
+        if args.quick:
+            size = "tiny"
+        if (script, size) in done:
+            continue
+        done.add((script, size))
+        peers = script_peers(script) + ["numpy", *EXTERNAL]
+        if args.peers:
+            peers = [x for x in peers if x in args.peers]
+        measured: dict[str, list[dict]] = {peer: [] for peer in peers}
+        for _ in range(args.rounds):  # peers alternate, so a noisy phase hits them all alike
+            for peer in peers:
+                r = run_one(script, size, peer, args)
+                measured[peer].append(r)
+                if peer == "numpy" and "blas" in r:
+                    blas = f"{r['blas']}; kernel: {r.get('blas_kernel', '?')}"
+                shown = f"{r['ms']:.2f} ms" if "ms" in r else r["check"]
+                print(f"  {name:12s} {display(peer):18s} {shown}", file=sys.stderr, flush=True)
+        batch = [median_round(rs) for rs in measured.values()]
+        # peers that measured nothing (not installed, failed) take the kernel's name
+        kernel = next((r["kernel"] for r in batch if "kernel" in r), f"{script} {size}")
+        for r in batch:
+            r.setdefault("kernel", kernel)
+        rows += batch
+    return rows, blas
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     names = [k[0] for k in KERNELS]
@@ -234,35 +269,7 @@ def main(argv: list[str] | None = None) -> int:
           f"(256-bit {limits['fma256']:.0f}, 512-bit {limits['fma512']:.0f}); "
           f"STREAM copy {limits['copy']:.1f} GB/s, triad {limits['triad']:.1f} GB/s")
 
-    rows = []
-    blas = None
-    done = set()
-    for name, script, size in KERNELS:
-        if name not in args.kernels:
-            continue
-        if args.quick:
-            size = "tiny"
-        if (script, size) in done:
-            continue
-        done.add((script, size))
-        peers = script_peers(script) + ["numpy", *EXTERNAL]
-        if args.peers:
-            peers = [x for x in peers if x in args.peers]
-        measured: dict[str, list[dict]] = {peer: [] for peer in peers}
-        for _ in range(args.rounds):  # peers alternate, so a noisy phase hits them all alike
-            for peer in peers:
-                r = run_one(script, size, peer, args)
-                measured[peer].append(r)
-                if peer == "numpy" and "blas" in r:
-                    blas = f"{r['blas']}; kernel: {r.get('blas_kernel', '?')}"
-                shown = f"{r['ms']:.2f} ms" if "ms" in r else r["check"]
-                print(f"  {name:12s} {display(peer):18s} {shown}", file=sys.stderr, flush=True)
-        batch = [median_round(rs) for rs in measured.values()]
-        # peers that measured nothing (not installed, failed) take the kernel's name
-        kernel = next((r["kernel"] for r in batch if "kernel" in r), f"{script} {size}")
-        for r in batch:
-            r.setdefault("kernel", kernel)
-        rows += batch
+    rows, blas = measure_all(args)
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     end = machine_limits(args.threads)
     print(f"machine limits at the end: FMA peak {end['fma']:.0f} GFLOP/s, "

@@ -578,6 +578,67 @@ def tensors_read(e: Expr) -> list[Tensor]:
     return list(out)
 
 
+def _checked_outputs(outputs) -> tuple[Stage, ...]:
+    """A pipeline's outputs as a tuple of distinct stages (DefinitionError otherwise)."""
+    if isinstance(outputs, Tensor):
+        outputs = (outputs,)
+    if not isinstance(outputs, (tuple, list)):
+        raise DefinitionError(
+            f"outputs must be a stage made by td.compute or a tuple of them, got {outputs!r}")
+    outputs = tuple(outputs)
+    if not outputs:
+        raise DefinitionError("a pipeline needs at least one output stage")
+    for o in outputs:
+        if not isinstance(o, Stage):
+            raise DefinitionError(f"outputs must be stages made by td.compute, got {o!r}")
+    if len(set(outputs)) != len(outputs):
+        raise DefinitionError("an output stage is listed twice")
+    return outputs
+
+
+def _reachable(outputs: tuple[Stage, ...], known: Mapping[Stage, tuple[Update, ...]]
+               ) -> dict[Tensor, tuple[Update, ...]]:
+    """Every tensor the outputs read, directly or through their updates, with the
+    updates of each (those in `known`, else the stage's own as of now; () for inputs)."""
+    updates: dict[Tensor, tuple[Update, ...]] = {}
+    stack: list[Tensor] = list(outputs)
+    while stack:
+        t = stack.pop()
+        if t in updates:
+            continue
+        updates[t] = ()
+        if isinstance(t, Stage):
+            updates[t] = known[t] if t in known else t.updates
+            stack.extend(stage_reads(t, updates[t]))
+    return updates
+
+
+def _by_name(tensors: tuple[Tensor, ...]) -> dict[str, Tensor]:
+    by_name: dict[str, Tensor] = {}
+    for t in tensors:
+        if t.name in by_name:
+            raise DefinitionError(f"two different tensors are named {t.name!r} in one pipeline")
+        by_name[t.name] = t
+    return by_name
+
+
+def _sizes(tensors: tuple[Tensor, ...], updates: Mapping[Tensor, tuple[Update, ...]],
+           by_name: Mapping[str, Tensor]) -> tuple[Size, ...]:
+    """The symbolic sizes the tensors' shapes, definitions and updates use, by name."""
+    sizes: dict[str, Size] = {}
+    for t in tensors:
+        exprs = list(t.shape) + ([t.expr] if isinstance(t, Stage) else [])
+        for u in updates[t]:
+            exprs += [u.value, *u.indices, *(b for ax in u.axes for b in (ax.lo, ax.hi))]
+        for e in exprs:
+            for s in sizes_in(e):
+                if sizes.setdefault(s.name, s) is not s:
+                    raise DefinitionError(f"two different td.size objects are named {s.name!r}")
+                if s.name in by_name:
+                    raise DefinitionError(f"size {s.name!r} has the same name as a tensor")
+    return tuple(sizes[n] for n in sorted(sizes))
+
+
 class Pipeline(_Value):
     """The DAG of tensors that the given outputs depend on, in dependency order.
 
@@ -587,54 +648,15 @@ class Pipeline(_Value):
     schedule primitive that rebuilds a pipeline keeps its snapshot)."""
 
     def __init__(self, outputs, known: Mapping[Stage, tuple[Update, ...]] | None = None):
-        if isinstance(outputs, Tensor):
-            outputs = (outputs,)
-        if not isinstance(outputs, (tuple, list)):
-            raise DefinitionError(
-                f"outputs must be a stage made by td.compute or a tuple of them, got {outputs!r}")
-        outputs = tuple(outputs)
-        if not outputs:
-            raise DefinitionError("a pipeline needs at least one output stage")
-        for o in outputs:
-            if not isinstance(o, Stage):
-                raise DefinitionError(f"outputs must be stages made by td.compute, got {o!r}")
-        if len(set(outputs)) != len(outputs):
-            raise DefinitionError("an output stage is listed twice")
-        self.outputs: tuple[Stage, ...] = outputs
-        updates: dict[Stage, tuple[Update, ...]] = {}
-        seen: dict[Tensor, None] = {}
-        stack: list[Tensor] = list(outputs)
-        while stack:
-            t = stack.pop()
-            if t in seen:
-                continue
-            seen[t] = None
-            if isinstance(t, Stage):
-                updates[t] = known[t] if known is not None and t in known else t.updates
-                stack.extend(stage_reads(t, updates[t]))
+        self.outputs: tuple[Stage, ...] = _checked_outputs(outputs)
+        updates = _reachable(self.outputs, known or {})
         self._updates = updates
-        self.tensors: tuple[Tensor, ...] = _topological(list(seen), self.reads)
+        self.tensors: tuple[Tensor, ...] = _topological(list(updates), self.reads)
         self.inputs = tuple(t for t in self.tensors if isinstance(t, Input))
         self.stages = tuple(t for t in self.tensors if isinstance(t, Stage))
         self.updates: tuple[Update, ...] = tuple(u for s in self.stages for u in updates[s])
-        by_name: dict[str, Tensor] = {}
-        for t in self.tensors:
-            if t.name in by_name:
-                raise DefinitionError(f"two different tensors are named {t.name!r} in one pipeline")
-            by_name[t.name] = t
-        self.by_name = by_name
-        sizes: dict[str, Size] = {}
-        for t in self.tensors:
-            exprs = list(t.shape) + ([t.expr] if isinstance(t, Stage) else [])
-            for u in updates[t] if isinstance(t, Stage) else ():
-                exprs += [u.value, *u.indices, *(b for ax in u.axes for b in (ax.lo, ax.hi))]
-            for e in exprs:
-                for s in sizes_in(e):
-                    if sizes.setdefault(s.name, s) is not s:
-                        raise DefinitionError(f"two different td.size objects are named {s.name!r}")
-                    if s.name in by_name:
-                        raise DefinitionError(f"size {s.name!r} has the same name as a tensor")
-        self.sizes: tuple[Size, ...] = tuple(sizes[n] for n in sorted(sizes))
+        self.by_name = _by_name(self.tensors)
+        self.sizes: tuple[Size, ...] = _sizes(self.tensors, updates, self.by_name)
         self._seal()
 
     def updates_of(self, s: Stage) -> tuple[Update, ...]:
