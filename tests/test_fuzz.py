@@ -101,6 +101,16 @@ def test_the_sanitized_builds_have_a_time_limit_of_their_own():
     assert seen["slow"]["class"] == "exact", seen["slow"]
 
 
+def test_kernels_with_huge_loop_nests_are_not_sanitized(monkeypatch):
+    import tdsl.fuzz.case as case
+
+    monkeypatch.setattr(case, "SANITIZE_MAX_LINES", 1)
+    task = {"id": 0, "seed": 7, "index": 3, "target": "c", "sanitize": True}
+    res = run_task(task, lambda m: None)
+    assert res["class"] == "exact", res
+    assert res["sanitize_skipped"] == f"a {res['nest_lines']}-line loop nest"
+
+
 def test_the_oracle():
     import numpy as np
 
