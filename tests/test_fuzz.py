@@ -13,7 +13,7 @@ import sys
 import pytest
 
 import tdsl as td
-from tdsl.fuzz import Options, gen, genexpr, render, run
+from tdsl.fuzz import Options, case, gen, genexpr, render, run
 from tdsl.fuzz.case import run_task
 from tdsl.fuzz.pool import Pool
 from tdsl.fuzz.replay import load_spec
@@ -109,6 +109,21 @@ def test_kernels_with_huge_loop_nests_are_not_sanitized(monkeypatch):
     res = run_task(task, lambda m: None)
     assert res["class"] == "exact", res
     assert res["sanitize_skipped"] == f"a {res['nest_lines']}-line loop nest"
+
+
+def test_slow_lowering_means_the_budget_did_not_stop_it(tmp_path):
+    import io
+
+    from tdsl.fuzz.campaign import Summary, record
+    from tdsl.lower.poly import budget
+
+    assert case.SLOW_LOWERING > budget.MAX_ISL_SECONDS
+    summary, spec = Summary(), gen.generate(0, 1)
+    for cpu in (budget.MAX_ISL_SECONDS + 0.05, case.SLOW_LOWERING + 0.5):
+        task = {"seed": 0, "index": int(cpu), "target": "c"}
+        record(Options(out=str(tmp_path)), summary, io.StringIO(), task, spec,
+               {"class": "rejected", "lower_s": 2 * cpu, "lower_cpu_s": cpu})
+    assert summary.slow == 1  # only the second
 
 
 def test_the_oracle():
