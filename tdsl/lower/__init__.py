@@ -36,7 +36,7 @@ convert and after each pass, as a `Trace`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Literal, overload
 
 from ..schedule import Schedule
@@ -111,7 +111,7 @@ class Trace:
                 return func
         raise KeyError(f"no step named {name!r}; steps: {', '.join(n for n, _ in self.steps)}")
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[tuple[str, ir.LoweredFunc]]:
         return iter(self.steps)
 
     def __len__(self) -> int:

@@ -81,7 +81,7 @@ def element_count(shape: tuple[Expr, ...], sizes: dict[str, int]) -> int | None:
     return count
 
 
-def check_call(func: LoweredFunc, arrays: Sequence, sizes: Sequence[int]) -> None:
+def check_call(func: LoweredFunc, arrays: Sequence[object], sizes: Sequence[int]) -> None:
     """Raise ArgumentError unless `arrays` and `sizes` are a valid call of `func`."""
     buffers = func.inputs + func.outputs
     if len(arrays) != len(buffers) or len(sizes) != len(func.sizes):
@@ -95,7 +95,7 @@ def check_call(func: LoweredFunc, arrays: Sequence, sizes: Sequence[int]) -> Non
         _check_array(array, buf, values, func.name)
 
 
-def _check_array(array, buf: Buffer, sizes: dict[str, int], kernel: str) -> None:
+def _check_array(array: object, buf: Buffer, sizes: dict[str, int], kernel: str) -> None:
     where = f"{kernel}: argument {buf.name!r}"
     if not isinstance(array, np.ndarray):
         raise ArgumentError(f"{where} must be a numpy array, got {type(array).__name__}")

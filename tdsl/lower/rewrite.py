@@ -8,7 +8,7 @@ for "unchanged", and untouched subtrees are shared, not copied.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from . import ir
 
@@ -28,7 +28,7 @@ def expr_children(e: ir.Expr) -> tuple[ir.Expr, ...]:
     return ()
 
 
-def _rebuild_expr(e: ir.Expr, k: tuple) -> ir.Expr:
+def _rebuild_expr(e: ir.Expr, k: tuple[ir.Expr, ...]) -> ir.Expr:
     match e:
         case ir.Load(buf, _):
             return ir.Load(buf, k)
@@ -90,10 +90,10 @@ class Rewriter:
 
 
 class Substitute(Rewriter):
-    def __init__(self, mapping: dict[str, ir.Expr]):
+    def __init__(self, mapping: dict[str, ir.Expr]) -> None:
         self.mapping = mapping
 
-    def expr(self, e):
+    def expr(self, e: ir.Expr) -> ir.Expr | None:
         if isinstance(e, ir.Var):
             return self.mapping.get(e.name)
         return None
@@ -103,7 +103,7 @@ def substitute(s: ir.Stmt, mapping: dict[str, ir.Expr]) -> ir.Stmt:
     return Substitute(mapping).visit(s)
 
 
-def walk_stmts(s: ir.Stmt):
+def walk_stmts(s: ir.Stmt) -> Iterator[ir.Stmt]:
     yield s
     match s:
         case ir.For(body=body) | ir.Let(body=body) | ir.Allocate(body=body):
@@ -131,7 +131,7 @@ def stmt_exprs(s: ir.Stmt) -> tuple[ir.Expr, ...]:
     return ()
 
 
-def walk_exprs(e: ir.Expr):
+def walk_exprs(e: ir.Expr) -> Iterator[ir.Expr]:
     yield e
     for k in expr_children(e):
         yield from walk_exprs(k)
@@ -160,7 +160,7 @@ class ScopedVisitor:
     and expression node before its children, with the scope around the node.
     """
 
-    def __init__(self, scope: Iterable[str] = (), buffers: Iterable[str] = ()):
+    def __init__(self, scope: Iterable[str] = (), buffers: Iterable[str] = ()) -> None:
         self.scope = frozenset(scope)
         self.buffers = frozenset(buffers)
 
@@ -222,11 +222,11 @@ class ScopedVisitor:
 
 
 class _FreeVars(ScopedVisitor):
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.found: set[str] = set()
 
-    def expr(self, e):
+    def expr(self, e: ir.Expr) -> None:
         if isinstance(e, ir.Var) and e.name not in self.scope:
             self.found.add(e.name)
 

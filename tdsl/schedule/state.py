@@ -16,6 +16,9 @@ from ..compute import Dim, Stage, Update
 from ..compute.expr import Const, Expr
 from ..compute.tensor import Pipeline
 
+# what a schedule gives loops: a stage, or an update of one (`td.update`)
+Schedulable = Stage | Update
+
 
 class LoopExpr:
     __slots__ = ()
@@ -90,8 +93,8 @@ ROOT = Placement("root")
 @dataclass(slots=True)
 class State:
     pipeline: Pipeline
-    loops: dict[Stage, tuple[Loop, ...]] = field(default_factory=dict)
-    compute: dict[Stage, Placement] = field(default_factory=dict)
+    loops: dict[Schedulable, tuple[Loop, ...]] = field(default_factory=dict)
+    compute: dict[Schedulable, Placement] = field(default_factory=dict)
     store: dict[Stage, Placement] = field(default_factory=dict)
     touched: set = field(default_factory=set)  # stages with loop primitives
     # stages the user defined that a restaging primitive replaced -> their replacement

@@ -26,12 +26,12 @@ from ..rewrite import Rewriter
 
 
 class _Flatten(Rewriter):
-    def expr(self, e):
+    def expr(self, e: ir.Expr) -> ir.Expr | None:
         if isinstance(e, ir.Load):
             return ir.Load(e.buffer, (flat_index(e.buffer, e.indices),))
         return None
 
-    def stmt(self, s):
+    def stmt(self, s: ir.Stmt) -> ir.Stmt | None:
         if isinstance(s, ir.Store):
             return ir.Store(s.buffer, (flat_index(s.buffer, s.indices),), s.value)
         return None

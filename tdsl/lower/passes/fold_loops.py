@@ -34,7 +34,7 @@ def _trip_count(loop: ir.For) -> int | None:
 
 
 class _Fold(Rewriter):
-    def stmt(self, s):
+    def stmt(self, s: ir.Stmt) -> ir.Stmt | None:
         if not isinstance(s, ir.For):
             return None
         trips = _trip_count(s)

@@ -17,6 +17,8 @@ lowering, found at build time instead of as a write outside the buffer.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import islpy as isl
 
 from ...errors import OutOfBoundsError
@@ -33,7 +35,7 @@ class Terms:
     (isl parameters named as the variables). Shared by the passes that reason on the loop
     IR with isl."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.unknowns = 0
         self.vars: dict[str, isl.PwAff] = {}
         self.terms: dict[ir.Expr, isl.PwAff] = {}  # unrolled copies repeat their indices
@@ -181,13 +183,13 @@ class _Checker(Terms):
             case _:
                 raise AssertionError(f"unexpected statement {s!r}")
 
-    def exprs(self, es, ctx: isl.Set) -> None:
+    def exprs(self, es: Iterable[ir.Expr], ctx: isl.Set) -> None:
         for e in es:
             if isinstance(e, ir.Load):
                 self.access(e.buffer, e.indices, ctx, "loads from")
             self.exprs(expr_children(e), ctx)
 
-    def access(self, buf: ir.Buffer, idx, ctx: isl.Set, what: str) -> None:
+    def access(self, buf: ir.Buffer, idx: tuple[ir.Expr, ...], ctx: isl.Set, what: str) -> None:
         if buf.kind != "temp":
             return
         outside = [self.term(i).lt_set(self.const(0)) | self.term(i).ge_set(ext)

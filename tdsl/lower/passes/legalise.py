@@ -69,7 +69,7 @@ def _no_binding(e: ir.Expr, role: str) -> ir.Expr:
 # ---------------------------------------------------------------- builders
 
 
-def _c(value, dtype: dt.DType) -> ir.Const:
+def _c(value: int | float | bool, dtype: dt.DType) -> ir.Const:
     return ir.Const(value, dtype)
 
 
@@ -197,7 +197,7 @@ def _exp_f32(x: ir.Expr, bind: Bind) -> ir.Expr:
     def c(v: float) -> ir.Const:
         return _c(v, f32)
 
-    def fma(a, m, add):  # a * m + add, which the targets may fuse
+    def fma(a: ir.Expr, m: ir.Expr, add: ir.Expr) -> ir.Expr:  # a * m + add, which the targets may fuse
         return _bin("add", _bin("mul", a, m), add)
 
     x = bind(x, "x")
@@ -216,7 +216,7 @@ def _exp_f32(x: ir.Expr, bind: Bind) -> ir.Expr:
     k1 = bind(_bin("sub", ir.Call("bitcast", (th,), i32), magic), "k1")
     k2 = bind(_bin("sub", _bin("sub", ir.Call("bitcast", (t,), i32), magic), k1), "k2")
 
-    def power(n):  # 2^n for a normal exponent n
+    def power(n: ir.Expr) -> ir.Expr:  # 2^n for a normal exponent n
         bits = _bin("mul", _bin("add", n, _c(127, i32)), _c(EXPONENT_ONE, i32))
         return ir.Call("bitcast", (bits,), f32)
 
@@ -275,7 +275,7 @@ class _Expressions(Rewriter):
                 return self.known_nonnegative(a) or self.known_nonnegative(b)
         return False
 
-    def expr(self, e):
+    def expr(self, e: ir.Expr) -> ir.Expr | None:
         if isinstance(e, ir.Load):
             buf = self.buffer(e.buffer)
             return None if buf is e.buffer else ir.Load(buf, e.indices)

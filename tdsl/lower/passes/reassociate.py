@@ -21,7 +21,8 @@ from .. import ir
 from ..rewrite import Rewriter, bound_names, expr_vars, walk_stmts
 
 
-def privatize(loop: ir.For, buf: ir.Buffer, op: ir.BinaryOp, identity, what: str) -> ir.Stmt:
+def privatize(loop: ir.For, buf: ir.Buffer, op: ir.BinaryOp, identity: int | float | bool,
+              what: str) -> ir.Stmt:
     """Rewrite a reassociated reduction loop (see the module docstring)."""
     stores = [x for x in walk_stmts(loop.body) if isinstance(x, ir.Store)]
     store = stores[0] if len(stores) == 1 else None
@@ -43,7 +44,7 @@ def privatize(loop: ir.For, buf: ir.Buffer, op: ir.BinaryOp, identity, what: str
     lane = (ir.Binary("sub", ir.Var(loop.var), loop.start, dt.index),)
 
     class _ToPart(Rewriter):
-        def stmt(self, s):
+        def stmt(self, s: ir.Stmt) -> ir.Stmt | None:
             if s is store or s == store:
                 return ir.Store(part, lane, ir.Binary(op, ir.Load(part, lane), value.b,
                                                       buf.dtype))

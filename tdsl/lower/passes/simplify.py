@@ -37,7 +37,7 @@ _FOLD: dict[str, Callable[[int, int], int | None]] = {
 }
 
 
-def _is(e, v) -> bool:
+def _is(e: ir.Expr, v: int) -> bool:
     return isinstance(e, ir.Const) and e.value == v
 
 
@@ -99,7 +99,7 @@ def normalize(e: ir.Expr) -> ir.Expr:
     return out
 
 
-_COMPARE = {
+_COMPARE: dict[ir.CompareOp, Callable[[int], bool]] = {
     "lt": lambda d: d < 0,
     "le": lambda d: d <= 0,
     "gt": lambda d: d > 0,
@@ -162,7 +162,7 @@ class _Simplify(Rewriter):
     """Folds bottom-up; `ranges` holds what the enclosing loops, lets and ifs say about
     the index variables in scope."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.ranges: dict[str, Range] = {}
 
     # ------------------------------------------------------------ ranges
@@ -278,7 +278,7 @@ class _Simplify(Rewriter):
 
     # ------------------------------------------------------------ expressions
 
-    def _boolean(self, e):
+    def _boolean(self, e: ir.Expr) -> ir.Expr | None:
         match e:
             case ir.Binary("and", ir.Const(v), b, d) | ir.Binary("and", b, ir.Const(v), d) \
                     if d == dt.bool_:
@@ -294,7 +294,7 @@ class _Simplify(Rewriter):
                 return a
         return None
 
-    def expr(self, e):
+    def expr(self, e: ir.Expr) -> ir.Expr | None:
         folded = self._boolean(e)
         if folded is not None:
             return folded
@@ -331,7 +331,7 @@ class _Simplify(Rewriter):
                 return e.a if a_le_b == (e.op == "min") else e.b
         return None
 
-    def stmt(self, s):
+    def stmt(self, s: ir.Stmt) -> ir.Stmt | None:
         if isinstance(s, ir.If) and isinstance(s.cond, ir.Const):
             return s.then if s.cond.value else (s.else_ or ir.Block(()))
         if isinstance(s, ir.Block):

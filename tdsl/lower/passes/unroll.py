@@ -14,7 +14,7 @@ from ..rewrite import Rewriter, substitute
 
 
 class _Unroll(Rewriter):
-    def stmt(self, s):
+    def stmt(self, s: ir.Stmt) -> ir.Stmt | None:
         if not isinstance(s, ir.For) or s.kind is not ir.ForKind.UNROLLED:
             return None
         copies = []

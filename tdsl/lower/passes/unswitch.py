@@ -41,17 +41,17 @@ def _invariant_test(loop: ir.For) -> ir.Expr | None:
 class _Decide(Rewriter):
     """Replace every `if cond` by the branch that `cond == value` takes."""
 
-    def __init__(self, cond: ir.Expr, value: bool):
+    def __init__(self, cond: ir.Expr, value: bool) -> None:
         self.cond, self.value = cond, value
 
-    def stmt(self, s):
+    def stmt(self, s: ir.Stmt) -> ir.Stmt | None:
         if isinstance(s, ir.If) and s.cond == self.cond:
             return s.then if self.value else (s.else_ or ir.Block(()))
         return None
 
 
 class _Unswitch(Rewriter):
-    def stmt(self, s):
+    def stmt(self, s: ir.Stmt) -> ir.Stmt | None:
         if not isinstance(s, ir.For):
             return None
         cond = _invariant_test(s)

@@ -19,6 +19,7 @@ constant size within `ir.STACK_LIMIT`.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import get_args
 
 from ... import dtypes as dt
@@ -30,7 +31,7 @@ class VerifyError(AssertionError):
     pass
 
 
-def _vocabulary(alias) -> frozenset[str]:
+def _vocabulary(alias: object) -> frozenset[str]:
     return frozenset(get_args(alias))
 
 
@@ -60,7 +61,7 @@ def _operation(e: ir.Binary | ir.Call) -> None:
             raise VerifyError(f"bitcast of {src!r} to {e.dtype!r}")
 
 
-def _known(value, valid: frozenset[str], what: str) -> None:
+def _known(value: object, valid: frozenset[str], what: str) -> None:
     """A node's field holds one of the values of its vocabulary."""
     if value not in valid:
         raise VerifyError(f"{what} {value!r} is not one of: {', '.join(sorted(valid))}")
@@ -122,7 +123,7 @@ class _Verifier(ScopedVisitor):
             case _:
                 raise VerifyError(f"unknown statement {s!r}")
 
-    def buffer(self, buf: ir.Buffer, idx) -> None:
+    def buffer(self, buf: ir.Buffer, idx: tuple[ir.Expr, ...]) -> None:
         _known(buf.kind, _BUFFER_KINDS, f"buffer {buf.name} of kind")
         if buf.kind == "temp" and buf.name not in self.buffers:
             raise VerifyError(f"temp buffer {buf.name} used outside its Allocate")
@@ -141,7 +142,7 @@ def _declared_buffers(func: ir.LoweredFunc) -> None:
             raise VerifyError(f"two different buffers are named {b.name}")
 
 
-def _accesses(func: ir.LoweredFunc):
+def _accesses(func: ir.LoweredFunc) -> Iterator[tuple[ir.Buffer, tuple[ir.Expr, ...]]]:
     """(buffer, indices) of every load and store of `func`."""
     for s in walk_stmts(func.body):
         if isinstance(s, ir.Store):

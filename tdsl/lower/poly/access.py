@@ -8,12 +8,17 @@ raises DefinitionError with one offending point.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import islpy as isl
 
 from ...compute import expr as cx
 from ...compute.tensor import BoundaryView, Tensor, is_affine_index
 from ...errors import DefinitionError
 from .affine import Vars, pwaff, space
+
+if TYPE_CHECKING:
+    from .model import Statement
 
 
 def functions_map(vals: list[isl.PwAff], domain: isl.Set) -> isl.Map:
@@ -24,7 +29,7 @@ def functions_map(vals: list[isl.PwAff], domain: isl.Set) -> isl.Map:
     return m.intersect_domain(domain)
 
 
-def access_map(stmt, acc: cx.Access) -> isl.Map:
+def access_map(stmt: Statement, acc: cx.Access) -> isl.Map:
     """The elements of the accessed tensor that `acc` may read, per statement instance."""
     t = acc.tensor
     base: Tensor = t.tensor if isinstance(t, BoundaryView) else t
@@ -71,7 +76,8 @@ def _declared_tensor(t: Tensor, vs: Vars) -> isl.Set:
     return s
 
 
-def check_accesses(stmt_decl, expr: cx.Expr, context: isl.Set, params) -> None:
+def check_accesses(stmt_decl: Statement, expr: cx.Expr, context: isl.Set,
+                   params: list[str]) -> None:
     """Every affine read of a plain tensor stays inside it, for every size."""
     for n in cx.walk(expr):
         if not isinstance(n, cx.Access) or isinstance(n.tensor, BoundaryView):
@@ -89,7 +95,7 @@ def check_accesses(stmt_decl, expr: cx.Expr, context: isl.Set, params) -> None:
                 "to read past the edges")
 
 
-def _point_text(pt: isl.Point, stmt, acc: cx.Access) -> str:
+def _point_text(pt: isl.Point, stmt: Statement, acc: cx.Access) -> str:
     try:
         sp = pt.get_space()
         names = [d.name for d in acc.tensor.dims]  # the range of an access map has no names

@@ -8,7 +8,7 @@ isl's own expression builder.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import islpy as isl
 
@@ -17,7 +17,7 @@ from ...compute import expr as cx
 from ...compute.tensor import is_affine_index
 from ...schedule.state import LDim, LFuse, LInner, LoopExpr, LOuter
 from .. import ir
-from .isl_ast import OP_AND, OP_OR, op_type
+from .isl_ast import OP_AND, OP_OR, expr_type, op_type
 
 CTX = isl.DEFAULT_CONTEXT
 
@@ -35,11 +35,11 @@ def val(n: int | float) -> isl.Val:
 class Vars:
     """The affine variables of one named space, looked up by name."""
 
-    def __init__(self, sp: isl.Space):
+    def __init__(self, sp: isl.Space) -> None:
         self.space = sp
         self.v = isl.affs_from_space(sp)
 
-    def __getitem__(self, name) -> isl.PwAff:
+    def __getitem__(self, name: str) -> isl.PwAff:
         return self.v[name]
 
     def const(self, n: int) -> isl.PwAff:
@@ -49,7 +49,7 @@ class Vars:
         return isl.Set.universe(self.space)
 
 
-def pwaff(e: cx.Expr, vs: Vars, dim_names: dict) -> isl.PwAff:
+def pwaff(e: cx.Expr, vs: Vars, dim_names: Mapping[cx.Dim, str]) -> isl.PwAff:
     """An affine index expression over `vs`; `dim_names` maps Dim -> variable name."""
     match e:
         case cx.Const(v):
@@ -81,7 +81,7 @@ def pwaff(e: cx.Expr, vs: Vars, dim_names: dict) -> isl.PwAff:
     raise AssertionError(f"not affine: {e!r} (is_affine_index={is_affine_index(e)})")
 
 
-def loop_pwaff(le: LoopExpr, vs: Vars, dim_names: dict) -> isl.PwAff:
+def loop_pwaff(le: LoopExpr, vs: Vars, dim_names: Mapping[cx.Dim, str]) -> isl.PwAff:
     """The value of a schedule loop as a function of the stage's dims."""
     match le:
         case LDim(d):
@@ -96,14 +96,14 @@ def loop_pwaff(le: LoopExpr, vs: Vars, dim_names: dict) -> isl.PwAff:
     raise AssertionError(le)
 
 
-def _zero_based(le: LoopExpr, vs: Vars, dim_names: dict) -> isl.PwAff:
+def _zero_based(le: LoopExpr, vs: Vars, dim_names: Mapping[cx.Dim, str]) -> isl.PwAff:
     v = loop_pwaff(le, vs, dim_names)
     if isinstance(le, LDim):
         v = v - pwaff(le.base, vs, dim_names)
     return v
 
 
-def set_from_constraints(vs: Vars, parts) -> isl.Set:
+def set_from_constraints(vs: Vars, parts: Iterable[isl.Set]) -> isl.Set:
     s = vs.universe()
     for p in parts:
         s = s & p
@@ -111,9 +111,6 @@ def set_from_constraints(vs: Vars, parts) -> isl.Set:
 
 
 # ---------------------------------------------------------------- isl -> loop IR
-
-_AST_BUILD_CACHE: dict = {}
-
 
 def pwaff_to_ir(pa: isl.PwAff, inputs: Sequence[ir.Expr], params: Mapping[str, ir.Expr]) -> ir.Expr:
     """Turn a piecewise affine function into a loop-IR index expression.
@@ -135,7 +132,7 @@ def pwaff_to_ir(pa: isl.PwAff, inputs: Sequence[ir.Expr], params: Mapping[str, i
 
 
 def ast_expr_to_ir(e: isl.AstExpr, names: dict[str, ir.Expr]) -> ir.Expr:
-    t = e.get_type()
+    t = expr_type(e)
     if t == isl.ast_expr_type.int:
         return ir.Const(int(e.get_val().to_python()), dt.index)
     if t == isl.ast_expr_type.id:

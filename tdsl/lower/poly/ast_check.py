@@ -16,28 +16,32 @@ affine.py accepts the same set).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import islpy as isl
 
 from ...errors import ScheduleError
-from .isl_ast import NODE_FOR, NODE_IF, OP_AND, OP_OR, op_type
+from .isl_ast import NODE_FOR, NODE_IF, OP_AND, OP_OR, expr_type, node_type, op_type
+
+# the affine function of each iterator in scope, by name, and the constant 0 (at 0)
+Affs = dict[Literal[0] | str, isl.PwAff]
 
 
 class _Scope:
     """The iterators of the enclosing loops, as set dims of one isl space."""
 
-    def __init__(self, where: isl.Set, iters: tuple[str, ...]):
+    def __init__(self, where: isl.Set, iters: tuple[str, ...]) -> None:
         self.where = where  # the iterator values that reach this point
         self.iters = iters
 
-    def affs(self) -> dict[Literal[0] | str, isl.PwAff]:
-        """The affine function of each iterator (by name) and the constant 1 (at 0)."""
+    def affs(self) -> Affs:
+        """The affine function of each iterator (by name) and the constant 0 (at 0)."""
         return isl.affs_from_space(self.where.get_space())
 
 
-def _pwaff(e: isl.AstExpr, scope: _Scope, v: dict) -> isl.PwAff:
-    t = e.get_type()
+def _pwaff(e: isl.AstExpr, scope: _Scope, v: Affs) -> isl.PwAff:
+    t = expr_type(e)
     if t == isl.ast_expr_type.int:
         return isl.PwAff.val_on_domain(isl.Set.universe(scope.where.get_space()), e.get_val())
     if t == isl.ast_expr_type.id:
@@ -73,14 +77,14 @@ def _pwaff(e: isl.AstExpr, scope: _Scope, v: dict) -> isl.PwAff:
 
 
 def _const(e: isl.AstExpr) -> isl.Val:
-    if e.get_type() != isl.ast_expr_type.int:
+    if expr_type(e) != isl.ast_expr_type.int:
         raise _Unreadable(e.to_C_str())
     return e.get_val()
 
 
-def _cond(e: isl.AstExpr, scope: _Scope, v: dict) -> isl.Set:
+def _cond(e: isl.AstExpr, scope: _Scope, v: Affs) -> isl.Set:
     T = isl.ast_expr_op_type
-    if e.get_type() != isl.ast_expr_type.op:
+    if expr_type(e) != isl.ast_expr_type.op:
         raise _Unreadable(e.to_C_str())
     op = op_type(e)
     n = e.get_op_n_arg()
@@ -90,11 +94,13 @@ def _cond(e: isl.AstExpr, scope: _Scope, v: dict) -> isl.Set:
         for p in parts[1:]:
             out = out & p if op in (OP_AND, T.and_then) else out | p
         return out
-    cmps = {T.eq: "eq_set", T.le: "le_set", T.lt: "lt_set", T.ge: "ge_set", T.gt: "gt_set"}
+    cmps: dict[isl.ast_expr_op_type, Callable[[isl.PwAff, isl.PwAff], isl.Set]] = {
+        T.eq: isl.PwAff.eq_set, T.le: isl.PwAff.le_set, T.lt: isl.PwAff.lt_set,
+        T.ge: isl.PwAff.ge_set, T.gt: isl.PwAff.gt_set}
     if op not in cmps:
         raise _Unreadable(e.to_C_str())
     a, b = _pwaff(e.get_op_arg(0), scope, v), _pwaff(e.get_op_arg(1), scope, v)
-    return getattr(a, cmps[op])(b)
+    return cmps[op](a, b)
 
 
 class _Unreadable(Exception):
@@ -102,12 +108,12 @@ class _Unreadable(Exception):
 
 
 class _Reader:
-    def __init__(self):
+    def __init__(self) -> None:
         self.runs: dict[str, list[isl.Set | None]] = {}  # None: an instance ran twice
 
     def node(self, n: isl.AstNode, scope: _Scope) -> None:
         T = isl.ast_node_type
-        t = n.get_type()
+        t = node_type(n)
         if scope.where.is_empty():
             return
         if t == T.block:

@@ -41,12 +41,15 @@ import select
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
-from typing import TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import islpy as isl
 
 from ...errors import ScheduleError, TdslError
+
+if TYPE_CHECKING:
+    from .model import Statement
 
 MAX_ISL_OPERATIONS = 20_000_000
 MAX_ISL_SECONDS = 10.0  # processor seconds
@@ -170,18 +173,18 @@ def step(description: str) -> Iterator[None]:
         raise
 
 
-def check_unrolling(statements) -> None:
+def check_unrolling(statements: Iterable[Statement]) -> None:
     """Refuse a statement that unrolling would copy more than MAX_UNROLLED times
     (`statements`: the model's, with their bands' trip counts inferred)."""
     for s in statements:
-        unrolled = [b for b in s.bands if b.kind == "unrolled" and b.extent]
+        unrolled = [(b, b.extent) for b in s.bands if b.kind == "unrolled" and b.extent]
         copies = 1
-        for b in unrolled:
-            copies *= b.extent
+        for _, n in unrolled:
+            copies *= n
         if copies <= MAX_UNROLLED:
             continue
-        primitives = [f"unroll({b.owner.name}, {b.loop.name!r}) ({b.extent} iterations)"
-                      for b in unrolled]
+        primitives = [f"unroll({b.owner.name}, {b.loop.name!r}) ({n} iterations)"
+                      for b, n in unrolled]
         raise ScheduleError(
             f"{' and '.join(primitives)} would make {copies:,} copies of the loop body "
             f"(the limit is {MAX_UNROLLED:,}, tdsl.lower.poly.budget.MAX_UNROLLED); unroll a loop "
@@ -236,7 +239,7 @@ def bounded(what: str, fn: Callable[[], T]) -> T:
         raise TdslError(f"lowering {what}: the analysis process died ({how}) without an answer")
     ok, value = pickle.loads(data)
     if ok:
-        return value
+        return cast(T, value)  # what `fn` returned
     raise value
 
 
@@ -255,7 +258,7 @@ def _limit_child(seconds: float) -> None:
                                                      else min(cpu + 1, hard)))
 
 
-def _send(fd: int, fn: Callable) -> None:
+def _send(fd: int, fn: Callable[[], object]) -> None:
     try:
         out = (True, fn())
     except BaseException as e:  # noqa: BLE001 - every outcome goes back to the parent

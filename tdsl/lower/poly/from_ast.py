@@ -11,27 +11,37 @@ allocation pass.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import islpy as isl
 
 from ... import dtypes as dt
 from ...compute import expr as cx
 from ...compute.printer import show
-from ...compute.tensor import BoundaryView, Tensor, identity, is_affine_index
+from ...compute.tensor import BoundaryView, Stage, Tensor, Update, identity, is_affine_index
 from ...errors import ScheduleError, TdslError
+from ...schedule.state import Schedulable
 from .. import ir
 from ..passes.reassociate import privatize
 from ..rewrite import Substitute as _Substitute
 from ..rewrite import free_vars
 from .access import functions_map
 from .affine import ast_expr_to_ir, pwaff_to_ir
-from .isl_ast import NODE_FOR, NODE_IF, OP_AND, op_type
+from .isl_ast import NODE_FOR, NODE_IF, OP_AND, expr_type, node_type, op_type
 from .model import Band, Model, Statement
+from .tree import Vector
+
+# the values of the isl AST's names in scope: its loop iterators (c<K>)
+Env = dict[str, ir.Expr]
+# the stages whose block bounds a loop around the node binds (see `Converter._block_lets`)
+Bounded = frozenset[Schedulable]
 
 _COMBINE: dict[cx.ReduceOp, ir.BinaryOp] = {"sum": "add", "prod": "mul", "max": "max", "min": "min"}
 
 
 class Converter:
-    def __init__(self, model: Model, buffers: dict[Tensor, ir.Buffer], vectors):
+    def __init__(self, model: Model, buffers: dict[Tensor, ir.Buffer],
+                 vectors: dict[Statement, Vector]) -> None:
         self.model = model
         self.vectors = vectors
         self.buffers = buffers
@@ -44,41 +54,43 @@ class Converter:
 
     # ---------------------------------------------------------- nodes
 
-    def node(self, n: isl.AstNode, env: dict[str, ir.Expr]) -> ir.Stmt:
+    def node(self, n: isl.AstNode, env: Env, bounded: Bounded) -> ir.Stmt:
         T = isl.ast_node_type
-        t = n.get_type()
+        t = node_type(n)
         if t == T.block:
-            return self._block(self._items(n, env))
+            return self._block(self._items(n, env, bounded))
         if t == NODE_FOR:
-            return self.loop(n, env)
+            return self.loop(n, env, bounded)
         if t == NODE_IF:
             cond = ast_expr_to_ir(n.if_get_cond(), self._names(env))
-            then = self.node(n.if_get_then_node(), env)
-            other = self.node(n.if_get_else_node(), env) if n.if_has_else_node() else None
+            then = self.node(n.if_get_then_node(), env, bounded)
+            other = (self.node(n.if_get_else_node(), env, bounded) if n.if_has_else_node()
+                     else None)
             return ir.If(cond, then, other)
         if t == T.user:
             return self.statement(n.user_get_expr(), env)
         raise AssertionError(f"unexpected isl AST node {n.to_C_str()}")
 
-    def _items(self, n: isl.AstNode, env) -> list:
+    def _items(self, n: isl.AstNode, env: Env, bounded: Bounded) -> list[ir.Stmt]:
         """The statements of a block, nested blocks flattened (isl nests them as it likes,
         and a binder may end an inner block whose block follows in the outer one)."""
-        if n.get_type() != isl.ast_node_type.block:
-            return [self.node(n, env)]
+        if node_type(n) != isl.ast_node_type.block:
+            return [self.node(n, env, bounded)]
         kids = n.block_get_children()
-        return [s for k in range(kids.n_ast_node()) for s in self._items(kids.get_at(k), env)]
+        return [s for k in range(kids.n_ast_node())
+                for s in self._items(kids.get_at(k), env, bounded)]
 
     @staticmethod
-    def _block(stmts: list) -> ir.Stmt:
+    def _block(stmts: list[ir.Stmt]) -> ir.Stmt:
         return stmts[0] if len(stmts) == 1 else ir.Block(tuple(stmts))
 
     def _band(self, n: isl.AstNode, it: str) -> Band:
         """The loop that schedule dimension `it` (c<K>) is, for the statements under `n`."""
         depth = int(it[1:])
-        found = []
+        found: list[str] = []
 
-        def visit(node):
-            if node.get_type() == isl.ast_node_type.user:
+        def visit(node: isl.AstNode) -> bool:
+            if node_type(node) == isl.ast_node_type.user:
                 found.append(node.user_get_expr().get_op_arg(0).get_id().get_name())
                 return False
             return not found
@@ -88,33 +100,34 @@ class Converter:
         assert isinstance(band, Band), f"schedule dimension {it} is not a loop"
         return band
 
-    def _names(self, env) -> dict[str, ir.Expr]:
+    def _names(self, env: Env) -> dict[str, ir.Expr]:
         return {**self.size_vars, **self.bound_vars, **env}
 
-    def loop(self, n: isl.AstNode, env) -> ir.Stmt:
+    def loop(self, n: isl.AstNode, env: Env, bounded: Bounded) -> ir.Stmt:
         it = n.for_get_iterator().get_id().get_name()
         band = self._band(n, it)
-        lets = self._block_lets(n, band, env)
+        lets = self._block_lets(n, band, env, bounded)
         if lets:
-            env = {**env, ("bounds", band.owner): True}
-        out = self._loop(n, env, it, band)
+            bounded = bounded | {band.owner}
+        out = self._loop(n, env, bounded, it, band)
         for name, value in reversed(lets):
             out = ir.Let(name, value, out)
         return out
 
-    def _block_lets(self, n: isl.AstNode, band: Band, env) -> tuple[tuple[str, ir.Expr], ...]:
+    def _block_lets(self, n: isl.AstNode, band: Band, env: Env,
+                    bounded: Bounded) -> tuple[tuple[str, ir.Expr], ...]:
         """The bounds of a block bound by parameters, computed again at the outermost
         loop of the block (not of its compute loop) from the prefix values there. isl may put the binder in a loop of its own
         (a loop over one value of the compute loop's variable, split in three: binders,
         blocks, consumers), out of reach of `place_binders`; these lets keep every
         block loop in scope of its bounds all the same."""
         g = self.model.groups.get(band.owner)
-        if g is None or not g.bounds or band in g.prefix or ("bounds", band.owner) in env:
+        if g is None or not g.bounds or band in g.prefix or band.owner in bounded:
             return ()
         calls: list[tuple[Statement, isl.AstExpr]] = []
 
-        def visit(node):
-            if node.get_type() == isl.ast_node_type.user:
+        def visit(node: isl.AstNode) -> bool:
+            if node_type(node) == isl.ast_node_type.user:
                 call = node.user_get_expr()
                 s = self.stmts[call.get_op_arg(0).get_id().get_name()]
                 if s.stage is g.stage and s.role != "bounds" and not calls:
@@ -135,19 +148,19 @@ class Converter:
         prefix = [ast_expr_to_ir(a, names) for a in args]
         return tuple((name, pwaff_to_ir(pa, prefix, self.size_vars)) for name, pa in g.bounds)
 
-    def _loop(self, n: isl.AstNode, env, it: str, band: Band) -> ir.Stmt:
+    def _loop(self, n: isl.AstNode, env: Env, bounded: Bounded, it: str, band: Band) -> ir.Stmt:
         names = self._names(env)
         start = ast_expr_to_ir(n.for_get_init(), names)
         var = ir.Var(band.var)
         inner = {**env, it: var}
         if n.for_is_degenerate():
-            return ir.Let(band.var, start, self.node(n.for_get_body(), inner))
+            return ir.Let(band.var, start, self.node(n.for_get_body(), inner, bounded))
         inc = n.for_get_inc()
-        assert inc.get_type() == isl.ast_expr_type.int, inc.to_C_str()
+        assert expr_type(inc) == isl.ast_expr_type.int, inc.to_C_str()
         step = int(inc.get_val().to_python())
         end = self._end(n.for_get_cond(), it, {**names, it: var})
         kind = ir.ForKind(band.kind)
-        body = self.node(n.for_get_body(), inner)
+        body = self.node(n.for_get_body(), inner, bounded)
         if step == 1:
             loop = ir.For(band.var, start, end, kind, body, band.extent)
             return self._reassociated(loop, band) if band.loop.reassociate else loop
@@ -162,11 +175,12 @@ class Converter:
     def _reassociated(self, loop: ir.For, band: Band) -> ir.Stmt:
         stage = band.owner
         red = self.model.exprs[stage]
+        assert isinstance(stage, Stage) and isinstance(red, cx.Reduce)  # a reduction's loop
         what = f"{band.kind.replace('vectorized', 'vectorize')}({stage.name}, {band.loop.name!r}, reassociate=True)"
         return privatize(loop, self.buffers[stage], _COMBINE[red.op], identity(red.op, red.dtype),
                          what)
 
-    def _end(self, cond: isl.AstExpr, it: str, names) -> ir.Expr:
+    def _end(self, cond: isl.AstExpr, it: str, names: dict[str, ir.Expr]) -> ir.Expr:
         O = isl.ast_expr_op_type
         op = op_type(cond)
         if op in (OP_AND, O.and_then):
@@ -176,7 +190,7 @@ class Converter:
                 out = ir.Binary("min", out, p, dt.index)
             return out
         lhs = cond.get_op_arg(0)
-        assert lhs.get_type() == isl.ast_expr_type.id and lhs.get_id().get_name() == it, cond.to_C_str()
+        assert expr_type(lhs) == isl.ast_expr_type.id and lhs.get_id().get_name() == it, cond.to_C_str()
         rhs = ast_expr_to_ir(cond.get_op_arg(1), names)
         if op == O.le:
             return ir.Binary("add", rhs, ir.index_const(1), dt.index)
@@ -185,7 +199,7 @@ class Converter:
 
     # ---------------------------------------------------------- statements
 
-    def statement(self, call: isl.AstExpr, env) -> ir.Stmt:
+    def statement(self, call: isl.AstExpr, env: Env) -> ir.Stmt:
         names = self._names(env)
         sname = call.get_op_arg(0).get_id().get_name()
         s = self.stmts[sname]
@@ -197,27 +211,30 @@ class Converter:
         dims = {d: coords[d.name] for d in s.dims}
         w = _StmtWriter(self, s, coords, dims, env)
         stage = s.stage
-        if s.role == "assign":
+        if isinstance(stage, Update):  # an "assign" statement
             target = self.model.targets[stage]
             buf = self.buffers[stage.stage]
             return ir.Store(buf, w.indices_for(target), w.value(self.model.exprs[stage]))
         idx = w.store_indices()
         buf = self.buffers[stage]
         if s.role == "init":
+            assert stage.reduction is not None  # a reduction's init
             return ir.Store(buf, idx, ir.Const(identity(stage.reduction.op, stage.dtype), stage.dtype))
         if s.role == "update":
             red = self.model.exprs[stage]
+            assert isinstance(red, cx.Reduce)  # a reduction's accumulation
             acc = ir.Load(buf, idx)
             return ir.Store(buf, idx, ir.Binary(_COMBINE[red.op], acc, w.value(red.body), red.dtype))
         return ir.Store(buf, idx, w.value(self.model.exprs[stage]))
 
-    def offsets(self, s: Statement, t: Tensor, coords, env) -> list[ir.Expr | None]:
+    def offsets(self, s: Statement, t: Tensor, coords: dict[str, ir.Expr],
+                env: Env) -> list[ir.Expr | None]:
         """The origin of `t`'s buffer box, as seen from statement `s`.
 
         Written in the store-level loop variables when they are all in scope,
         else in terms of the statement's own coordinates.
         """
-        box = self.model.boxes.get(t)
+        box = self.model.box_of(t)
         if box is None or box.lo is None:
             return [None] * len(t.dims)
         outer = s.bands[: box.depth]
@@ -236,18 +253,21 @@ class Converter:
 
 def _ids(e: isl.AstExpr) -> set[str]:
     """The names an isl AST expression reads."""
-    t = e.get_type()
+    t = expr_type(e)
     if t == isl.ast_expr_type.id:
         return {e.get_id().get_name()}
     if t == isl.ast_expr_type.int:
         return set()
-    return set().union(*(_ids(e.get_op_arg(k)) for k in range(e.get_op_n_arg())))
+    return set[str]().union(*(_ids(e.get_op_arg(k)) for k in range(e.get_op_n_arg())))
 
 
-class _Bind:
-    """A binder statement met in the AST: the block bounds it sets, for what follows it."""
+class _Bind(ir.Stmt):
+    """A binder statement met in the AST: the block bounds it sets, for what follows it.
+    Only in the statements `Converter.node` returns; `place_binders` replaces it."""
 
-    def __init__(self, lets: tuple[tuple[str, ir.Expr], ...]):
+    __slots__ = ("lets",)
+
+    def __init__(self, lets: tuple[tuple[str, ir.Expr], ...]) -> None:
         self.lets = lets
 
 
@@ -276,7 +296,7 @@ def place_binders(s: ir.Stmt) -> ir.Stmt:
     return out if out is not None else ir.Block(())
 
 
-def _place(s, bound: frozenset) -> tuple[ir.Stmt | None, dict[str, ir.Expr]]:
+def _place(s: ir.Stmt, bound: frozenset[str]) -> tuple[ir.Stmt | None, dict[str, ir.Expr]]:
     """`s` with its binders placed, and the bounds it sets for what follows it
     (`bound`: the bounds bound around it)."""
     match s:
@@ -303,7 +323,7 @@ def _place(s, bound: frozenset) -> tuple[ir.Stmt | None, dict[str, ir.Expr]]:
     return s, {}
 
 
-def _seq(items: list, bound: frozenset) -> tuple[ir.Stmt | None, dict[str, ir.Expr]]:
+def _seq(items: list[ir.Stmt], bound: frozenset[str]) -> tuple[ir.Stmt | None, dict[str, ir.Expr]]:
     """A block with its binders placed: each statement's bounds wrap the statements
     after it that use them."""
     if not items:
@@ -332,7 +352,8 @@ def _resolve(v: ir.Expr, prev: ir.Expr | None) -> ir.Expr:
 class _StmtWriter:
     """Writes one statement's indices and value in terms of the loop variables."""
 
-    def __init__(self, conv: Converter, s: Statement, coords, dims, env):
+    def __init__(self, conv: Converter, s: Statement, coords: dict[str, ir.Expr],
+                 dims: dict[cx.Dim, ir.Expr], env: Env) -> None:
         self.conv = conv
         self.env = env
         self.s = s
@@ -341,6 +362,7 @@ class _StmtWriter:
 
     def store_indices(self) -> tuple[ir.Expr, ...]:
         stage = self.s.stage
+        assert isinstance(stage, Stage), "an update stores to its target (`indices_for`)"
         raw = [self.dims[d] for d in stage.dims]
         return self._relative(stage, raw)
 
@@ -356,6 +378,7 @@ class _StmtWriter:
     def indices_for(self, acc: cx.Access) -> tuple[ir.Expr, ...]:
         """Buffer indices of a plain (non-view) access: affine, or clamped if data-dependent."""
         base = acc.tensor
+        assert isinstance(base, Tensor), "a plain access, not a boundary view"
         raw = []
         for ix, e in zip(acc.indices, base.shape):
             if is_affine_index(ix):
@@ -385,6 +408,7 @@ class _StmtWriter:
         cond = inside[0]
         for c in inside[1:]:
             cond = ir.Binary("and", cond, c, dt.bool_)
+        assert t.value is not None  # a pad view has its value
         return ir.Select(cond, load, self.value(t.value), base.dtype)
 
     def value(self, e: cx.Expr) -> ir.Expr:
@@ -412,7 +436,7 @@ class _StmtWriter:
         raise AssertionError(f"unexpected expression {e!r}")
 
 
-def index_expr(e: cx.Expr, dims: dict) -> ir.Expr:
+def index_expr(e: cx.Expr, dims: Mapping[cx.Dim, ir.Expr]) -> ir.Expr:
     """An integer algorithm expression of dims, sizes and constants (an affine index, an
     extent) as a loop-IR index expression (`dims`: Dim -> value)."""
     match e:
@@ -440,7 +464,7 @@ def _clamp(v: ir.Expr, last: ir.Expr) -> ir.Expr:
     return ir.Binary("min", ir.Binary("max", v, ir.index_const(0), dt.index), last, dt.index)
 
 
-def stored(model: Model, t: Tensor, per_dim: list) -> tuple:
+def stored(model: Model, t: Tensor, per_dim: list[ir.Expr]) -> tuple[ir.Expr, ...]:
     """Per-dim values (indices, extents) of `t` in the order its buffer stores its dims."""
     order = model.schedule.state.layout.get(t)
     return tuple(per_dim[k] for k in order) if order else tuple(per_dim)
@@ -469,7 +493,7 @@ def buffers_for(model: Model) -> dict[Tensor, ir.Buffer]:
     return out
 
 
-def _extent(pa: isl.PwAff, sizes) -> ir.Expr:
+def _extent(pa: isl.PwAff, sizes: Mapping[str, ir.Expr]) -> ir.Expr:
     """A buffer extent: a constant when isl can bound it, else an expression of sizes
     (1 for a stage no iteration needs, e.g. one read only by an empty reduction)."""
     if pa.domain().is_empty():
@@ -480,13 +504,14 @@ def _extent(pa: isl.PwAff, sizes) -> ir.Expr:
     return pwaff_to_ir(pa, [], sizes)
 
 
-def convert(model: Model, ast: isl.AstNode, vectors, name: str):
+def convert(model: Model, ast: isl.AstNode, vectors: dict[Statement, Vector], name: str
+            ) -> tuple[ir.LoweredFunc, list[tuple[ir.Buffer, tuple[str, ...]]]]:
     """The isl AST as a loop-IR function, and the temp buffers with the loop variables
     around their store levels (for the allocate pass)."""
     pipeline = model.schedule.state.pipeline
     buffers = buffers_for(model)
     conv = Converter(model, buffers, vectors)
-    body = place_binders(conv.node(ast, {}))
+    body = place_binders(conv.node(ast, {}, frozenset()))
     unbound = sorted(free_vars(body) & conv.bound_vars.keys())
     if unbound:
         # isl tested a block bound (a parameter to it) outside the loop that sets it

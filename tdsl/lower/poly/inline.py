@@ -5,30 +5,32 @@ from __future__ import annotations
 from ... import dtypes as dt
 from ...compute import expr as cx
 from ...compute.tensor import BoundaryView, Pipeline, Stage, Update, is_affine_index
+from ...schedule.state import Schedulable
 
 
-def _clamped(idx: tuple[cx.Expr, ...], shape) -> tuple[cx.Expr, ...]:
+def _clamped(idx: tuple[cx.Expr, ...], shape: tuple[cx.Expr, ...]) -> tuple[cx.Expr, ...]:
     return tuple(cx.minimum(cx.maximum(i, 0), cx.cast(e, dt.int32) - 1) for i, e in zip(idx, shape))
 
 
-def _in_range(idx, shape) -> cx.Expr:
-    conds = [(i >= 0) & (i < cx.cast(e, dt.int32)) for i, e in zip(idx, shape)]
+def _in_range(idx: tuple[cx.Expr, ...], shape: tuple[cx.Expr, ...]) -> cx.Expr:
+    conds: list[cx.Expr] = [(i >= 0) & (i < cx.cast(e, dt.int32)) for i, e in zip(idx, shape)]
     out = conds[0]
     for c in conds[1:]:
         out = out & c
     return out
 
 
-def effective_exprs(pipeline: Pipeline, inlined: set[Stage]) -> tuple[dict, dict]:
+def effective_exprs(pipeline: Pipeline, inlined: set[Stage]
+                    ) -> tuple[dict[Schedulable, cx.Expr], dict[Update, cx.Access]]:
     """Each stage's definition and each update's value (first dict), and each update's
     target Access (second dict), with every inlined producer substituted in."""
-    done: dict[Stage | Update, cx.Expr] = {}
+    done: dict[Schedulable, cx.Expr] = {}
 
     def value_at(p: Stage, idx: tuple[cx.Expr, ...]) -> cx.Expr:
         mapping = {d: (i if i.dtype == dt.int32 else cx.Cast(i, dt.int32)) for d, i in zip(p.dims, idx)}
         return cx.substitute(done[p], mapping)
 
-    def rewrite(n: cx.Expr):
+    def rewrite(n: cx.Expr) -> cx.Expr | None:
         if not isinstance(n, cx.Access):
             return None
         t = n.tensor
@@ -50,9 +52,11 @@ def effective_exprs(pipeline: Pipeline, inlined: set[Stage]) -> tuple[dict, dict
 
     for s in pipeline.stages:  # in dependency order, so producers are rewritten first
         done[s] = cx.transform(s.expr, rewrite)
-    targets = {}
+    targets: dict[Update, cx.Access] = {}
     for s in pipeline.stages:
         for u in pipeline.updates_of(s):
             done[u] = cx.transform(u.value, rewrite)
-            targets[u] = cx.transform(u.target(), rewrite)
+            target = cx.transform(u.target(), rewrite)
+            assert isinstance(target, cx.Access)  # a stage with updates is never inlined
+            targets[u] = target
     return done, targets

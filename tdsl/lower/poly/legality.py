@@ -34,9 +34,9 @@ from dataclasses import dataclass
 import islpy as isl
 
 from ...compute import expr as cx
-from ...compute.tensor import Update
+from ...compute.tensor import Stage, Update
 from ...errors import ScheduleError
-from ...schedule import Parallel, Vectorize
+from ...schedule import Parallel, Schedule, Vectorize
 from .access import access_map, functions_map, reads
 from .budget import bounded, isl_budget, step
 from .model import Band, Group, Model, Statement, build_model
@@ -51,12 +51,13 @@ class _Access:
     rel: isl.Map  # statement instance -> element
 
 
-def _writes_and_reads(model: Model, g: Group) -> tuple[object, list[_Access]]:
+def _writes_and_reads(model: Model, g: Group) -> tuple[Stage, list[_Access]]:
     owner = g.stage
     tensor = owner.stage if isinstance(owner, Update) else owner
     out: list[_Access] = []
     for s in g.stmts:
         if s.role == "assign":
+            assert isinstance(owner, Update)  # what an assign statement computes
             target = model.targets[owner]
             out.append(_Access(s, True, repr(target), access_map(s, target)))
             srcs = [model.exprs[owner], *target.indices]
@@ -80,6 +81,7 @@ def _reference(stmts: list[Statement]) -> isl.UnionMap:
         if s.role == "init":
             vecs[s] = dims + [s.vars.const(0)]
         elif s.role == "update":
+            assert isinstance(s.stage, Stage)  # a reduction's accumulation
             n = len(s.stage.dims)
             vecs[s] = dims[:n] + [s.vars.const(1)] + dims[n:]
         else:
@@ -169,7 +171,8 @@ def _check_group(model: Model, g: Group, vectors: dict[Statement, Vector]) -> No
                         f"iterations of {band.loop.name}, so {band.loop.name} cannot run {how}")
 
 
-def _pair(a: _Access, b: _Access, tensor, bad: isl.UnionMap, stmts) -> str:
+def _pair(a: _Access, b: _Access, tensor: Stage, bad: isl.UnionMap,
+          stmts: dict[str, Statement]) -> str:
     p, q = _point(bad, stmts)
     verb = {True: "written", False: "read"}
     return (f"{_kind(a, b)} dependence on {tensor.name} — {a.text} {verb[a.write]} at {p} "
@@ -191,7 +194,7 @@ def check_legality(model: Model, vectors: dict[Statement, Vector]) -> None:
         if isinstance(g.stage, Update):
             _check_group(model, g, vectors)
     for stage, g in model.groups.items():
-        box = model.boxes.get(stage)
+        box = model.box_of(stage)
         if box is not None:
             for k in range(box.depth, len(g.prefix)):
                 if g.prefix[k].kind == "parallel":
@@ -201,6 +204,7 @@ def check_legality(model: Model, vectors: dict[Statement, Vector]) -> None:
 def _storage_accesses(model: Model, g: Group) -> list[_Access]:
     """Every write of `g`'s stage into its buffer and every read of it."""
     stage = g.stage
+    assert isinstance(stage, Stage), "an update has no buffer of its own"
     out = []
     for s in g.stmts:
         own = cx.Access(stage, tuple(s.dims[: len(stage.dims)]))
@@ -210,6 +214,7 @@ def _storage_accesses(model: Model, g: Group) -> list[_Access]:
             continue
         srcs = [model.exprs[s.stage]]
         if s.role == "assign":
+            assert isinstance(s.stage, Update)  # what an assign statement computes
             srcs += list(model.targets[s.stage].indices)
         for e in srcs:
             for acc in reads(e, stage):
@@ -245,6 +250,7 @@ def _check_shared_buffer(model: Model, g: Group, depth: int, k: int) -> None:
 def _race_message(model: Model, g: Group, depth: int, band: Band, a: _Access, b: _Access,
                   bad: isl.UnionMap) -> str:
     stage = g.stage
+    assert isinstance(stage, Stage), "an update has no buffer of its own"
     one = bad.get_map_list().get_at(0)
     pair = isl.Set.from_point(one.wrap().sample_point()).unwrap()  # one conflicting pair
     k = g.prefix.index(band)
@@ -271,14 +277,14 @@ def _race_message(model: Model, g: Group, depth: int, band: Band, a: _Access, b:
             f"that each iteration has a buffer of its own")
 
 
-def check_schedule(sched) -> None:
+def check_schedule(sched: Schedule) -> None:
     """The checks a schedule primitive runs at once: the model builds, and the schedule
     is legal; bounded like lowering (`budget.bounded`)."""
     what = f"the schedule of {', '.join(o.name for o in sched.outputs)}"
     bounded(what, lambda: _check(sched, what))
 
 
-def _check(sched, what: str) -> None:
+def _check(sched: Schedule, what: str) -> None:
     with isl_budget(what):
         with step("bounds inference"):
             model = build_model(sched)

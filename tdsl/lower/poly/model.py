@@ -23,16 +23,26 @@ algorithm is proven in bounds (or a DefinitionError names it).
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import islpy as isl
 
 from ...compute import expr as cx
-from ...compute.tensor import Stage, Update, is_affine_index
+from ...compute.tensor import Pipeline, Stage, Tensor, Update, is_affine_index
 from ...errors import DefinitionError, ScheduleError
 from ...schedule import Loop, Schedule
-from ...schedule.state import LDim, LFuse, LInner, LoopKind, LOuter, initial_loops
+from ...schedule.state import (
+    LDim,
+    LFuse,
+    LInner,
+    LoopExpr,
+    LoopKind,
+    LOuter,
+    Schedulable,
+    initial_loops,
+)
 from .access import access_map, check_accesses, functions_map, reads, tensor_set
 from .affine import Vars, largest_constant, loop_pwaff, pwaff, space
 from .inline import effective_exprs
@@ -42,7 +52,7 @@ from .inline import effective_exprs
 class Band:
     """One loop of one stage; shared by every statement nested inside it."""
 
-    owner: Stage
+    owner: Schedulable
     loop: Loop
     var: str
     extent: int | None = None  # the most iterations it runs for any values of the outer loops
@@ -61,7 +71,7 @@ StatementRole = Literal["pure", "init", "update", "assign", "bounds", "decl"]
 @dataclass(eq=False)
 class Statement:
     name: str
-    stage: Stage
+    stage: Schedulable
     role: StatementRole
     dims: tuple[cx.Dim, ...]
     bands: list[Band]
@@ -74,7 +84,7 @@ class Statement:
     ast_domain: isl.Set | None = None
 
     @property
-    def dim_names(self) -> dict:
+    def dim_names(self) -> dict[cx.Dim, str]:
         return {d: d.name for d in self.dims}
 
     @property
@@ -86,7 +96,7 @@ class Statement:
 class Group:
     """A stage's loop nest: bands before the init/update split, then each branch."""
 
-    stage: Stage
+    stage: Schedulable
     prefix: list[Band]
     shared: list[Band]
     init: list[Band]
@@ -115,10 +125,10 @@ class BufferBox:
 @dataclass(eq=False)
 class Model:
     schedule: Schedule
-    exprs: dict
-    targets: dict
+    exprs: dict[Schedulable, cx.Expr]  # definitions and update values, inlined stages substituted
+    targets: dict[Update, cx.Access]  # each update's target element
     roots: list[Group]
-    groups: dict[Stage, Group]
+    groups: dict[Schedulable, Group]
     boxes: dict[Stage, BufferBox]
     params: list[str]
     context: isl.Set
@@ -128,15 +138,19 @@ class Model:
     def statements(self) -> list[Statement]:
         return [s for g in self.groups.values() for s in g.stmts]
 
+    def box_of(self, t: Tensor | Update) -> BufferBox | None:
+        """The buffer box of stage `t`; None for an input or an update (no buffer of its own)."""
+        return self.boxes.get(t) if isinstance(t, Stage) else None
+
 
 # ---------------------------------------------------------------- structure
 
 
 class _Namer:
-    def __init__(self, taken: set[str]):
+    def __init__(self, taken: set[str]) -> None:
         self.taken = taken
 
-    def loop_var(self, loop: Loop, stage: Stage, enclosing: list[Band]) -> str:
+    def loop_var(self, loop: Loop, stage: Schedulable, enclosing: list[Band]) -> str:
         used = self.taken | {b.var for b in enclosing}
         name = loop.name
         if name in used:
@@ -148,7 +162,7 @@ class _Namer:
         return name
 
 
-def _dims_of(le) -> set:
+def _dims_of(le: LoopExpr) -> set[cx.Dim]:
     match le:
         case LDim(d):
             return {d}
@@ -159,7 +173,7 @@ def _dims_of(le) -> set:
     raise AssertionError(le)
 
 
-def _init_loops(stage: Stage, loops, split: int) -> list[Loop]:
+def _init_loops(stage: Stage, loops: tuple[Loop, ...], split: int) -> list[Loop]:
     """The init's loops after the shared ones: the update's pure loops that cover only
     dims no reduction loop also covers, in order, then a plain loop over every other dim.
 
@@ -168,7 +182,7 @@ def _init_loops(stage: Stage, loops, split: int) -> list[Loop]:
     mixes a dim's split parts with the dim itself also meets an isl AST bug: isl drops
     the values of non-divisible splits)."""
     own = [lp for lp in loops[split:] if not lp.reduction]
-    affected = set()
+    affected: set[cx.Dim] = set()
     for lp in loops[split:]:
         if lp.reduction:
             affected |= _dims_of(lp.expr) & set(stage.dims)
@@ -187,25 +201,27 @@ def _init_loops(stage: Stage, loops, split: int) -> list[Loop]:
     return kept + extra
 
 
-def _structure(sched: Schedule, namer: _Namer):
+def _structure(sched: Schedule, namer: _Namer) -> tuple[list[Group], dict[Schedulable, Group]]:
     st = sched.state
-    stages = [s for s in st.pipeline.schedulables if st.compute[s].kind != "inline"]
-    placed: dict[tuple[Stage, str], list[Stage]] = {}
+    stages: list[Schedulable] = [s for s in st.pipeline.schedulables
+                                 if st.compute[s].kind != "inline"]
+    placed: dict[tuple[Schedulable, str], list[Schedulable]] = {}  # by consumer and loop
     for s in stages:
         p = st.compute[s]
         if p.kind == "at":
+            assert p.consumer is not None and p.loop is not None  # as compute_at places it
             if p.loop not in st.loop_names(p.consumer):
                 loops = " ".join(st.loop_names(p.consumer))
                 raise ScheduleError(
                     f"compute_at({s.name}, {p.consumer.name}, {p.loop!r}): {p.consumer.name} has no "
                     f"loop {p.loop!r} after the later primitives; its loops are: {loops}")
             placed.setdefault((p.consumer, p.loop), []).append(s)
-    groups: dict[Stage, Group] = {}
+    groups: dict[Schedulable, Group] = {}
 
-    def band(stage: Stage, loop: Loop, enclosing: list[Band]) -> Band:
+    def band(stage: Schedulable, loop: Loop, enclosing: list[Band]) -> Band:
         return Band(stage, loop, namer.loop_var(loop, stage, enclosing))
 
-    def make(stage: Stage, prefix: list[Band]) -> Group:
+    def make(stage: Schedulable, prefix: list[Band]) -> Group:
         loops = st.loops[stage]
         split = next((n for n, lp in enumerate(loops) if lp.reduction), len(loops))
         shared: list[Band] = []
@@ -213,7 +229,7 @@ def _structure(sched: Schedule, namer: _Namer):
             shared.append(band(stage, lp, prefix + shared))
         outer = prefix + shared
         init: list[Band] = []
-        if stage.reduction is not None:
+        if isinstance(stage, Stage) and stage.reduction is not None:
             for lp in _init_loops(stage, loops, split):
                 init.append(band(stage, lp, outer + init))
         update: list[Band] = []
@@ -240,7 +256,7 @@ def _structure(sched: Schedule, namer: _Namer):
 # ---------------------------------------------------------------- domains
 
 
-def _declared(stage: Stage, vs: Vars, names: dict, with_reduction: bool) -> isl.Set:
+def _declared(stage: Stage, vs: Vars, names: Mapping[cx.Dim, str], with_reduction: bool) -> isl.Set:
     s = vs.universe()
     for d, ext in zip(stage.dims, stage.shape):
         x = vs[names[d]]
@@ -252,7 +268,7 @@ def _declared(stage: Stage, vs: Vars, names: dict, with_reduction: bool) -> isl.
     return s
 
 
-def _check_bounds_affine(ax: cx.Axis, stage: Stage) -> None:
+def _check_bounds_affine(ax: cx.Axis, stage: Schedulable) -> None:
     for b in (ax.lo, ax.hi):
         if not is_affine_index(b):
             raise DefinitionError(
@@ -293,13 +309,14 @@ def _box_bounds(rel: isl.Map) -> tuple[list[isl.PwAff], list[isl.PwAff]]:
     return los, his
 
 
-def _between(los, his) -> isl.Map:
+def _between(los: list[isl.PwAff], his: list[isl.PwAff]) -> isl.Map:
     ge = isl.Map("{ [a] -> [b] : b >= a }")
     le = isl.Map("{ [a] -> [b] : b <= a }")
     m = None
     for lo, hi in zip(los, his):
         part = isl.Map.from_pw_aff(lo).apply_range(ge) & isl.Map.from_pw_aff(hi).apply_range(le)
         m = part if m is None else m.flat_range_product(part)
+    assert m is not None, "a box has at least one dim"
     return m
 
 
@@ -326,7 +343,9 @@ def _has_divs(pa: isl.PwAff) -> bool:
 
 
 class _Builder:
-    def __init__(self, sched: Schedule, exprs, targets, groups, params, context, taken):
+    def __init__(self, sched: Schedule, exprs: dict[Schedulable, cx.Expr],
+                 targets: dict[Update, cx.Access], groups: dict[Schedulable, Group],
+                 params: list[str], context: isl.Set, taken: set[str]) -> None:
         self.taken = taken
         self.sched = sched
         self.exprs = exprs
@@ -334,7 +353,7 @@ class _Builder:
         self.groups = groups
         self.params = params
         self.context = context
-        self.stmts_of: dict[Stage, list[Statement]] = {}
+        self.stmts_of: dict[Schedulable, list[Statement]] = {}
 
     def statements(self, g: Group) -> None:
         stage = g.stage
@@ -350,7 +369,7 @@ class _Builder:
             self.stmts_of[stage] = g.stmts
             return
         m = len(g.prefix)
-        pure_dom, block_dom = self._pure_domain(g)
+        pure_dom, block_dom = self._pure_domain(g, stage)
         if stage.reduction is None:
             g.stmts = [self._stmt(g, stage.name, "pure", stage.dims, g.shared, pure_dom)]
         else:
@@ -382,7 +401,8 @@ class _Builder:
         dnames = {d: d.name for d in stage.dims + rdims}
         return dom & _declared(stage, vs, dnames, True)
 
-    def _stmt(self, g: Group, name, role: StatementRole, dims, own: list[Band], dom, vs=None) -> Statement:
+    def _stmt(self, g: Group, name: str, role: StatementRole, dims: tuple[cx.Dim, ...],
+              own: list[Band], dom: isl.Set, vs: Vars | None = None) -> Statement:
         m = len(g.prefix)
         names = [f"p{k}" for k in range(m)] + [d.name for d in dims]
         vs = vs or Vars(space(name, names, self.params))
@@ -392,12 +412,11 @@ class _Builder:
         return Statement(name, g.stage, role, tuple(dims), g.prefix + own, m, vs,
                          dom.coalesce(), values)
 
-    def _pure_domain(self, g: Group) -> tuple[isl.Set, isl.Set | None]:
+    def _pure_domain(self, g: Group, stage: Stage) -> tuple[isl.Set, isl.Set | None]:
         """The block of a pure stage (or a reduction's init) computed per iteration of its
         compute loop: the box hull of what its readers inside that loop read, within the
-        stage. With it, when the box's bounds divide the compute loop's values, the same
-        block with its bounds as parameters (see `Group.bounds`)."""
-        stage = g.stage
+        stage (`g.stage`). With it, when the box's bounds divide the compute loop's values,
+        the same block with its bounds as parameters (see `Group.bounds`)."""
         m = len(g.prefix)
         names = [f"p{k}" for k in range(m)] + [d.name for d in stage.dims]
         vs = Vars(space(stage.name, names, self.params))
@@ -413,11 +432,12 @@ class _Builder:
         exact = (box & decl).intersect_params(self.context)
         if not any(_has_divs(pa) for pa in los + his):
             return exact, None
-        return exact, self._block_domain(g, need.domain(), los, his, names)
+        return exact, self._block_domain(g, stage, need.domain(), los, his, names)
 
-    def _block_domain(self, g: Group, where: isl.Set, los, his, names) -> isl.Set:
-        """{[p, x] : p in `where`, lo_k <= x_k <= hi_k}, lo and hi parameters."""
-        stage = g.stage
+    def _block_domain(self, g: Group, stage: Stage, where: isl.Set, los: list[isl.PwAff],
+                      his: list[isl.PwAff], names: list[str]) -> isl.Set:
+        """The block of `stage` (`g.stage`): {[p, x] : p in `where`, lo_k <= x_k <= hi_k},
+        lo and hi parameters."""
         m = len(g.prefix)
         for d, lo, hi in zip(stage.dims, los, his):
             for end, pa in (("lo", lo), ("hi", hi)):
@@ -456,6 +476,7 @@ class _Builder:
             for s in stmts:
                 accs = reads(self.exprs[other], stage) if s.role != "init" else []
                 if s.role == "assign":
+                    assert isinstance(other, Update)  # what an assign statement computes
                     accs += [a for ix in self.targets[other].indices for a in reads(ix, stage)]
                 if accs:
                     out.append((s, accs))
@@ -468,6 +489,7 @@ class _Builder:
         for s, accs in self.readers(stage):
             if s.bands[:m] != prefix:
                 p = self.sched.state.compute[stage]
+                assert p.consumer is not None  # computed inside a loop: at a consumer's
                 raise ScheduleError(
                     f"compute_at({stage.name}, {p.consumer.name}, {p.loop!r}): {stage.name} is also "
                     f"read by {s.stage.name}, which is not computed inside {p.consumer.name}'s loop "
@@ -483,6 +505,7 @@ class _Builder:
 
     def buffer_box(self, g: Group) -> BufferBox:
         stage = g.stage
+        assert isinstance(stage, Stage), "an update has no buffer of its own"
         st = self.sched.state
         m = len(g.prefix)
         if m == 0:
@@ -490,14 +513,16 @@ class _Builder:
         sp = st.store_placement(stage)
         depth = m
         if sp.kind == "at" and sp is not st.compute[stage]:
-            depth = next((k + 1 for k, b in enumerate(g.prefix)
+            found = next((k + 1 for k, b in enumerate(g.prefix)
                           if b.owner is sp.consumer and b.loop.name == sp.loop), None)
-            if depth is None:
+            if found is None:
+                assert sp.consumer is not None  # stored at a loop: a consumer's
                 cp = st.compute[stage]
                 raise ScheduleError(
                     f"store_at({stage.name}, {sp.consumer.name}, {sp.loop!r}): the store level must "
                     f"be a loop that encloses the compute level compute_at({stage.name}, "
                     f"{cp.consumer.name if cp.consumer else 'root'}, {cp.loop!r})")
+            depth = found
         elif sp.kind == "root" and stage in st.store:
             depth = 0
         pure = g.stmts[0].domain
@@ -513,7 +538,7 @@ class _Builder:
         return BufferBox(extents, los, depth)
 
 
-def _context(pipeline, params) -> isl.Set:
+def _context(pipeline: Pipeline, params: list[str]) -> isl.Set:
     vs = Vars(space(None, [], params))
     ctx = vs.universe()
     for p in params:
@@ -537,7 +562,7 @@ def build_model(sched: Schedule) -> Model:
                      for bd in g.prefix + g.shared + g.init + g.update}
     b = _Builder(sched, exprs, targets, groups, params, context, taken)
     for stage in reversed([s for s in pipeline.schedulables if s in groups]):
-        _check_definition(stage, exprs[stage], targets.get(stage), params, context)
+        _check_definition(stage, exprs[stage], targets, params, context)
         b.statements(groups[stage])
     boxes = {s: b.buffer_box(g) for s, g in groups.items() if isinstance(s, Stage)}
     _infer_extents(b.stmts_of.values(), context)
@@ -545,7 +570,7 @@ def build_model(sched: Schedule) -> Model:
                  _ast_context(groups.values(), params, context))
 
 
-def _ast_context(groups, params, context: isl.Set) -> isl.Set:
+def _ast_context(groups: Collection[Group], params: list[str], context: isl.Set) -> isl.Set:
     """`context`, and for each block bound parameter pair: lo <= hi, both within the stage
     (the block is never empty and never leaves the stage)."""
     names = [n for g in groups for n, _ in g.bounds]
@@ -556,6 +581,7 @@ def _ast_context(groups, params, context: isl.Set) -> isl.Set:
     for g in groups:
         if not g.bounds:
             continue
+        assert isinstance(g.stage, Stage)  # only a stage's block has bounds
         for k, ext in enumerate(g.stage.shape):
             lo, hi = vs[g.bounds[2 * k][0]], vs[g.bounds[2 * k + 1][0]]
             ctx = ctx & lo.ge_set(vs.const(0)) & lo.le_set(hi) & hi.lt_set(pwaff(ext, vs, {}))
@@ -577,7 +603,7 @@ def _trip_count(s: Statement, depth: int, context: isl.Set) -> int | None:
     return None if most is None else most + 1
 
 
-def _infer_extents(stmt_lists, context: isl.Set) -> None:
+def _infer_extents(stmt_lists: Iterable[list[Statement]], context: isl.Set) -> None:
     """Give every band the exact maximal trip count of its loop (the block a compute_at
     stage computes, a split tail, a triangle), when that is a constant; the extent the
     schedule knew bounds it from above."""
@@ -587,7 +613,8 @@ def _infer_extents(stmt_lists, context: isl.Set) -> None:
             for depth in range(s.n_prefix, len(s.bands)):
                 found.setdefault(s.bands[depth], []).append(_trip_count(s, depth, context))
     for band, counts in found.items():
-        known = None if None in counts else max(counts)
+        ints = [c for c in counts if c is not None]
+        known = max(ints) if len(ints) == len(counts) else None
         if band.loop.extent is not None:
             known = band.loop.extent if known is None else min(known, band.loop.extent)
         band.extent = known
@@ -599,8 +626,10 @@ def _infer_extents(stmt_lists, context: isl.Set) -> None:
                 f"e.g. split({band.owner.name}, {band.loop.name!r}, 8), and {what} the inner loop")
 
 
-def _check_definition(stage, expr: cx.Expr, target, params, context) -> None:
+def _check_definition(stage: Schedulable, expr: cx.Expr, targets: dict[Update, cx.Access],
+                      params: list[str], context: isl.Set) -> None:
     if isinstance(stage, Update):
+        target = targets[stage]
         vs = Vars(space(_stmt_name(stage), [d.name for d in stage.loop_dims], params))
         decl = Statement(stage.name, stage, "decl", stage.loop_dims, [], 0, vs,
                          _declared_update(stage, vs), [])

@@ -20,7 +20,7 @@ from .access import functions_map
 from .ast_check import check_ast
 from .model import Band, Group, Model, Statement
 
-Vector = list  # entries: int (sequence position) or Band (loop value)
+Vector = list[int | Band]  # entries: a sequence position, or the value of a loop
 
 
 def _chain(g: Group, bands: list[Band], inner: list[tuple[Statement, Vector]],
@@ -37,7 +37,8 @@ def _child(g: Group, binders: bool) -> list[tuple[Statement, Vector]]:
     bound parameters comes first."""
     if not binders or g.binder is None:
         return _group(g, binders)
-    return [(g.binder, [0])] + [(s, [1, *v]) for s, v in _group(g, binders)]
+    binder: list[tuple[Statement, Vector]] = [(g.binder, [0])]
+    return binder + [(s, [1, *v]) for s, v in _group(g, binders)]
 
 
 def _group(g: Group, binders: bool) -> list[tuple[Statement, Vector]]:
