@@ -385,3 +385,10 @@ def test_reassociate_mistakes():
         s_, "k_o", reassociate=True)
     with pytest.raises(td.ScheduleError, match="put the loops over s's own dims outside k_o"):
         td.lower(inside)
+    # the loop is marked when lowering converts isl's AST, and the reassociate pass
+    # rewrites it (here: refuses it) as the first pass
+    trace = td.lower(td.schedule(s_).split(s_, "k", 8).vectorize(s_, "k_i", reassociate=True),
+                     trace=True)
+    assert "# vectorized, reassociate add into s" in str(trace["convert"])
+    after = str(trace["reassociate"])
+    assert "reassociate" not in after and "s_k_i_part" in after

@@ -8,10 +8,11 @@ The whole compiler front to back. The analysis, on the polyhedral model:
     legality dependences (isl) kept by the schedule; parallel loops race-free
     ast      isl's AST of the schedule, read back and checked against it (ast_check)
     convert  the isl AST as loop IR (tdsl's own nodes, with the schedule's names;
-             reassociated reduction loops privatized)
+             loops scheduled with reassociate=True marked)
 
-then the loop-IR passes, in this order (`PASSES`), each followed by `verify`:
+then the loop-IR passes, in this order, each followed by `verify`:
 
+    reassoc. loops marked reassociate accumulate into private partial results
     allocate every temp buffer allocated at its store loop, once per iteration, and
              given its storage: stack, heap, or the caller's workspace (`ir.Storage`)
     extents  every loop's max extent proven to bound its span (isl), widened where not
@@ -48,6 +49,7 @@ from .passes.flatten import flatten
 from .passes.fold_loops import fold_loops
 from .passes.inbounds import check_in_bounds
 from .passes.legalise import legalise
+from .passes.reassociate import reassociate
 from .passes.simplify import simplify
 from .passes.unroll import unroll
 from .passes.unswitch import unswitch
@@ -174,8 +176,12 @@ def _lower(sched: Schedule, name: str, what: str, keep: bool, workspace: bool,
             vectors = schedule_vectors(model, binders=True)
             ast = build_ast(model, vectors)
             func, temps = convert(model, ast, vectors, name)
-            func = verify(func, pending=frozenset(b.name for b, _ in temps), placed=False)
+            pending = frozenset(b.name for b, _ in temps)
+            func = verify(func, pending=pending, placed=False)
         steps.append(("convert", func))
+        with step("the reassociate pass"):  # before allocate, which places its buffers
+            func = verify(reassociate(func), pending=pending, placed=False)
+        steps.append(("reassociate", func))
         allocate: Pass = lambda f: place_allocations(f, temps, workspace)  # noqa: E731
         for pass_name, run in (("allocate", allocate), *passes):
             with step(f"the {pass_name} pass"):

@@ -175,8 +175,22 @@ class ForKind(Enum):
 
 
 @_node
+class Reassociation:
+    """The mark of a reduction loop scheduled with `reassociate=True`: its iterations
+    accumulate `op` into `buffer` (from `identity`) and may be regrouped. `what` names
+    the primitive, for the error when the loop's body does not allow it. Lowering
+    marks the loop; the reassociate pass rewrites it and removes the mark."""
+
+    buffer: Buffer
+    op: BinaryOp
+    identity: int | float | bool
+    what: str
+
+
+@_node
 class For(Stmt):
-    """for var in [start, end): body. `max_extent` bounds end - start when known."""
+    """for var in [start, end): body. `max_extent` bounds end - start when known;
+    `reassociate` marks a reduction loop the reassociate pass has yet to rewrite."""
 
     var: str
     start: Expr
@@ -184,6 +198,7 @@ class For(Stmt):
     kind: ForKind
     body: Stmt
     max_extent: int | None = None
+    reassociate: Reassociation | None = None
 
 
 @_node

@@ -54,8 +54,10 @@ def expr(e: ir.Expr, prec: int = 0) -> str:
 def _lines(s: ir.Stmt, ind: int, out: list[str]) -> None:
     pad = "  " * ind
     match s:
-        case ir.For(var, start, end, kind, body):
-            tag = "" if kind is ir.ForKind.SERIAL else f"  # {kind.value}"
+        case ir.For(var, start, end, kind, body, _, mark):
+            tags = ([] if kind is ir.ForKind.SERIAL else [kind.value]) + (
+                [] if mark is None else [f"reassociate {mark.op} into {mark.buffer.name}"])
+            tag = f"  # {', '.join(tags)}" if tags else ""
             out.append(f"{pad}for {var} in {expr(start)} .. {expr(end)}:{tag}")
             _lines(body, ind + 1, out)
         case ir.If(c, t, e):

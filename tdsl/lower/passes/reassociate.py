@@ -7,13 +7,17 @@ becomes
     for k in lo..hi (vectorized|parallel): part[k - lo] = part[k - lo] op value
     for l in 0..W: C[I] = C[I] op part[l]
 
-Guarantees: every iteration of the marked loop writes its own element of a
-private buffer, so the loop carries no dependence; the result is the
-reduction with its terms regrouped (exact for integers and min/max, rounded
-differently for float sums and products).
+Guarantees: no loop keeps its `reassociate` mark; every iteration of a
+marked loop writes its own element of a private buffer, so the loop carries
+no dependence; the result is the reduction with its terms regrouped (exact
+for integers and min/max, rounded differently for float sums and products).
+A marked loop whose body is not one accumulation into one element that does
+not change inside it is a ScheduleError naming the primitive.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from ... import dtypes as dt
 from ...errors import ScheduleError
@@ -60,3 +64,16 @@ def privatize(loop: ir.For, buf: ir.Buffer, op: ir.BinaryOp, identity: int | flo
                               ir.Binary(op, acc, ir.Load(part, (ir.Var(l_var),)), buf.dtype)),
                      width)
     return ir.Allocate(part, ir.Block((init, main, combine)))
+
+
+class _Reassociate(Rewriter):
+    def stmt(self, s: ir.Stmt) -> ir.Stmt | None:
+        if isinstance(s, ir.For) and s.reassociate is not None:
+            m = s.reassociate
+            return privatize(replace(s, reassociate=None), m.buffer, m.op, m.identity, m.what)
+        return None
+
+
+def reassociate(func: ir.LoweredFunc) -> ir.LoweredFunc:
+    """`func` with every loop marked for reassociation privatized (see the module)."""
+    return replace(func, body=_Reassociate().visit(func.body))

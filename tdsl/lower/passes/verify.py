@@ -99,7 +99,10 @@ class _Verifier(ScopedVisitor):
 
     def stmt(self, s: ir.Stmt) -> None:
         match s:
-            case ir.For(var, _, _, kind, _, mx):
+            case ir.For(var, _, _, kind, _, mx, mark):
+                if mark is not None and self.placed:
+                    raise VerifyError(f"loop {var} is still marked for reassociation (the "
+                                      "reassociate pass rewrites it before allocate)")
                 if not isinstance(kind, ir.ForKind):
                     raise VerifyError(f"loop {var} has kind {kind!r}, not one of: "
                                       f"{', '.join(f'ForKind.{k.name}' for k in ir.ForKind)}")

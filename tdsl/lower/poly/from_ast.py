@@ -12,6 +12,7 @@ allocation pass.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 import islpy as isl
 
@@ -22,7 +23,6 @@ from ...compute.tensor import BoundaryView, Stage, Tensor, Update, identity, is_
 from ...errors import ScheduleError, TdslError
 from ...schedule.state import Schedulable
 from .. import ir
-from ..passes.reassociate import privatize
 from ..rewrite import Substitute as _Substitute
 from ..rewrite import free_vars
 from .access import functions_map
@@ -162,8 +162,8 @@ class Converter:
         kind = ir.ForKind(band.kind)
         body = self.node(n.for_get_body(), inner, bounded)
         if step == 1:
-            loop = ir.For(band.var, start, end, kind, body, band.extent)
-            return self._reassociated(loop, band) if band.loop.reassociate else loop
+            mark = self._reassociation(band) if band.loop.reassociate else None
+            return ir.For(band.var, start, end, kind, body, band.extent, mark)
         # a strided loop (a fused loop over a box narrower than its inner extent)
         # counts its iterations and binds the loop variable to start + step * count
         count = f"{band.var}_n"
@@ -172,13 +172,15 @@ class Converter:
         at = ir.Binary("add", start, ir.Binary("mul", ir.index_const(step), ir.Var(count), dt.index), dt.index)
         return ir.For(count, ir.index_const(0), trips, kind, ir.Let(band.var, at, body), band.extent)
 
-    def _reassociated(self, loop: ir.For, band: Band) -> ir.Stmt:
+    def _reassociation(self, band: Band) -> ir.Reassociation:
+        """The mark of a loop scheduled with reassociate=True (the reassociate pass
+        rewrites the loop)."""
         stage = band.owner
         red = self.model.exprs[stage]
         assert isinstance(stage, Stage) and isinstance(red, cx.Reduce)  # a reduction's loop
         what = f"{band.kind.replace('vectorized', 'vectorize')}({stage.name}, {band.loop.name!r}, reassociate=True)"
-        return privatize(loop, self.buffers[stage], _COMBINE[red.op], identity(red.op, red.dtype),
-                         what)
+        return ir.Reassociation(self.buffers[stage], _COMBINE[red.op],
+                                identity(red.op, red.dtype), what)
 
     def _end(self, cond: isl.AstExpr, it: str, names: dict[str, ir.Expr]) -> ir.Expr:
         O = isl.ast_expr_op_type
@@ -317,9 +319,9 @@ def _place(s: ir.Stmt, bound: frozenset[str]) -> tuple[ir.Stmt | None, dict[str,
             sub = _Substitute({name: value})
             esc = {n: sub.visit_expr(v) for n, v in esc.items()}
             return (ir.Let(name, value, b2) if b2 is not None else None), esc
-        case ir.For(var, start, end, kind, body, mx):
+        case ir.For(body=body):
             b2, _ = _place(body, bound)
-            return ir.For(var, start, end, kind, b2 if b2 is not None else ir.Block(()), mx), {}
+            return replace(s, body=b2 if b2 is not None else ir.Block(())), {}
     return s, {}
 
 
