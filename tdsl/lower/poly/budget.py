@@ -9,9 +9,11 @@
 - `MAX_ISL_SECONDS` bounds the analysis in processor time as well: a watchdog
   aborts isl `HARD_SLACK_SECONDS` before it, and the process doing the analysis
   is killed at it (see `bounded`). Processor time, not wall-clock time, so that
-  a schedule is accepted or refused alike on an idle and on a busy machine (a
-  tuner building candidates side by side, a shared host). `MAX_WALL_SECONDS`
-  stops an analysis that waits instead of computing.
+  a busy machine (a tuner building candidates side by side, a shared host)
+  refuses nearly the same schedules as an idle one: waiting for a core no
+  longer counts, though a core shared with a busy hyperthread still runs the
+  analysis slower (up to about 1.6x here). `MAX_WALL_SECONDS` stops an analysis
+  that waits instead of computing.
 - `MAX_UNROLLED`: the number of copies of one statement that unrolling may make
   (the product of the trip counts of the unrolled loops around it).
 
