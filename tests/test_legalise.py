@@ -157,6 +157,13 @@ def test_finish_runs_the_late_passes_on_hand_built_ir():
 # ------------------------------------------------------------ against numpy
 
 
+def _square_pair(dtype):
+    """Dims i, j, the size N and inputs a, b of shape N x N."""
+    i, j = td.dims("i j")
+    N = td.size("N")
+    return i, j, N, td.input("a", {i: N, j: N}, dtype), td.input("b", {i: N, j: N}, dtype)
+
+
 def _int_edges(dtype) -> np.ndarray:
     info = np.iinfo(dtype.np)
     vals = {info.min, info.min + 1, -7, -3, -1, 0, 1, 2, 3, 7, info.max - 1, info.max}
@@ -165,10 +172,7 @@ def _int_edges(dtype) -> np.ndarray:
 
 @pytest.mark.parametrize("dtype", INTS, ids=lambda d: d.name)
 def test_integer_floor_division_and_modulo_match_numpy(backend, dtype):
-    i, j = td.dims("i j")
-    N = td.size("N")
-    a = td.input("a", {i: N, j: N}, dtype)
-    b = td.input("b", {i: N, j: N}, dtype)
+    i, j, N, a, b = _square_pair(dtype)
     outs = {
         "q": a[i, j] // b[i, j], "r": a[i, j] % b[i, j],
         "q4": a[i, j] // 4, "r4": a[i, j] % 4, "ab": td.abs(a[i, j]),
@@ -197,10 +201,7 @@ def test_integer_floor_division_and_modulo_match_numpy(backend, dtype):
 
 @pytest.mark.parametrize("dtype", [td.float32, td.float64], ids=lambda d: d.name)
 def test_float_division_minmax_and_exp_match_numpy(backend, dtype):
-    i, j = td.dims("i j")
-    N = td.size("N")
-    a = td.input("a", {i: N, j: N}, dtype)
-    b = td.input("b", {i: N, j: N}, dtype)
+    i, j, N, a, b = _square_pair(dtype)
     outs = {
         "q": a[i, j] // b[i, j], "r": a[i, j] % b[i, j], "q2": a[i, j] // -2.0,
         "r2": a[i, j] % 2.0, "mx": td.maximum(a[i, j], b[i, j]),
