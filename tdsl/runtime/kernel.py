@@ -106,7 +106,7 @@ class Kernel:
             arrays, positional = dict(positional[0]), ()
         self._positional(positional)
         clash = [n for n in ("runs", "warmup", "min_seconds") if n in self.args]
-        if clash and not positional and any(isinstance(v, np.ndarray) for v in (runs, warmup, min_seconds)):
+        if clash and any(isinstance(v, np.ndarray) for v in (runs, warmup, min_seconds)):
             raise ArgumentError(
                 f"benchmark: kernel {self.lowered.name} has an argument named {clash[0]!r}, which "
                 f"benchmark() reads as its own option; pass the arrays as one dict: "
