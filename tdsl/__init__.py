@@ -47,6 +47,7 @@ from .schedule import (
     ComputeAt,
     ComputeInline,
     Fuse,
+    Knob,
     Layout,
     Parallel,
     Reorder,
@@ -54,9 +55,11 @@ from .schedule import (
     Schedule,
     Split,
     StoreAt,
+    Template,
     Tile,
     Unroll,
     Vectorize,
+    knob,
     schedule,
 )
 
@@ -64,10 +67,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ArgumentError", "CacheRead", "CacheWrite", "CompileError", "ComputeAt", "ComputeInline", "DefinitionError", "Fuse",
-    "Kernel", "Layout", "OutOfBoundsError", "Parallel", "Reorder", "RFactor", "RuntimeFailure", "Schedule", "ScheduleError", "Split",
-    "StoreAt", "TdslError", "Tile", "Timing", "Unroll", "Vectorize", "abs", "bool_", "build",
+    "Kernel", "Knob", "Layout", "OutOfBoundsError", "Parallel", "Reorder", "RFactor", "RuntimeFailure", "Schedule", "ScheduleError", "Split",
+    "StoreAt", "TdslError", "Template", "Tile", "Timing", "Unroll", "Vectorize", "abs", "bool_", "build",
     "cast", "ceil", "clamp", "compute", "cos", "dim", "dims", "dtypes", "emit_c", "evaluate", "exp",
-    "float32", "float64", "floor", "input", "int8", "int16", "int32", "int64", "log", "lower",
+    "float32", "float64", "floor", "input", "int8", "knob", "int16", "int32", "int64", "log", "lower",
     "max", "maximum", "min", "minimum", "pad", "prod", "schedule", "set_compile_timeout", "sin", "size", "sqrt", "sum",
     "tanh", "uint8", "uint16", "uint32", "update", "where",
 ]

@@ -25,6 +25,12 @@ def as_schedule(s) -> Schedule:
     if isinstance(s, Stage) or (isinstance(s, (tuple, list)) and s and all(
             isinstance(x, Stage) for x in s)):
         return schedule(s)
+    from .schedule import Template
+
+    if isinstance(s, Template):
+        raise ScheduleError(
+            f"this is a template with open knobs ({', '.join(s.knobs)}); make a schedule of it "
+            "first with .instantiate(name=value, ...) (or td.tune it)")
     raise ScheduleError(f"expected a td.schedule(...) or output stage(s), got {s!r}")
 
 

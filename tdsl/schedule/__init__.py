@@ -1,5 +1,6 @@
 """The schedule language: immutable schedules of frozen primitive records."""
 
+from .knob import Knob, knob
 from .primitives import (
     ComputeAt,
     ComputeInline,
@@ -16,9 +17,10 @@ from .primitives import (
 from .schedule import Schedule, schedule
 from .staging import CacheRead, CacheWrite, Layout, RFactor
 from .state import LDim, LFuse, LInner, Loop, LoopExpr, LOuter, Placement, State
+from .template import Template
 
 __all__ = [
     "CacheRead", "CacheWrite", "Layout", "RFactor", "ComputeAt", "ComputeInline", "Fuse", "LDim", "LFuse", "LInner", "LOuter", "Loop", "LoopExpr",
     "Parallel", "Placement", "Primitive", "Reorder", "Schedule", "Split", "State", "StoreAt",
-    "Tile", "Unroll", "Vectorize", "schedule",
+    "Template", "Tile", "Unroll", "Vectorize", "Knob", "knob", "schedule",
 ]

@@ -6,12 +6,14 @@ ones produced and returns a new Schedule; the old one is unchanged.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable
 
 from ..compute import Stage, Update
 from ..compute.tensor import Pipeline
 from ..errors import ScheduleError
+from .knob import knobs_in
 from .primitives import (
     PRIMITIVES,
     ComputeAt,
@@ -229,6 +231,33 @@ class Schedule:
         if not calls:
             return head
         return "(" + head + "".join(f"\n   .{c}" for c in calls) + ")"
+
+
+PRIMITIVE_METHODS = ("split", "tile", "reorder", "fuse", "vectorize", "unroll", "parallel",
+                     "compute_inline", "compute_at", "store_at", "cache_write", "cache_read",
+                     "rfactor", "layout")
+
+
+def _knob_aware(name: str) -> None:
+    """Make Schedule.<name> return a td.Template when any argument is a td.knob."""
+    plain = getattr(Schedule, name)
+
+    @functools.wraps(plain)
+    def method(self, *args, **kwargs):
+        if knobs_in(args) or knobs_in(kwargs):
+            from .template import Template
+
+            return Template(self).then(name, args, kwargs)
+        return plain(self, *args, **kwargs)
+
+    if not method.__doc__:
+        prim = next((c for c in PRIMITIVES.values() if getattr(c, "method", None) == name), None)
+        method.__doc__ = prim.__doc__ if prim is not None else None
+    setattr(Schedule, name, method)
+
+
+for _name in PRIMITIVE_METHODS:
+    _knob_aware(_name)
 
 
 def _names(names):

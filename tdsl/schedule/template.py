@@ -1,0 +1,293 @@
+"""Templates: schedules with knobs left open, and the plain schedules they make."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ..compute import Dim, Update
+from ..compute.tensor import Pipeline, Tensor
+from ..errors import ScheduleError
+from .knob import Knob, _typed, knobs_in
+from .schedule import JSON_VERSION, PRIMITIVE_METHODS, Schedule, _lookup, _method_call, _ref
+
+
+@dataclass(frozen=True)
+class Call:
+    """One primitive call of a template, its arguments as given (knobs included)."""
+
+    method: str
+    args: tuple[Any, ...]
+    kwargs: tuple[tuple[str, Any], ...]
+
+    def knobs(self) -> list[Knob]:
+        return knobs_in(self.args) + knobs_in([v for _, v in self.kwargs])
+
+    def bound(self, values: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+        """The arguments with each knob replaced by its value; None when a knob's value is
+        None (the call is left out)."""
+        if any(values[k.name] is None for k in self.knobs()):
+            return None
+        return _bind(self.args, values), {k: _bind(v, values) for k, v in self.kwargs}
+
+    def code(self) -> str:
+        args = [_code(a) for a in self.args] + [f"{k}={_code(v)}" for k, v in self.kwargs]
+        return f"{self.method}({', '.join(args)})"
+
+
+def _bind(value: Any, values: dict[str, Any]) -> Any:
+    if isinstance(value, Knob):
+        return values[value.name]
+    if isinstance(value, tuple):
+        return tuple(_bind(v, values) for v in value)
+    if isinstance(value, list):
+        return [_bind(v, values) for v in value]
+    return value
+
+
+def _code(value: Any) -> str:
+    if isinstance(value, (Tensor, Update)):
+        return _ref(value)
+    if isinstance(value, Dim):
+        return repr(value.name)
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(_code(v) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' if len(value) == 1 else ''})"
+    return repr(value)
+
+
+class Template:
+    """A schedule with open choices (`td.knob`s): `t.instantiate(ti=32)` makes a plain
+    `td.Schedule`.
+
+    A Schedule's primitive method given a knob anywhere in its arguments returns a
+    Template, and a Template's primitive methods chain like a Schedule's:
+
+        t = (td.schedule(C)
+               .tile(C, i=td.knob("ti", [16, 32, 64]), j=64)
+               .parallel(C, td.knob("par", ["i_o", None])))   # None: no parallel loop
+        t.knobs            # {'ti': (16, 32, 64), 'par': ('i_o', None)}
+        t.defaults         # {'ti': 16, 'par': 'i_o'}
+        t.instantiate(ti=32, par=None)
+
+    Every call is checked at once against the knobs' defaults, so a misspelt loop fails
+    where it is written; other combinations are checked when instantiated (an
+    impossible one raises ScheduleError, which a tuner records as a rejected
+    candidate). `td.Template(s)` wraps a plain schedule as a template with no knobs.
+    """
+
+    __slots__ = ("base", "calls", "_knobs", "_default")
+
+    def __init__(self, base: Schedule, calls: Iterable[Call] = ()):
+        if isinstance(base, Template):
+            base, calls = base.base, base.calls + tuple(calls)
+        if not isinstance(base, Schedule):
+            raise ScheduleError(f"td.Template takes a td.Schedule, got {base!r}")
+        self.base = base
+        self.calls: tuple[Call, ...] = ()
+        self._knobs: dict[str, Knob] = {}
+        self._default = base
+        for c in calls:
+            self._add(c)
+
+    # ------------------------------------------------------------ building
+
+    def _add(self, call: Call) -> None:
+        for k in call.knobs():
+            seen = self._knobs.get(k.name)
+            if seen is not None and seen != k:
+                raise ScheduleError(
+                    f"knob {k.name!r} is used twice with different choices: {seen!r} and {k!r}; "
+                    "give each open choice its own name")
+            self._knobs.setdefault(k.name, k)
+        bound = call.bound(self.defaults)
+        if bound is not None:
+            args, kwargs = bound
+            try:
+                self._default = getattr(self._default, call.method)(*args, **kwargs)
+            except ScheduleError as e:
+                raise ScheduleError(f"{call.code()} with the knobs' defaults: {e}") from None
+        self.calls += (call,)
+
+    def then(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Template:
+        """This template with one more primitive call (what the chained methods do)."""
+        if method not in PRIMITIVE_METHODS:
+            raise ScheduleError(
+                f"{method!r} is not a schedule primitive; primitives are: "
+                f"{', '.join(PRIMITIVE_METHODS)}")
+        return Template(self.base, self.calls + (Call(method, tuple(args), tuple(kwargs.items())),))
+
+    # ------------------------------------------------------------ data
+
+    @property
+    def outputs(self):
+        return self.base.outputs
+
+    @property
+    def pipeline(self) -> Pipeline:
+        return self.base.pipeline
+
+    @property
+    def knobs(self) -> dict[str, tuple[Any, ...]]:
+        """Each knob's name and its choices, in order of first use."""
+        return {n: k.choices for n, k in self._knobs.items()}
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        """Each knob's default value: what `instantiate()` chooses when not told."""
+        return {n: k.default for n, k in self._knobs.items()}
+
+    @property
+    def space_size(self) -> int:
+        """How many schedules the knobs can make (the product of their numbers of choices)."""
+        return math.prod(len(k.choices) for k in self._knobs.values())
+
+    def knob(self, name: str) -> Knob:
+        """The knob of that name."""
+        try:
+            return self._knobs[name]
+        except KeyError:
+            raise ScheduleError(self._unknown(name)) from None
+
+    def _unknown(self, name: str) -> str:
+        have = ", ".join(self._knobs) or "none"
+        return f"this template has no knob {name!r}; its knobs are: {have}"
+
+    def loops(self, stage) -> list[str]:
+        """The loop names of a stage in the schedule the defaults make."""
+        return self._default.loops(stage)
+
+    # ------------------------------------------------------------ instantiation
+
+    def choose(self, **values: Any) -> dict[str, Any]:
+        """Every knob's value: the ones given (checked against the choices), the defaults
+        for the rest."""
+        for name, v in values.items():
+            k = self._knobs.get(name)
+            if k is None:
+                raise ScheduleError(self._unknown(name))
+            if not k.accepts(v):
+                raise ScheduleError(
+                    f"knob {name!r} has no choice {v!r}; its choices are {list(k.choices)!r}")
+        chosen = self.defaults
+        chosen.update(values)
+        return chosen
+
+    def instantiate(self, **values: Any) -> Schedule:
+        """The plain schedule for these knob values (the defaults for knobs not given).
+
+        Raises ScheduleError for an unknown knob, a value not among a knob's choices, or a
+        combination that makes an invalid schedule."""
+        chosen = self.choose(**values)
+        if all(_typed(chosen[n]) == _typed(k.default) for n, k in self._knobs.items()):
+            return self._default
+        s = self.base
+        for call in self.calls:
+            bound = call.bound(chosen)
+            if bound is None:
+                continue
+            args, kwargs = bound
+            try:
+                s = getattr(s, call.method)(*args, **kwargs)
+            except ScheduleError as e:
+                shown = ", ".join(f"{n}={v!r}" for n, v in chosen.items())
+                raise ScheduleError(f"with {shown}: {e}") from None
+        return s
+
+    # ------------------------------------------------------------ text
+
+    def to_json(self) -> str:
+        """The template as JSON text; `td.Template.from_json(text, outputs)` rebuilds it."""
+        return json.dumps({
+            "version": JSON_VERSION,
+            "outputs": [o.name for o in self.outputs],
+            "primitives": [p.to_dict() for p in self.base.primitives],
+            "calls": [{"method": c.method, "args": [_to_json(a) for a in c.args],
+                       "kwargs": {k: _to_json(v) for k, v in c.kwargs}} for c in self.calls],
+        }, indent=1)
+
+    @classmethod
+    def from_json(cls, text: str, outputs) -> Template:
+        """The template `to_json` wrote, for these output stages."""
+        base = Schedule.from_json(text, outputs)
+        data = json.loads(text)
+        calls = data.get("calls", [])
+        if not isinstance(calls, list):
+            raise ScheduleError(f'template JSON field "calls" must be a list, got {calls!r}')
+        out = []
+        for c in calls:
+            if not (isinstance(c, dict) and isinstance(c.get("method"), str)
+                    and isinstance(c.get("args", []), list)
+                    and isinstance(c.get("kwargs", {}), dict)):
+                raise ScheduleError(
+                    f'bad template call record {c!r}: it needs "method" (a primitive name), '
+                    '"args" (a list) and "kwargs" (an object)')
+            if c["method"] not in PRIMITIVE_METHODS:
+                raise ScheduleError(
+                    f"bad template call record {c!r}: {c['method']!r} is not a schedule "
+                    f"primitive; primitives are: {', '.join(PRIMITIVE_METHODS)}")
+            out.append(Call(
+                c["method"], tuple(_from_json(a, base.pipeline) for a in c.get("args", [])),
+                tuple((k, _from_json(v, base.pipeline)) for k, v in c.get("kwargs", {}).items())))
+        return cls(base, out)
+
+    def __repr__(self) -> str:
+        outs = ", ".join(o.name for o in self.outputs)
+        head = f"td.schedule({outs if len(self.outputs) == 1 else '(' + outs + ',)'})"
+        calls = [_method_call(p) for p in self.base.primitives] + [c.code() for c in self.calls]
+        if not calls:
+            return f"td.Template({head})"
+        return "(" + head + "".join(f"\n   .{c}" for c in calls) + ")"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Template) and self.base == other.base and self.calls == other.calls
+
+    def __hash__(self) -> int:
+        return hash((self.base, self.calls))
+
+
+def _to_json(value: Any) -> Any:
+    if isinstance(value, Knob):
+        return {"knob": value.name, "choices": list(value.choices), "default": value.default}
+    if isinstance(value, (Tensor, Update)):
+        return {"stage": value.name}
+    if isinstance(value, Dim):
+        return value.name
+    if isinstance(value, (list, tuple)):
+        return [_to_json(v) for v in value]
+    if value is None or isinstance(value, (int, float, str, bool)):
+        return value
+    raise ScheduleError(f"a template argument {value!r} cannot be written as JSON")
+
+
+def _from_json(value: Any, pipeline: Pipeline) -> Any:
+    if isinstance(value, dict):
+        if "knob" in value:
+            if "choices" not in value:
+                raise ScheduleError(f"bad knob record {value!r}: it needs \"choices\"")
+            return Knob(value["knob"], value["choices"], value.get("default", value["choices"][0]
+                                                                    if value["choices"] else None))
+        if isinstance(value.get("stage"), str):
+            return _lookup(value["stage"], pipeline)
+        raise ScheduleError(f"bad template argument record {value!r}")
+    if isinstance(value, list):
+        return tuple(_from_json(v, pipeline) for v in value)
+    return value
+
+
+def _method(name: str):
+    plain = getattr(Schedule, name)
+
+    def method(self: Template, *args: Any, **kwargs: Any) -> Template:
+        return self.then(name, args, kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = plain.__doc__
+    return method
+
+
+for _name in PRIMITIVE_METHODS:
+    setattr(Template, _name, _method(_name))
