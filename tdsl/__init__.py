@@ -38,6 +38,7 @@ from .errors import (
     RuntimeFailure,
     ScheduleError,
     TdslError,
+    TuningError,
 )
 from .limits import set_compile_timeout
 from .runtime import Kernel, Timing
@@ -62,15 +63,16 @@ from .schedule import (
     knob,
     schedule,
 )
+from .tune import TuneResult, tune
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ArgumentError", "CacheRead", "CacheWrite", "CompileError", "ComputeAt", "ComputeInline", "DefinitionError", "Fuse",
     "Kernel", "Knob", "Layout", "OutOfBoundsError", "Parallel", "Reorder", "RFactor", "RuntimeFailure", "Schedule", "ScheduleError", "Split",
-    "StoreAt", "TdslError", "Template", "Tile", "Timing", "Unroll", "Vectorize", "abs", "bool_", "build",
+    "StoreAt", "TdslError", "TuneResult", "TuningError", "Template", "Tile", "Timing", "Unroll", "Vectorize", "abs", "bool_", "build",
     "cast", "ceil", "clamp", "compute", "cos", "dim", "dims", "dtypes", "emit_c", "evaluate", "exp",
     "float32", "float64", "floor", "input", "int8", "knob", "int16", "int32", "int64", "log", "lower",
     "max", "maximum", "min", "minimum", "pad", "prod", "schedule", "set_compile_timeout", "sin", "size", "sqrt", "sum",
-    "tanh", "uint8", "uint16", "uint32", "update", "where",
+    "tanh", "tune", "uint8", "uint16", "uint32", "update", "where",
 ]

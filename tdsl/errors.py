@@ -44,3 +44,8 @@ class OutOfBoundsError(CompileError):
 
 class RuntimeFailure(TdslError):
     """Generated code reported a failure at run time (for example out of memory)."""
+
+
+class TuningError(TdslError):
+    """td.tune, its log or td.Schedule.from_log cannot do what was asked: a missing
+    optional package, a malformed log, no record for a kernel."""

@@ -224,6 +224,19 @@ class Schedule:
             sched = sched.append(_from_dict(rec, pipeline))
         return sched
 
+    @classmethod
+    def from_log(cls, path, outputs, target: str = "c", **sizes: int) -> Schedule:
+        """The fastest schedule a tuning log (written by td.tune) records for these
+        outputs, target and symbolic sizes: measured on this machine when the log has
+        such records, else on any machine. An application ships the log and never tunes:
+
+            s = td.Schedule.from_log("C.tune.jsonl", C, target="c", N=1024)
+
+        Raises td.TuningError, listing what the log does hold, when nothing matches."""
+        from ..tune.log import schedule_from_log
+
+        return schedule_from_log(path, outputs, target, **sizes)
+
     def __repr__(self) -> str:
         outs = ", ".join(o.name for o in self.outputs)
         head = f"td.schedule({outs if len(self.outputs) == 1 else '(' + outs + ',)'})"

@@ -1,0 +1,392 @@
+"""td.tune: a measured search over a template's knobs, recorded in a log."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import datetime
+import html
+import itertools
+import json
+import math
+import multiprocessing
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from ..compute.binding import bind_arguments
+from ..compute.tensor import Pipeline, Stage
+from ..errors import ArgumentError, ScheduleError, TuningError
+from ..schedule import Schedule, Template
+from . import log as tlog
+from .machine import fingerprint, same_machine
+from .measure import run_trial
+
+# evaluate the reference with td.evaluate up to this many points of work (the product
+# of every stage's domain, reductions included); past it, the unscheduled kernel
+_EVALUATE_LIMIT = 2e7
+
+
+class TuneResult:
+    """What td.tune found: `.schedule` (the fastest, a plain Schedule), `.time` (its
+    median seconds per call), `.knobs` (its knob values), `.history` (every trial's
+    record, in order, including those read from the log), `.plot()`."""
+
+    def __init__(self, template: Template, target: str, history: list[dict[str, Any]],
+                 best: dict[str, Any]):
+        self.template = template
+        self.target = target
+        self.history = history
+        self.knobs: dict[str, Any] = dict(best["knobs"])
+        self.time: float = best["time"]
+        self.schedule: Schedule = Schedule.from_json(json.dumps(best["schedule"]),
+                                                     template.outputs)
+
+    def counts(self) -> dict[str, int]:
+        """How many trials ended in each status."""
+        out: dict[str, int] = {}
+        for r in self.history:
+            out[r["status"]] = out.get(r["status"], 0) + 1
+        return out
+
+    def plot(self):
+        """A matplotlib Figure: each trial's time (failed trials marked along the bottom)
+        and the best time so far."""
+        from ..display import require_matplotlib
+
+        plt = require_matplotlib()
+        fig, ax = plt.subplots(figsize=(7, 3.5))
+        ok = [(n, r["time"] * 1e3) for n, r in enumerate(self.history, 1) if r["status"] == "ok"]
+        bad = [n for n, r in enumerate(self.history, 1) if r["status"] != "ok"]
+        if ok:
+            xs, ys = zip(*ok)
+            ax.plot(xs, ys, "o", ms=4, label="trial", color="tab:blue")
+            best, steps = math.inf, []
+            for r in self.history:
+                if r["status"] == "ok":
+                    best = min(best, r["time"] * 1e3)
+                steps.append(best)
+            ax.step(range(1, len(steps) + 1), steps, where="post", color="tab:orange",
+                    label="best so far")
+            if bad:
+                ax.plot(bad, [min(ys)] * len(bad), "x", color="tab:red", label="failed")
+        ax.set_xlabel("trial")
+        ax.set_ylabel("ms per call")
+        ax.set_title(f"tuning {'/'.join(o.name for o in self.template.outputs)} "
+                     f"({self.target})")
+        ax.legend(loc="upper right")
+        fig.tight_layout()
+        plt.close(fig)
+        return fig
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{n} {s}" for s, n in self.counts().items())
+        return (f"TuneResult(time={self.time * 1e3:.3f} ms, knobs={self.knobs}, "
+                f"trials: {counts})")
+
+    def _repr_html_(self) -> str:
+        from ..display import code_html
+
+        counts = ", ".join(f"{n} {html.escape(s)}" for s, n in self.counts().items())
+        knobs = "".join(f"<tr><td><code>{html.escape(k)}</code></td><td><code>"
+                        f"{html.escape(repr(v))}</code></td></tr>" for k, v in self.knobs.items())
+        return (f"<div><b>best {self.time * 1e3:.3f} ms</b> per call on {html.escape(self.target)}"
+                f" &middot; {len(self.history)} trials: {counts}"
+                f"<table>{knobs}</table>{code_html(repr(self.schedule), 'python')}</div>")
+
+
+def tune(outputs_or_template, target: str = "c", trials: int = 64, log=None, executor=None, *,
+         timeout: float = 60.0, jobs: int | None = None, runs: int = 5,
+         min_seconds: float = 0.05, progress: bool = True, seed: int = 0,
+         _fault=None, **arrays) -> TuneResult:
+    """Search a template's knobs for the fastest schedule, measuring each candidate.
+
+        r = td.tune(C, target="c", trials=64, log="C.tune.jsonl", A=a, B=b)
+        r.schedule, r.time, r.history, r.plot()
+
+    outputs_or_template: output stage(s), whose auto-scheduler template (its rules'
+    decisions, `td.autotemplate`) is searched, or a `td.Template` (or a Schedule: one
+    candidate). The template's defaults are the first candidate; Optuna's TPE sampler
+    chooses the rest (every combination, when there are no more than `trials`).
+
+    Each candidate is built, run, checked and timed in a child process: a crash, a
+    build or run phase longer than `timeout` seconds, a build failure, an illegal
+    schedule or an output that differs from the reference (td.evaluate, or the
+    unscheduled kernel for large problems) is a failed trial, recorded with its
+    status. Trials run on `executor` (any concurrent.futures.Executor; Dask's
+    `Client.get_executor()` runs them on a cluster), `jobs` at once (default 1: two
+    timings on one machine disturb each other; the default executor is a local pool
+    of that many fresh processes). An executor of your own must not fork this process
+    once it has run a parallel kernel (OpenMP's threads do not survive a fork): give
+    a ProcessPoolExecutor mp_context=multiprocessing.get_context("forkserver").
+
+    log: a JSON-lines file (see tdsl.tune.log) that every trial is appended to as it
+    finishes; tuning with an existing log resumes it, measuring no candidate already
+    recorded for this key on this machine. `td.Schedule.from_log` reads the best
+    back. Arrays are passed by name, as to a kernel; they fix the symbolic sizes.
+    """
+    template = _as_template(outputs_or_template, target, arrays)
+    _check_options(target, trials, timeout, runs)
+    pipeline: Pipeline = template.pipeline
+    sizes = dict(bind_arguments(pipeline, arrays, allow_outputs=False).sizes)
+    key = tlog.make_key(pipeline, target, sizes)
+    here = fingerprint()
+    past = tlog.matching(tlog.read(log), key) if log is not None else []
+    done = {_knob_key(r["knobs"]): r for r in past if same_machine(r.get("machine"), here)}
+    history = list(done.values())
+    inputs = {t.name: np.ascontiguousarray(arrays[t.name]) for t in pipeline.inputs}
+    base = {"outputs": template.outputs, "target": target, "arrays": inputs, "timeout": timeout,
+            "runs": runs, "min_seconds": min_seconds, "fault": _fault,
+            "reference": _reference(template.outputs, inputs, sizes)}
+    search = _Search(template, seed, trials, done)
+    own = executor is None
+    jobs = jobs or 1
+    # a fresh process (forkserver), not a fork of this one: a fork of a process whose
+    # OpenMP runtime has started threads hangs in its first parallel loop
+    pool = cf.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("forkserver")) \
+        if own else executor
+    bar = _progress(progress, trials)
+    try:
+        _run(search, pool, jobs, base, key, log, history, bar)
+    finally:
+        if bar is not None:
+            bar.close()
+        if own:
+            pool.shutdown(wait=True, cancel_futures=True)
+    best = tlog.best(history, here)
+    if best is None:
+        counts = ", ".join(sorted({f"{r['status']}: {r['message'][:200]}" for r in history}))
+        raise TuningError(f"no candidate of the {len(history)} tried ran correctly ({counts})")
+    return TuneResult(template, target, history, best)
+
+
+def _as_template(x, target: str, arrays: dict[str, Any]) -> Template:
+    if isinstance(x, Template):
+        return x
+    if isinstance(x, Schedule):
+        return Template(x)
+    if isinstance(x, Stage) or isinstance(x, (tuple, list)) and x and all(
+            isinstance(s, Stage) for s in x):
+        from .auto import autotemplate
+
+        sizes = dict(bind_arguments(Pipeline(x), arrays, allow_outputs=False).sizes)
+        return autotemplate(x, target=target, **sizes)
+    raise TuningError(
+        f"td.tune takes output stage(s), a td.Template or a td.Schedule, got {x!r}")
+
+
+def _check_options(target: str, trials: int, timeout: float, runs: int) -> None:
+    if target not in ("c", "llvm"):
+        raise ArgumentError(f"unknown target {target!r}; valid targets are c, llvm")
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+        raise ArgumentError(f"td.tune: trials must be an int >= 1, got {trials!r}")
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+        raise ArgumentError(f"td.tune: runs must be an int >= 1, got {runs!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ArgumentError(f"td.tune: timeout must be a number of seconds > 0, got {timeout!r}")
+
+
+def _reference(outputs, inputs: dict[str, np.ndarray], sizes: dict[str, int]):
+    """What every candidate's outputs must match: td.evaluate for small problems, the
+    unscheduled C kernel for large ones."""
+    pipeline = Pipeline(outputs)
+    if _work(pipeline, sizes) <= _EVALUATE_LIMIT:
+        from ..compute.evaluate import evaluate
+
+        return evaluate(outputs, **inputs)
+    from ..api import build
+
+    return build(Schedule(outputs), target="c")(**inputs)
+
+
+def _work(pipeline: Pipeline, sizes: dict[str, int]) -> float:
+    """Points of work of the pipeline, roughly: each stage's domain, reductions included."""
+    from ..compute.expr import Reduce
+
+    total = 0.0
+    for s in pipeline.stages:
+        n = 1.0
+        for e in s.shape:
+            n *= _value(e, sizes)
+        if isinstance(s.expr, Reduce):
+            for ax in s.expr.axes:
+                n *= max(1.0, _value(ax.hi, sizes) - _value(ax.lo, sizes))
+        total += n
+    return total
+
+
+def _value(e, sizes: dict[str, int]) -> float:
+    try:
+        return float(eval(repr(e), {"__builtins__": {}}, dict(sizes)))  # affine in sizes
+    except Exception:  # noqa: BLE001 - an extent the estimate cannot read: assume large
+        return 1024.0
+
+
+def _knob_key(knobs: dict[str, Any]) -> str:
+    return json.dumps(knobs, sort_keys=True)
+
+
+class _Search:
+    """The candidates to try, in order: the defaults, then Optuna's proposals (or every
+    combination, when there are no more than the trials left). A proposal already
+    measured is told its recorded time without measuring it again."""
+
+    def __init__(self, template: Template, seed: int, trials: int, done: dict[str, dict]):
+        self.template, self.done = template, done
+        self.left = trials
+        self.names = list(template.knobs)
+        fresh = template.space_size - len(done)
+        self.grid: Iterator[dict[str, Any]] | None = None
+        self.study: Any = None
+        if fresh <= trials:
+            self.grid = self._every()
+        else:
+            self.study = _study(template, seed, done)
+        self.first: dict[str, Any] | None = dict(template.defaults)
+        self.asked: dict[str, Any] = {}
+
+    def _every(self) -> Iterator[dict[str, Any]]:
+        yield dict(self.template.defaults)
+        for combo in itertools.product(*self.template.knobs.values()):
+            yield dict(zip(self.names, combo))
+
+    def next(self) -> dict[str, Any] | None:
+        """The next candidate's knob values to measure, or None when done."""
+        if self.left <= 0:
+            return None
+        if self.grid is not None:
+            for values in self.grid:
+                k = _knob_key(values)
+                if k not in self.done and k not in self.asked:
+                    self.asked[k] = None
+                    self.left -= 1
+                    return values
+            return None
+        for _ in range(50 * max(1, len(self.names))):
+            if self.first is not None:  # the defaults first: the sampler's own seed
+                self.study.enqueue_trial(self.first)
+                self.first = None
+            trial = self.study.ask(self._dists())
+            values = {n: trial.params[n] for n in self.names}
+            k = _knob_key(values)
+            rec = self.done.get(k)
+            if rec is not None or k in self.asked:
+                self._tell(trial, rec)
+                continue
+            self.asked[k] = trial
+            self.left -= 1
+            return values
+        return None
+
+    def _dists(self):
+        import optuna
+
+        return {n: optuna.distributions.CategoricalDistribution(c)
+                for n, c in self.template.knobs.items()}
+
+    def _tell(self, trial, rec: dict[str, Any] | None) -> None:
+        import optuna
+
+        if rec is not None and rec["status"] == "ok":
+            self.study.tell(trial, rec["time"])
+        else:
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+
+    def record(self, values: dict[str, Any], rec: dict[str, Any]) -> None:
+        k = _knob_key(values)
+        self.done[k] = rec
+        trial = self.asked.get(k)
+        if trial is not None and self.study is not None:
+            self._tell(trial, rec)
+
+
+def _study(template: Template, seed: int, done: dict[str, dict]):
+    try:
+        import optuna
+    except ImportError:
+        raise TuningError("td.tune searches with Optuna, which is not installed: "
+                          "pip install 'tdsl[tune]'") from None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=min(10, len(template.knobs) * 3))
+    study = optuna.create_study(direction="minimize", sampler=sampler)
+    dists: dict[str, Any] = {n: optuna.distributions.CategoricalDistribution(c)
+                             for n, c in template.knobs.items()}
+    for rec in done.values():
+        params = rec["knobs"]
+        if set(params) != set(dists) or not all(
+                template.knob(n).accepts(v) for n, v in params.items()):
+            continue  # a record of an older template: nothing the sampler can use
+        state = optuna.trial.TrialState.COMPLETE if rec["status"] == "ok" else \
+            optuna.trial.TrialState.FAIL
+        study.add_trial(optuna.trial.create_trial(
+            params=params, distributions=dists, state=state,
+            value=rec["time"] if rec["status"] == "ok" else None))
+    return study
+
+
+def _progress(progress: bool, total: int):
+    if not progress:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc="tuning", unit="trial", leave=True)
+
+
+def _run(search: _Search, pool, jobs: int, base: dict[str, Any], key: dict[str, Any], log,
+         history: list[dict[str, Any]], bar) -> None:
+    """Keep `jobs` candidates in flight until the search is done; record each result."""
+    running: dict[cf.Future, tuple[dict[str, Any], dict[str, Any]]] = {}
+    best = min((r["time"] for r in history if r["status"] == "ok"), default=math.inf)
+    while True:
+        while len(running) < jobs:
+            values = search.next()
+            if values is None:
+                break
+            rec = _candidate(search.template, values, key)
+            if rec["status"] == "rejected":
+                _finish(search, values, rec, log, history, bar)
+                continue
+            task = {**base, "schedule": json.dumps(rec["schedule"]), "knobs": values}
+            running[pool.submit(run_trial, task)] = (values, rec)
+        if not running:
+            return
+        finished, _ = cf.wait(list(running), return_when=cf.FIRST_COMPLETED)
+        for fut in finished:
+            values, rec = running.pop(fut)
+            try:
+                rec.update(fut.result())
+            except Exception as e:  # noqa: BLE001 - a lost worker: the trial failed, not the run
+                rec.update(status="crashed", message=f"the worker was lost: {type(e).__name__}: {e}",
+                           machine=None)
+            if rec["status"] == "ok":
+                best = min(best, rec["time"])
+            _finish(search, values, rec, log, history, bar)
+            if bar is not None and best < math.inf:
+                bar.set_postfix_str(f"best {best * 1e3:.3f} ms")
+
+
+def _candidate(template: Template, values: dict[str, Any], key: dict[str, Any]) -> dict[str, Any]:
+    rec: dict[str, Any] = {"v": tlog.VERSION, "key": key, "knobs": values, "time": None,
+                           "message": "", "status": "pending", "machine": fingerprint()}
+    try:
+        sched = template.instantiate(**values)
+    except ScheduleError as e:
+        rec.update(status="rejected", message=str(e)[:1000])
+        return rec
+    rec["schedule"] = json.loads(sched.to_json())
+    return rec
+
+
+def _finish(search: _Search, values, rec: dict[str, Any], log, history, bar) -> None:
+    rec["message"] = str(rec.get("message", ""))[:1000]
+    rec["at"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    if rec["status"] != "ok":
+        rec["time"] = None
+    if log is not None:
+        tlog.append(log, [rec])
+    history.append(rec)
+    search.record(values, rec)
+    if bar is not None:
+        bar.update(1)
