@@ -63,14 +63,14 @@ from .schedule import (
     knob,
     schedule,
 )
-from .tune import TuneResult, tune
+from .tune import TuneResult, autoschedule, autotemplate, tune
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ArgumentError", "CacheRead", "CacheWrite", "CompileError", "ComputeAt", "ComputeInline", "DefinitionError", "Fuse",
     "Kernel", "Knob", "Layout", "OutOfBoundsError", "Parallel", "Reorder", "RFactor", "RuntimeFailure", "Schedule", "ScheduleError", "Split",
-    "StoreAt", "TdslError", "TuneResult", "TuningError", "Template", "Tile", "Timing", "Unroll", "Vectorize", "abs", "bool_", "build",
+    "StoreAt", "TdslError", "TuneResult", "TuningError", "Template", "Tile", "Timing", "Unroll", "Vectorize", "abs", "autoschedule", "autotemplate", "bool_", "build",
     "cast", "ceil", "clamp", "compute", "cos", "dim", "dims", "dtypes", "emit_c", "evaluate", "exp",
     "float32", "float64", "floor", "input", "int8", "knob", "int16", "int32", "int64", "log", "lower",
     "max", "maximum", "min", "minimum", "pad", "prod", "schedule", "set_compile_timeout", "sin", "size", "sqrt", "sum",

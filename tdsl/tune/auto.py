@@ -1,0 +1,407 @@
+"""The auto-scheduler: a schedule from rules, without measuring anything.
+
+`autotemplate` looks at each stage's definition and access pattern and writes the
+schedule an expert would start from, with its numeric and placement decisions left
+as knobs (defaults: the rules' choices); `autoschedule` is its default instance.
+
+Rules, in the spirit of Halide's Mullapudi2016 and TVM's MetaSchedule:
+
+- inline a pointwise producer that is read once per consumer point and reused by
+  no other loop (nothing would be computed twice);
+- a contraction (a sum of products whose operands miss some of the output's dims:
+  matmul, convolutions, covariance) gets a register tile: `cache_write` makes an
+  accumulator computed per tile with the reduction outside its unrolled, vectorized
+  tile loops; an input read with the vector dim innermost is packed per panel with
+  `cache_read`; the tile loops are parallel outside;
+- a stage read by a stencil or a row-wise consumer is computed inside that
+  consumer's outer loop (`compute_at`): strips of rows for stencils, one row for
+  row reductions, whose long reductions are split into vector lanes (`rfactor`);
+- the unit-stride innermost loop is vectorized at the machine's vector width, and
+  the outermost loop with enough iterations runs in parallel.
+
+Every rule is applied through the checked primitives, and the result is proven legal
+(`Schedule.check`); a rule that a stage refuses is left out for that stage.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from ..compute.expr import Access, Binary, Const, Dim, Expr, Reduce, Size, free_dims, walk
+from ..compute.tensor import BoundaryView, Input, Pipeline, Stage
+from ..errors import ScheduleError, TdslError
+from ..schedule import Schedule, Template
+from ..schedule.knob import knob
+
+_DEFAULT_EXTENT = 1024  # a symbolic size without a hint
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What the rules size things by."""
+
+    vector_bytes: int  # widest vector register
+    registers: int  # vector registers
+    l1: int  # bytes per core
+    l2: int
+    cores: int
+
+
+@functools.cache
+def machine() -> Machine:
+    """This machine's vector width, register count, caches and cores (from Linux's /proc
+    and /sys; common values where they cannot be read)."""
+    flags: set[str] = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    wide = "avx512f" in flags
+    vector = 64 if wide else 32 if "avx2" in flags or "avx" in flags else 16
+
+    def cache(index: int, default: int) -> int:
+        try:
+            with open(f"/sys/devices/system/cpu/cpu0/cache/index{index}/size") as f:
+                text = f.read().strip()
+            return int(text[:-1]) * 1024 if text.endswith("K") else int(text)
+        except (OSError, ValueError):
+            return default
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    return Machine(vector, 32 if wide else 16, cache(0, 32 << 10), cache(2, 1 << 20), cores)
+
+
+def autoschedule(outputs, target: str = "c", **sizes: int) -> Schedule:
+    """A schedule for `outputs` chosen by rules, without measuring: register tiles and
+    packing for contractions, producers computed inside their stencil or row-wise
+    consumers, inlined pointwise producers, vectorized unit-stride loops, parallel
+    outer loops. Sizes given (`N=1024`) are hints for symbolic sizes.
+
+        s = td.autoschedule(C, target="c", N=1024)
+        print(s)            # a plain schedule: the Python that rebuilds it
+
+    The result is a plain, legal Schedule (edit it like any other); its choices are
+    the defaults of `td.autotemplate`, which `td.tune` searches."""
+    return autotemplate(outputs, target, **sizes).instantiate()
+
+
+def autotemplate(outputs, target: str = "c", **sizes: int) -> Template:
+    """The auto-scheduler's schedule with its decisions as knobs (tile sizes, vector
+    widths, the parallel loop, ...), named "<stage>.<what>"; each knob's default is
+    what `td.autoschedule` chooses. `td.tune(outputs)` searches these knobs."""
+    if target not in ("c", "llvm"):
+        raise TdslError(f"unknown target {target!r}; valid targets are c, llvm")
+    base = Schedule(outputs)
+    pipeline = base.pipeline
+    bad = [n for n in sizes if n not in {s.name for s in pipeline.sizes}]
+    if bad:
+        valid = ", ".join(s.name for s in pipeline.sizes) or "none"
+        raise TdslError(f"autoschedule: {', '.join(bad)} is not a size of this pipeline; "
+                        f"its sizes are: {valid}")
+    rules = _Rules(pipeline, sizes, machine(), target)
+    t = rules.run(Template(base))
+    return _legal(t, Template(base))
+
+
+def _legal(t: Template, plain: Template) -> Template:
+    """`t` when its default schedule is legal; else `t` without parallel loops; else no
+    schedule at all."""
+    try:
+        t.instantiate().check()
+        return t
+    except ScheduleError:
+        pass
+    serial = Template(t.base)
+    try:
+        for c in t.calls:
+            if c.method != "parallel":
+                serial = Template(serial.base, serial.calls + (c,))
+        serial.instantiate().check()
+        return serial
+    except ScheduleError:
+        return plain
+
+
+def _value(e: Expr, sizes: dict[str, int]) -> int:
+    """An extent's value, symbolic sizes taken from the hints."""
+    if isinstance(e, Const):
+        return int(e.value)
+    if isinstance(e, Size):
+        return int(sizes.get(e.name, _DEFAULT_EXTENT))
+    try:
+        env = {s.name: sizes.get(s.name, _DEFAULT_EXTENT) for s in walk(e) if isinstance(s, Size)}
+        return int(eval(repr(e), {"__builtins__": {}}, env))
+    except Exception:  # noqa: BLE001 - an extent the rules cannot read: a large one
+        return _DEFAULT_EXTENT
+
+
+def _accesses(e: Expr) -> list[Access]:
+    return [n for n in walk(e) if isinstance(n, Access)]
+
+
+def _base(t) -> Any:
+    return t.tensor if isinstance(t, BoundaryView) else t
+
+
+class _Rules:
+    def __init__(self, pipeline: Pipeline, sizes: dict[str, int], m: Machine, target: str):
+        self.p, self.sizes, self.m, self.target = pipeline, sizes, m, target
+        self.lanes = m.vector_bytes // 4  # float32 lanes; narrower types get more
+        self.placed: set[str] = set()  # stages computed inside another or inlined
+
+    def extent(self, s: Stage, d: Dim) -> int:
+        return _value(s.extent(d), self.sizes)
+
+    def lanes_of(self, s: Stage) -> int:
+        return max(1, self.m.vector_bytes // max(1, s.dtype.itemsize))
+
+    # ---------------------------------------------------------------- the plan
+
+    def run(self, t: Template) -> Template:
+        for s in self.p.stages:
+            if s not in self.p.outputs and self.inlinable(s):
+                inlined = _try(t, lambda t, s=s: t.compute_inline(s))
+                if inlined is not t:
+                    self.placed.add(s.name)
+                t = inlined
+        for s in reversed(self.p.stages):  # consumers first: they place their producers
+            if s.name in self.placed or self.p.updates_of(s):
+                continue
+            t = self.root(t, s)
+        return t
+
+    def inlinable(self, s: Stage) -> bool:
+        """Pointwise, no updates, read by exactly one access in all, with every loop of its
+        consumer in the index (no reuse: inlining computes nothing twice)."""
+        if isinstance(s.expr, Reduce) or self.p.updates_of(s):
+            return False
+        uses = []
+        for c in self.p.consumers(s):
+            if self.p.updates_of(c):
+                return False
+            uses += [(c, a) for a in _accesses(c.expr) if _base(a.tensor) is s]
+        if len(uses) != 1:
+            return False
+        c, a = uses[0]
+        loops = set(c.dims) | ({ax.dim for ax in c.expr.axes} if isinstance(c.expr, Reduce) else set())
+        used = {d for i in a.indices for d in free_dims(i)}
+        return loops <= used and not any(isinstance(_base(x.tensor), Stage) and _base(x.tensor)
+                                         is not s for x in _accesses(a))
+
+    def root(self, t: Template, s: Stage) -> Template:
+        """Schedule a stage computed at the root, and the producers it places."""
+        if isinstance(s.expr, Reduce):
+            if self.contraction(s):
+                return self.register_tile(t, s)
+            return self.reduction(t, s)
+        producers = [p for p in self.p.reads(s) if isinstance(p, Stage)
+                     and p.name not in self.placed and not self.p.updates_of(p)
+                     and len(self.p.consumers(p)) == 1 and p not in self.p.outputs]
+        stencil = [p for p in producers if not isinstance(p.expr, Reduce) and p.dims == s.dims
+                   and len({a.indices for a in _accesses(s.expr) if _base(a.tensor) is p}) > 1]
+        if stencil and len(s.dims) >= 2:
+            return self.strips(t, s, stencil)
+        if any(self.rowwise(p, s) for p in producers) and len(s.dims) >= 2:
+            return self.rows(t, s, self.row_family(s))
+        return self.pointwise(t, s)
+
+    # ---------------------------------------------------------------- contractions
+
+    def contraction(self, s: Stage) -> bool:
+        r = s.expr
+        assert isinstance(r, Reduce)
+        if r.op != "sum" or not isinstance(r.body, Binary) or r.body.op != "mul":
+            return False
+        if len(s.dims) < 2 or not s.dtype.is_float:
+            return False
+        pure = set(s.dims)
+        missing = [pure - {d for i in a.indices for d in free_dims(i)} for a in _accesses(r.body)]
+        return sum(1 for m in missing if m) >= 1 and len(_accesses(r.body)) >= 2
+
+    def vector_dim(self, s: Stage) -> Dim:
+        lanes = self.lanes_of(s)
+        last = s.dims[-1]
+        if self.extent(s, last) % lanes == 0 or self.extent(s, last) >= 4 * lanes:
+            return last
+        for d in reversed(s.dims[:-1]):
+            if self.extent(s, d) % lanes == 0:
+                return d
+        return last
+
+    def register_tile(self, t: Template, s: Stage) -> Template:
+        r = s.expr
+        assert isinstance(r, Reduce)
+        lanes = self.lanes_of(s)
+        v = self.vector_dim(s)
+        if v is not s.dims[-1]:
+            return self.reduction(t, s)
+        u = s.dims[-2]
+        others = [d.name for d in s.dims[:-2]]
+        acc = f"{s.name}_acc"
+        ve, ue = self.extent(s, v), self.extent(s, u)
+        # accumulators: rows x (columns / lanes) vector registers, about half the file
+        tv_choices = [x for x in (lanes, 2 * lanes, 4 * lanes, 8 * lanes) if x <= max(lanes, ve)]
+        tv_default = 2 * lanes if 2 * lanes in tv_choices else tv_choices[-1]
+        tu_choices = [x for x in (1, 2, 4, 6, 8, 12) if x <= max(1, ue)]
+        budget = self.m.registers * 3 // 4
+        tu_default = max(x for x in tu_choices if x * (tv_default // lanes) <= budget
+                         and (x <= 8))
+        tv = knob(f"{s.name}.tile_{v.name}", tv_choices, default=tv_default)
+        tu = knob(f"{s.name}.tile_{u.name}", tu_choices, default=tu_default)
+        packed = [a for a in _accesses(r.body) if isinstance(_base(a.tensor), Input)
+                  and a.indices and isinstance(a.indices[-1], Dim) and a.indices[-1] is v
+                  and not isinstance(a.tensor, BoundaryView)]
+        before = t
+        t = t.cache_write(s, acc)
+        pack = None
+        if packed and not others:
+            pack = f"{packed[0].tensor.name}_p"
+            t = _try(t, lambda t: t.cache_read(packed[0].tensor.name, [acc], pack))
+            if not any(c.method == "cache_read" for c in t.calls[len(before.calls):]):
+                pack = None
+        try:
+            t = t.tile(s, **{u.name: tu, v.name: tv})
+            outer = [f"{v.name}_o", f"{u.name}_o"] if pack else [f"{u.name}_o", f"{v.name}_o"]
+            t = t.reorder(s, " ".join([*others, *outer, f"{u.name}_i", f"{v.name}_i"]))
+            t = t.vectorize(s, f"{v.name}_i")
+            if pack:
+                t = t.compute_at(pack, s, f"{v.name}_o").vectorize(pack, v.name)
+            t = t.compute_at(acc, s, outer[-1])
+            t = t.split(acc, v.name, lanes, names=(f"{v.name}_u", f"{v.name}_v"))
+            red = [ax.dim.name for ax in r.axes]
+            t = t.reorder(acc, " ".join([*red, *others, u.name, f"{v.name}_u", f"{v.name}_v"]))
+            t = t.unroll(acc, u.name).unroll(acc, f"{v.name}_u").vectorize(acc, f"{v.name}_v")
+        except ScheduleError:
+            return self.reduction(before, s)
+        loops = [*others, *outer]
+        return self.parallel(t, s, loops)
+
+    # ---------------------------------------------------------------- row-wise stages
+
+    def rowwise(self, p: Stage, s: Stage) -> bool:
+        """p's first dim is s's first dim: p can be computed per row of s."""
+        return bool(p.dims) and p.dims[0] is s.dims[0] and len(p.dims) <= len(s.dims)
+
+    def row_family(self, s: Stage) -> list[Stage]:
+        """The producers of s, transitively, that are computed per row of s: stages
+        whose first dim is s's, read only inside this family."""
+        family: list[Stage] = []
+        todo = [s]
+        while todo:
+            c = todo.pop()
+            for p in self.p.reads(c):
+                if (isinstance(p, Stage) and p not in family and p is not s
+                        and p.name not in self.placed and not self.p.updates_of(p)
+                        and p not in self.p.outputs and self.rowwise(p, s)
+                        and all(x is s or x in family or x is c for x in self.p.consumers(p))):
+                    family.append(p)
+                    todo.append(p)
+        return family
+
+    def rows(self, t: Template, s: Stage, family: list[Stage]) -> Template:
+        row = s.dims[0].name
+        for p in family:
+            t = _try(t, lambda t, p=p: t.compute_at(p, s, row))
+            self.placed.add(p.name)
+        for p in family:
+            if isinstance(p.expr, Reduce):
+                t = self.lanes_rfactor(t, p, s, row)
+            elif len(p.dims) >= 2:
+                t = self.vector_inner(t, p)
+        t = self.vector_inner(t, s)
+        return self.parallel(t, s, [row])
+
+    def lanes_rfactor(self, t: Template, p: Stage, s: Stage, row: str) -> Template:
+        """Split a long reduction into vector lanes: p_rf[.., k_i] over k_o, vectorized."""
+        r = p.expr
+        assert isinstance(r, Reduce)
+        if len(r.axes) != 1 or r.op not in ("sum", "max", "min"):
+            return t
+        k = r.axes[0].dim.name
+        n = _value(r.axes[0].hi, self.sizes) - _value(r.axes[0].lo, self.sizes)
+        lanes = self.lanes_of(p)
+        if n < 4 * lanes:
+            return t
+        choices = [x for x in (lanes, 2 * lanes, 4 * lanes, 8 * lanes) if x <= n]
+        width = knob(f"{p.name}.lanes", choices, default=choices[min(2, len(choices) - 1)])
+        rf = f"{p.name}_rf"
+
+        def apply(t: Template) -> Template:
+            t = t.rfactor(p, k, width, name=rf)
+            t = t.compute_at(rf, s, row)
+            return t.reorder(rf, f"{k}_o {k}_i").vectorize(rf, f"{k}_i")
+        return _try(t, apply)
+
+    # ---------------------------------------------------------------- stencils
+
+    def strips(self, t: Template, s: Stage, producers: list[Stage]) -> Template:
+        rows = s.dims[-2].name
+        extent = self.extent(s, s.dims[-2])
+        width = self.extent(s, s.dims[-1])
+        # a strip of every producer stays in L2 between its computation and its use
+        per_row = max(1, width * s.dtype.itemsize * (len(producers) + 1))
+        fit = max(1, self.m.l2 // 2 // per_row)
+        choices = [x for x in (8, 16, 32, 64, 128, 256) if x <= max(8, extent)]
+        default = max([x for x in choices if x <= fit] or [choices[0]])
+        ys = knob(f"{s.name}.strip", choices, default=default)
+        try:
+            t2 = t.split(s, rows, ys)
+            for p in producers:
+                t2 = t2.compute_at(p, s, f"{rows}_o")
+        except ScheduleError:
+            return self.pointwise(t, s)
+        for p in producers:
+            self.placed.add(p.name)
+            t2 = self.vector_inner(t2, p)
+        t2 = self.vector_inner(t2, s)
+        return self.parallel(t2, s, [*(d.name for d in s.dims[:-2]), f"{rows}_o"])
+
+    # ---------------------------------------------------------------- the rest
+
+    def reduction(self, t: Template, s: Stage) -> Template:
+        """A reduction that is not a contraction: parallel over its outer dim, vector lanes
+        along the innermost pure dim when it is long enough."""
+        t = self.vector_inner(t, s)
+        return self.parallel(t, s, [d.name for d in s.dims[:1]])
+
+    def pointwise(self, t: Template, s: Stage) -> Template:
+        t = self.vector_inner(t, s)
+        return self.parallel(t, s, [d.name for d in s.dims[:-1]] or [])
+
+    def vector_inner(self, t: Template, s: Stage) -> Template:
+        """Vectorize the innermost pure dim of s in chunks of a few vectors."""
+        if not s.dims:
+            return t
+        d = s.dims[-1]
+        lanes = self.lanes_of(s)
+        n = self.extent(s, d)
+        if n < lanes:
+            return t
+        choices = [x for x in (lanes, 2 * lanes, 4 * lanes, 8 * lanes) if x <= n]
+        w = knob(f"{s.name}.vector", choices, default=choices[min(1, len(choices) - 1)])
+        return _try(t, lambda t: t.split(s, d.name, w).vectorize(s, f"{d.name}_i"))
+
+    def parallel(self, t: Template, s: Stage, loops: list[str]) -> Template:
+        """Parallel on the first of `loops` (or the next: a knob) with enough iterations."""
+        present = [x for x in loops if x in t.loops(s)]
+        if not present:
+            return t
+        return _try(t, lambda t: t.parallel(s, knob(f"{s.name}.parallel", [*present[:2], None])))
+
+
+def _try(t: Template, step) -> Template:
+    """`step(t)`, or `t` when a primitive in it is refused."""
+    try:
+        return step(t)
+    except ScheduleError:
+        return t
