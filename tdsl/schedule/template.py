@@ -120,6 +120,50 @@ class Template:
                 f"{', '.join(PRIMITIVE_METHODS)}")
         return Template(self.base, self.calls + (Call(method, tuple(args), tuple(kwargs.items())),))
 
+    # ------------------------------------------------------------ primitives
+
+    def split(self, *args: Any, **kwargs: Any) -> Template:
+        return self.then("split", args, kwargs)
+
+    def tile(self, *args: Any, **kwargs: Any) -> Template:
+        return self.then("tile", args, kwargs)
+
+    def reorder(self, *args: Any, **kwargs: Any) -> Template:
+        return self.then("reorder", args, kwargs)
+
+    def fuse(self, *args: Any, **kwargs: Any) -> Template:
+        return self.then("fuse", args, kwargs)
+
+    def vectorize(self, *args: Any, **kwargs: Any) -> Template:
+        return self.then("vectorize", args, kwargs)
+
+    def unroll(self, *args: Any, **kwargs: Any) -> Template:
+        return self.then("unroll", args, kwargs)
+
+    def parallel(self, *args: Any, **kwargs: Any) -> Template:
+        return self.then("parallel", args, kwargs)
+
+    def compute_inline(self, *args: Any, **kwargs: Any) -> Template:
+        return self.then("compute_inline", args, kwargs)
+
+    def compute_at(self, *args: Any, **kwargs: Any) -> Template:
+        return self.then("compute_at", args, kwargs)
+
+    def store_at(self, *args: Any, **kwargs: Any) -> Template:
+        return self.then("store_at", args, kwargs)
+
+    def cache_write(self, *args: Any, **kwargs: Any) -> Template:
+        return self.then("cache_write", args, kwargs)
+
+    def cache_read(self, *args: Any, **kwargs: Any) -> Template:
+        return self.then("cache_read", args, kwargs)
+
+    def rfactor(self, *args: Any, **kwargs: Any) -> Template:
+        return self.then("rfactor", args, kwargs)
+
+    def layout(self, *args: Any, **kwargs: Any) -> Template:
+        return self.then("layout", args, kwargs)
+
     # ------------------------------------------------------------ data
 
     @property
@@ -278,16 +322,5 @@ def _from_json(value: Any, pipeline: Pipeline) -> Any:
     return value
 
 
-def _method(name: str):
-    plain = getattr(Schedule, name)
-
-    def method(self: Template, *args: Any, **kwargs: Any) -> Template:
-        return self.then(name, args, kwargs)
-
-    method.__name__ = method.__qualname__ = name
-    method.__doc__ = plain.__doc__
-    return method
-
-
-for _name in PRIMITIVE_METHODS:
-    setattr(Template, _name, _method(_name))
+for _name in PRIMITIVE_METHODS:  # the chained methods say what the Schedule's say
+    getattr(Template, _name).__doc__ = getattr(Schedule, _name).__doc__
