@@ -30,6 +30,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="fuzz-findings", help="log and reproducers (default %(default)s)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per case, build included")
     p.add_argument("--max-stages", type=int, default=5)
+    p.add_argument("--auto-every", type=int, default=3, metavar="N",
+                   help="schedule every Nth case with td.autotemplate, its knobs set at random "
+                        "(the candidates td.tune tries); 0: never (default %(default)s)")
     p.add_argument("--shrink", type=int, default=5, help="distinct findings to shrink (0: none)")
     p.add_argument("--shrink-seconds", type=float, default=240.0, help="budget per finding")
     p.add_argument("--exclude", action="append", default=[], choices=FEATURES,
@@ -58,7 +61,8 @@ def main(argv=None) -> int:
     opts = Options(target=a.target, seed=a.seed, minutes=a.minutes, trials=a.trials,
                    jobs=a.jobs, sanitize=a.sanitize, sanitize_every=a.sanitize_every,
                    out=a.out, timeout=a.timeout, max_stages=a.max_stages, shrink=a.shrink,
-                   shrink_seconds=a.shrink_seconds, quiet=a.quiet, exclude=tuple(a.exclude))
+                   shrink_seconds=a.shrink_seconds, quiet=a.quiet, exclude=tuple(a.exclude),
+                   auto_every=a.auto_every)
     summary = run(opts)
     bad = sum(summary.counts[c] for c in ("wrong", "crashed", "timed out", "error", "sanitizer"))
     return 1 if bad else 0

@@ -34,6 +34,7 @@ class Options:
     shrink_seconds: float = 240.0
     quiet: bool = False
     exclude: tuple = ()  # generator features to leave out (gen.FEATURES)
+    auto_every: int = 0  # every Nth case scheduled by td.autotemplate, knobs at random (0: none)
 
 
 @dataclass
@@ -65,7 +66,8 @@ def tasks(opts: Options):
     while opts.trials is None or index < opts.trials:
         yield {"id": index, "seed": opts.seed, "index": index, "target": opts.target,
                "max_stages": opts.max_stages, "exclude": list(opts.exclude),
-               "sanitize": opts.sanitize and index % opts.sanitize_every == 0}
+               "sanitize": opts.sanitize and index % opts.sanitize_every == 0,
+               "auto": bool(opts.auto_every) and index % opts.auto_every == opts.auto_every - 1}
         index += 1
 
 
@@ -91,7 +93,7 @@ def record(opts: Options, summary: Summary, log, task, spec, result) -> None:
         name = f"slow-lowering-{task['target']}-seed{task['seed']}-case{task['index']}.py"
         (Path(opts.out) / name).write_text(render.reproducer(spec, info))
     entry = {"seed": task["seed"], "index": task["index"], "target": task["target"],
-             "sanitize": task.get("sanitize", False), **{k: v for k, v in result.items()
+             "sanitize": task.get("sanitize", False), "auto": task.get("auto", False), **{k: v for k, v in result.items()
                                                           if k != "detail"},
              "detail": str(result.get("detail", ""))[:300]}
     log.write(json.dumps(entry) + "\n")

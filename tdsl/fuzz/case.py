@@ -68,7 +68,10 @@ def prepare(task, send):
         if fresh:
             rng = np.random.default_rng([task["seed"], task["index"], 1])
             send({"type": "phase", "phase": "schedule"})
-            s, spec["schedule"] = schedgen.generate_schedule(rng, spec, s, send)
+            if task.get("auto"):
+                s, spec["schedule"] = schedgen.auto_schedule(rng, s, task["target"])
+            else:
+                s, spec["schedule"] = schedgen.generate_schedule(rng, spec, s, send)
         else:
             s, kept = schedgen.apply_ops(s, spec["schedule"], task.get("lenient", False))
             spec = {**spec, "schedule": kept}

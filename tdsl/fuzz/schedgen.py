@@ -219,6 +219,27 @@ def generate_schedule(rng, spec, s, send=None):
     return SchedGen(rng, spec, s, send).run()
 
 
+def _plain(v):
+    """A primitive's argument as JSON-able data: stages by name."""
+    if hasattr(v, "name") and not isinstance(v, str):
+        return v.name
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    return v
+
+
+def auto_schedule(rng, s, target):
+    """The auto-scheduler's template for the pipeline of `s`, with every knob set at
+    random (each left at its default half of the time): the space td.tune searches.
+    Returns (schedule, ops as JSON-able data)."""
+    t = td.autotemplate(s.outputs, target=target)
+    values = {name: choices[int(rng.integers(len(choices)))]
+              for name, choices in t.knobs.items() if rng.random() < 0.5}
+    ops = [[m, _plain(list(args)), {k: _plain(v) for k, v in kwargs.items()}]
+           for m, args, kwargs in t.bound_calls(**values)]
+    return apply_ops(s, ops)[0], ops
+
+
 def apply_ops(s, ops, lenient=False):
     """Replay recorded ops; `lenient` leaves out those the schedule refuses (while
     shrinking) and returns the ops kept."""

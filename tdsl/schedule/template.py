@@ -38,6 +38,13 @@ class Call:
         return f"{self.method}({', '.join(args)})"
 
 
+def _frozen(value: Any) -> Any:
+    """Lists as tuples, so that calls compare and hash alike however they were written."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
 def _bind(value: Any, values: dict[str, Any]) -> Any:
     if isinstance(value, Knob):
         return values[value.name]
@@ -54,8 +61,7 @@ def _code(value: Any) -> str:
     if isinstance(value, Dim):
         return repr(value.name)
     if isinstance(value, (list, tuple)):
-        inner = ", ".join(_code(v) for v in value)
-        return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' if len(value) == 1 else ''})"
+        return f"[{', '.join(_code(v) for v in value)}]"
     return repr(value)
 
 
@@ -118,7 +124,8 @@ class Template:
             raise ScheduleError(
                 f"{method!r} is not a schedule primitive; primitives are: "
                 f"{', '.join(PRIMITIVE_METHODS)}")
-        return Template(self.base, self.calls + (Call(method, tuple(args), tuple(kwargs.items())),))
+        call = Call(method, _frozen(tuple(args)), tuple((k, _frozen(v)) for k, v in kwargs.items()))
+        return Template(self.base, self.calls + (call,))
 
     # ------------------------------------------------------------ primitives
 
@@ -240,6 +247,17 @@ class Template:
                 shown = ", ".join(f"{n}={v!r}" for n, v in chosen.items())
                 raise ScheduleError(f"with {shown}: {e}") from None
         return s
+
+    def bound_calls(self, **values: Any) -> list[tuple[str, tuple[Any, ...], dict[str, Any]]]:
+        """The primitive calls `instantiate(**values)` makes after the plain prefix, as
+        (method, args, kwargs) with the knobs replaced by their values."""
+        chosen = self.choose(**values)
+        out = []
+        for call in self.calls:
+            bound = call.bound(chosen)
+            if bound is not None:
+                out.append((call.method, *bound))
+        return out
 
     # ------------------------------------------------------------ text
 

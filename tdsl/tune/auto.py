@@ -119,7 +119,7 @@ def _legal(t: Template, plain: Template) -> Template:
     try:
         t.instantiate().check()
         return t
-    except ScheduleError:
+    except TdslError:
         pass
     serial = Template(t.base)
     try:
@@ -128,7 +128,7 @@ def _legal(t: Template, plain: Template) -> Template:
                 serial = Template(serial.base, serial.calls + (c,))
         serial.instantiate().check()
         return serial
-    except ScheduleError:
+    except TdslError:
         return plain
 
 
@@ -177,7 +177,7 @@ class _Rules:
         for s in reversed(self.p.stages):  # consumers first: they place their producers
             if s.name in self.placed or self.p.updates_of(s):
                 continue
-            t = self.root(t, s)
+            t = _try(t, lambda t, s=s: self.root(t, s))
         return t
 
     def inlinable(self, s: Stage) -> bool:
