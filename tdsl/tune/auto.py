@@ -289,8 +289,13 @@ class _Rules:
     # ---------------------------------------------------------------- row-wise stages
 
     def rowwise(self, p: Stage, s: Stage) -> bool:
-        """p's first dim is s's first dim: p can be computed per row of s."""
-        return bool(p.dims) and p.dims[0] is s.dims[0] and len(p.dims) <= len(s.dims)
+        """p can be computed per row of s: its dims are s's leading dims (a reduction must
+        reduce the row: fewer dims than s; a contraction keeps its own register tile)."""
+        if not p.dims or tuple(p.dims) != tuple(s.dims[:len(p.dims)]):
+            return False
+        if isinstance(p.expr, Reduce):
+            return len(p.dims) < len(s.dims) and not self.contraction(p)
+        return True
 
     def row_family(self, s: Stage) -> list[Stage]:
         """The producers of s, transitively, that are computed per row of s: stages
