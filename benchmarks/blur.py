@@ -19,7 +19,7 @@ import tdsl as td
 
 SIZES = {"4096": (4096, 4096), "tiny": (37, 41)}
 DEFAULT_SIZE = "4096"
-VARIANTS = ("best",)
+VARIANTS = ("best", "auto", "tuned")
 
 
 def algorithm(h: int, w: int):
@@ -28,6 +28,11 @@ def algorithm(h: int, w: int):
     bx = td.compute("bx", {y: h, x: w - 2}, (inp[y, x] + inp[y, x + 1] + inp[y, x + 2]) / 3)
     by = td.compute("by", {y: h - 2, x: w - 2}, (bx[y, x] + bx[y + 1, x] + bx[y + 2, x]) / 3)
     return by, bx
+
+
+def user_algorithm(h: int, w: int):
+    """The algorithm the auto and tuned variants schedule."""
+    return algorithm(h, w)[0]
 
 
 def strip_schedule(size, ys: int, v: int, xs: int | None = None) -> td.Schedule:

@@ -2,7 +2,11 @@
 
 Each kernel script (sgemm.py, conv2d.py, blur.py, softmax.py) defines
 
-    VARIANTS            the tdsl variants run.py measures, best first ("best", "plain")
+    VARIANTS            the tdsl variants run.py measures, best first ("best", "plain",
+                        "auto", "tuned")
+    user_algorithm(*SIZES[size]) -> outputs   the algorithm as a user writes it: "auto"
+                        schedules it with td.autoschedule, "tuned" with the best schedule
+                        tune.py recorded for it in tuned.jsonl (td.Schedule.from_log)
     EXTRA_VARIANTS      (optional) variants available with --peer but not run by run.py
     SIZES               named problem sizes; DEFAULT_SIZE is the one measured by default
     BEST                (target, variant) -> the schedule parameters found by --search
@@ -33,6 +37,10 @@ import tdsl as td
 
 # Peers a script can be asked for; tdsl peers are "tdsl-<target>[-<variant>]".
 NUMPY = "numpy"
+# variants made without a hand schedule, from the script's user_algorithm
+UNSCHEDULED = ("auto", "tuned")
+# the tuning log tune.py writes and the "tuned" variants read
+TUNED_LOG = Path(__file__).resolve().parent / "tuned.jsonl"
 EXTERNAL = ("halide", "tvm")
 
 
@@ -143,15 +151,37 @@ def output_shape(script: str, dims) -> tuple[int, ...]:
 # ---------------------------------------------------------------- one measurement
 
 
+def unscheduled_case(module, target: str, variant: str, size: str) -> Case:
+    """The "auto" or "tuned" variant: the script's user_algorithm with the schedule the
+    auto-scheduler chooses, or the one tune.py recorded; inputs and checks as "best"."""
+    base = module.case(target, "best", size)
+    outputs = module.user_algorithm(*module.SIZES[size])
+    if variant == "auto":
+        def schedule_fn():
+            return td.autoschedule(outputs, target=target)
+        note = "td.autoschedule"
+    else:
+        def schedule_fn():
+            return td.Schedule.from_log(TUNED_LOG, outputs, target=target)
+        note = f"td.Schedule.from_log({TUNED_LOG.name})"
+    return Case(base.kernel, schedule_fn, base.inputs, base.reference, base.work, base.unit,
+                base.rtol, base.atol, note)
+
+
 def measure_tdsl(case: Case, target: str, runs: int, warmup: int, min_seconds: float) -> dict:
-    sched = case.schedule_fn()
+    t0 = time.perf_counter()
+    try:
+        sched = case.schedule_fn()
+    except td.TuningError as e:  # no record in the tuning log for this kernel
+        return {"check": "not tuned", "why": str(e)[:300]}
+    schedule_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     f = td.build(sched, target=target)
     build_s = time.perf_counter() - t0
     got = f(**case.inputs)
     mismatch = check(got, case.reference(), case.rtol, case.atol)
     result = {"check": "ok" if mismatch is None else "WRONG", "build_s": round(build_s, 3),
-              "schedule": repr(sched)}
+              "schedule_s": round(schedule_s, 3), "schedule": repr(sched)}
     if mismatch is not None:
         result["mismatch"] = mismatch
         return result
@@ -228,7 +258,10 @@ def measure(module, peer: str, size: str, runs: int, warmup: int, min_seconds: f
         return {**base, "kernel": p.kernel, "unit": p.unit,
                 **measure_peer(p, None, 0, 0, runs, warmup, min_seconds), **blas_info()}
     target, variant = parse_tdsl_peer(peer)
-    c = module.case(target, variant, size)
+    if variant in UNSCHEDULED:
+        c = unscheduled_case(module, target, variant, size)
+    else:
+        c = module.case(target, variant, size)
     return {**base, "kernel": c.kernel, "unit": c.unit, "note": c.note,
             **measure_tdsl(c, target, runs, warmup, min_seconds)}
 
@@ -319,4 +352,4 @@ def main(module, argv: list[str] | None = None) -> int:
         result = {"peer": args.peer, "size": args.size, "check": f"error: {type(e).__name__}: {e}"}
     json.dump(result, sys.stdout)
     sys.stdout.write("\n")
-    return 0 if result.get("check") in ("ok", "not installed") else 1
+    return 0 if result.get("check") in ("ok", "not installed", "not tuned") else 1

@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"limits": limits, "rows": rows}, f, indent=1)
-    wrong = [r for r in rows if r.get("check") not in ("ok", "not installed")]
+    wrong = [r for r in rows if r.get("check") not in ("ok", "not installed", "not tuned")]
     for r in wrong:
         print(f"\n{r['kernel']} {display(r['peer'])}: {r['check']}", file=sys.stderr)
         if "mismatch" in r:

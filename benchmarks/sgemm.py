@@ -24,7 +24,7 @@ import tdsl as td
 
 SIZES = {"1024": (1024, 1024, 1024), "2048": (2048, 2048, 2048), "tiny": (70, 50, 90)}
 DEFAULT_SIZE = "1024"
-VARIANTS = ("best", "plain")
+VARIANTS = ("best", "plain", "auto", "tuned")
 
 
 # ---------------------------------------------------------------- algorithms
@@ -35,6 +35,11 @@ def plain_algorithm(m: int, k: int, n: int):
     A = td.input("A", {i: m, kk: k}, td.float32)
     B = td.input("B", {kk: k, j: n}, td.float32)
     return td.compute("C", {i: m, j: n}, td.sum(A[i, kk] * B[kk, j], over=kk))
+
+
+def user_algorithm(m: int, k: int, n: int):
+    """The algorithm as a user writes it: what the auto and tuned variants schedule."""
+    return plain_algorithm(m, k, n)
 
 
 # ---------------------------------------------------------------- schedules

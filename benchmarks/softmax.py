@@ -27,7 +27,7 @@ import tdsl as td
 
 SIZES = {"4096": (4096, 4096), "tiny": (9, 96)}
 DEFAULT_SIZE = "4096"
-VARIANTS = ("best", "plain")
+VARIANTS = ("best", "plain", "auto", "tuned")
 
 def algorithm(rows: int, cols: int):
     """Softmax computed as out = e * (1 / total). Returns out and the other stages."""
@@ -49,6 +49,11 @@ def plain_algorithm(rows: int, cols: int):
     total = td.compute("total", {r: rows}, td.sum(e[r, c], over=c))
     out = td.compute("out", {r: rows, c: cols}, e[r, c] / total[r])
     return out, [mx, e, total]
+
+
+def user_algorithm(rows: int, cols: int):
+    """Softmax as a user writes it (e / total): what the auto and tuned variants schedule."""
+    return plain_algorithm(rows, cols)[0]
 
 
 def rfactor_schedule(size, V: int, w: int | None) -> td.Schedule:
