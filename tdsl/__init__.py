@@ -28,6 +28,7 @@ from .compute import (
 )
 from .compute.evaluate import evaluate
 from .compute.expr import cast, ceil, cos, exp, floor, log, sin, sqrt, tanh
+from .display import plot_iteration_space
 from .dtypes import bool_, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32
 from .emit import emit_c
 from .errors import (
@@ -63,7 +64,7 @@ from .schedule import (
     knob,
     schedule,
 )
-from .tune import TuneResult, autoschedule, autotemplate, tune
+from .tune import TuneResult, autoschedule, autotemplate, explore, tune
 
 __version__ = "0.1.0"
 
@@ -71,8 +72,8 @@ __all__ = [
     "ArgumentError", "CacheRead", "CacheWrite", "CompileError", "ComputeAt", "ComputeInline", "DefinitionError", "Fuse",
     "Kernel", "Knob", "Layout", "OutOfBoundsError", "Parallel", "Reorder", "RFactor", "RuntimeFailure", "Schedule", "ScheduleError", "Split",
     "StoreAt", "TdslError", "TuneResult", "TuningError", "Template", "Tile", "Timing", "Unroll", "Vectorize", "abs", "autoschedule", "autotemplate", "bool_", "build",
-    "cast", "ceil", "clamp", "compute", "cos", "dim", "dims", "dtypes", "emit_c", "evaluate", "exp",
+    "cast", "ceil", "clamp", "compute", "cos", "dim", "dims", "dtypes", "emit_c", "evaluate", "exp", "explore",
     "float32", "float64", "floor", "input", "int8", "knob", "int16", "int32", "int64", "log", "lower",
-    "max", "maximum", "min", "minimum", "pad", "prod", "schedule", "set_compile_timeout", "sin", "size", "sqrt", "sum",
+    "max", "maximum", "min", "minimum", "pad", "plot_iteration_space", "prod", "schedule", "set_compile_timeout", "sin", "size", "sqrt", "sum",
     "tanh", "tune", "uint8", "uint16", "uint32", "update", "where",
 ]

@@ -217,6 +217,11 @@ class Tensor(TensorLike):
         shape = ", ".join(f"{d.name}: {e!r}" for d, e in zip(self.dims, self.shape))
         return f"<{type(self).__name__} {self.name} {{{shape}}} {self.dtype!r}>"
 
+    def _repr_html_(self) -> str:
+        from ..display import stage_html
+
+        return stage_html(self)
+
 
 class Input(Tensor):
     """A pipeline input: an array the caller passes."""

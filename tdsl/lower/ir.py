@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Literal, TypeVar, dataclass_transform
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, dataclass_transform
 
 from ..dtypes import DType, index
 
@@ -296,3 +296,13 @@ class LoweredFunc:
         from .printer import show
 
         return show(self)
+
+    def _repr_html_(self) -> str:
+        """In Jupyter: the loop nest as td.lower prints it, highlighted."""
+        from ..display import nest_html
+
+        return nest_html(self)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        """In IPython's terminal: the loop nest, not the node's fields."""
+        p.text(str(self))

@@ -32,6 +32,11 @@ class Timing:
     def __repr__(self) -> str:
         return f"Timing(median={self.median * 1e3:.3f} ms, min={self.min * 1e3:.3f} ms, runs={self.runs})"
 
+    def _repr_html_(self) -> str:
+        from ..display import timing_html
+
+        return timing_html(self)
+
 
 class Kernel:
     """A compiled pipeline: call it with numpy arrays by name."""
@@ -132,15 +137,17 @@ class Kernel:
         return f"<tdsl.Kernel {self.lowered.name}({', '.join(self.args)}) target={self.target}>"
 
     def _repr_html_(self) -> str:
+        from ..display import code_html, details
+
         args = "".join(
             f"<li><code>{html.escape(a)}</code></li>" for a in self._describe_args())
         return (
             f"<div><b>tdsl kernel</b> <code>{html.escape(self.lowered.name)}</code> "
             f"(target {self.target}, built in {self.build_seconds * 1e3:.0f} ms)"
             f"<p>Arguments:</p><ul>{args}</ul>"
-            f"<details open><summary>Loop nest</summary><pre>{html.escape(self.loop_nest)}</pre></details>"
-            f"<details><summary>Generated code</summary><pre>{html.escape(self.source)}</pre></details>"
-            "</div>")
+            + details("Loop nest", code_html(self.loop_nest, "nest"), True)
+            + details("Generated code", code_html(self.source, "c" if self.target == "c" else "llvm"))
+            + "</div>")
 
     def _describe_args(self) -> list[str]:
         from ..lower.printer import expr

@@ -237,6 +237,11 @@ class Schedule:
 
         return schedule_from_log(path, outputs, target, **sizes)
 
+    def _repr_html_(self) -> str:
+        from ..display import schedule_html
+
+        return schedule_html(self)
+
     def __repr__(self) -> str:
         outs = ", ".join(o.name for o in self.outputs)
         head = f"td.schedule({outs if len(self.outputs) == 1 else '(' + outs + ',)'})"

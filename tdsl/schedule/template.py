@@ -304,6 +304,11 @@ class Template:
             return f"td.Template({head})"
         return "(" + head + "".join(f"\n   .{c}" for c in calls) + ")"
 
+    def _repr_html_(self) -> str:
+        from ..display import template_html
+
+        return template_html(self)
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Template) and self.base == other.base and self.calls == other.calls
 

@@ -2,7 +2,8 @@
 measured tuner, its log and the trial runner its executors run."""
 
 from .auto import autoschedule, autotemplate
+from .explore import Explorer, explore
 from .log import schedule_from_log
 from .tuner import TuneResult, tune
 
-__all__ = ["TuneResult", "autoschedule", "autotemplate", "schedule_from_log", "tune"]
+__all__ = ["Explorer", "TuneResult", "explore", "autoschedule", "autotemplate", "schedule_from_log", "tune"]
