@@ -28,7 +28,6 @@ from .compute import (
 )
 from .compute.evaluate import evaluate
 from .compute.expr import cast, ceil, cos, exp, floor, log, sin, sqrt, tanh
-from .display import plot_iteration_space
 from .dtypes import bool_, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32
 from .emit import emit_c
 from .errors import (
@@ -42,6 +41,7 @@ from .errors import (
     TuningError,
 )
 from .limits import set_compile_timeout
+from .lower.picture import plot_iteration_space
 from .runtime import Kernel, Timing
 from .schedule import (
     CacheRead,

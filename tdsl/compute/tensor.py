@@ -218,9 +218,28 @@ class Tensor(TensorLike):
         return f"<{type(self).__name__} {self.name} {{{shape}}} {self.dtype!r}>"
 
     def _repr_html_(self) -> str:
-        from ..display import stage_html
+        """In Jupyter: the definition as written, its updates, and the tensors of its
+        pipeline in dependency order with what each reads."""
+        import html
 
-        return stage_html(self)
+        from ..display import code_html, details, table
+
+        shape = ", ".join(f"{d.name}: {e!r}" for d, e in zip(self.dims, self.shape))
+        if not isinstance(self, Stage):
+            code = f"{self.name} = td.input({self.name!r}, {{{shape}}}, {self.dtype!r})"
+            return f"<div><b>input</b> {html.escape(self.name)}{code_html(code)}</div>"
+        p = Pipeline(self)
+        lines = [f"{self.name} = td.compute({self.name!r}, {{{shape}}}, {self.expr!r})"]
+        lines += [repr(u) for u in p.updates_of(self)]
+        rows = []
+        for x in p.tensors:
+            reads = ", ".join(r.name for r in p.reads(x)) if isinstance(x, Stage) else ""
+            dims = ", ".join(f"{d.name}: {e!r}" for d, e in zip(x.dims, x.shape))
+            rows.append((x.name, "stage" if isinstance(x, Stage) else "input", f"{{{dims}}}",
+                         x.dtype.name, reads))
+        graph = table(rows, ("tensor", "kind", "shape", "dtype", "reads"))
+        return (f"<div><b>stage</b> {html.escape(self.name)} ({html.escape(self.dtype.name)})"
+                f"{code_html(chr(10).join(lines))}{details('pipeline', graph, True)}</div>")
 
 
 class Input(Tensor):

@@ -299,9 +299,11 @@ class LoweredFunc:
 
     def _repr_html_(self) -> str:
         """In Jupyter: the loop nest as td.lower prints it, highlighted."""
-        from ..display import nest_html
+        import html
 
-        return nest_html(self)
+        from ..display import code_html
+
+        return f"<div><b>loop nest</b> {html.escape(self.name)}{code_html(str(self), 'nest')}</div>"
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         """In IPython's terminal: the loop nest, not the node's fields."""

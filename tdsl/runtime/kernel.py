@@ -33,9 +33,10 @@ class Timing:
         return f"Timing(median={self.median * 1e3:.3f} ms, min={self.min * 1e3:.3f} ms, runs={self.runs})"
 
     def _repr_html_(self) -> str:
-        from ..display import timing_html
-
-        return timing_html(self)
+        """In Jupyter: median, spread and runs."""
+        hi = max(self.times) if self.times else self.min
+        return (f"<div><b>{self.median * 1e3:.3f} ms</b> median per call "
+                f"(min {self.min * 1e3:.3f}, max {hi * 1e3:.3f} ms over {self.runs} runs)</div>")
 
 
 class Kernel:

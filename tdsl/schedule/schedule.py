@@ -35,6 +35,16 @@ from .state import State
 _LEGALITY_CHECK: Callable[[Schedule], None] | None = None
 
 
+_LOG_READER: Callable[..., Schedule] | None = None
+
+
+def set_log_reader(read: Callable[..., Schedule]) -> None:
+    """Install what `Schedule.from_log` calls (tdsl.tune installs its log's reader on
+    import: the tuning log is a layer above schedules)."""
+    global _LOG_READER
+    _LOG_READER = read
+
+
 def set_legality_check(check: Callable[[Schedule], None]) -> None:
     """Install the check `Schedule.check` runs (tdsl.lower installs its own on import:
     the schedule layer records and validates names, lowering proves legality)."""
@@ -233,14 +243,29 @@ class Schedule:
             s = td.Schedule.from_log("C.tune.jsonl", C, target="c", N=1024)
 
         Raises td.TuningError, listing what the log does hold, when nothing matches."""
-        from ..tune.log import schedule_from_log
-
-        return schedule_from_log(path, outputs, target, **sizes)
+        if _LOG_READER is None:
+            raise ScheduleError("no tuning log reader is available: import tdsl (tdsl.tune "
+                                "provides it) before reading a log")
+        return _LOG_READER(path, outputs, target, **sizes)
 
     def _repr_html_(self) -> str:
-        from ..display import schedule_html
+        """In Jupyter: the primitives as the Python that rebuilds them, and each stage's loops."""
+        import html
 
-        return schedule_html(self)
+        from ..display import code_html, details, table
+
+        st = self._state
+        rows = []
+        for x in st.pipeline.schedulables:
+            found = st.resolve(x)
+            if found is None:
+                continue
+            inline = found in st.compute and st.compute[found].kind == "inline"
+            rows.append((x.name, "(inlined)" if inline else " ".join(st.loop_names(found))))
+        loops = table(rows, ("stage", "loops, outermost first"))
+        return (f"<div><b>schedule</b> of {html.escape(', '.join(o.name for o in self.outputs))}, "
+                f"{len(self.primitives)} primitives{code_html(repr(self))}"
+                f"{details('loops of each stage', loops, True)}</div>")
 
     def __repr__(self) -> str:
         outs = ", ".join(o.name for o in self.outputs)

@@ -305,9 +305,16 @@ class Template:
         return "(" + head + "".join(f"\n   .{c}" for c in calls) + ")"
 
     def _repr_html_(self) -> str:
-        from ..display import template_html
+        """In Jupyter: the calls with their knobs, and each knob's choices and default."""
+        import html
 
-        return template_html(self)
+        from ..display import code_html, table
+
+        rows = [(n, ", ".join(repr(c) for c in k.choices), repr(k.default))
+                for n, k in self._knobs.items()]
+        return (f"<div><b>template</b> of {html.escape(', '.join(o.name for o in self.outputs))}: "
+                f"{len(self._knobs)} knobs, {self.space_size} schedules{code_html(repr(self))}"
+                f"{table(rows, ('knob', 'choices', 'default'))}</div>")
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Template) and self.base == other.base and self.calls == other.calls
