@@ -197,7 +197,11 @@ def test_tune_result_shows_itself(tmp_path):
     np.testing.assert_allclose(line.get_ydata(), [h["time"] * 1e3 for h in r.history])
 
 
-distributed = pytest.importorskip("distributed", reason="the dask extra is not installed")
+try:
+    import distributed
+except ImportError:  # the dask extra is not installed
+    distributed = None
+needs_dask = pytest.mark.skipif(distributed is None, reason="the dask extra is not installed")
 
 
 @pytest.fixture(scope="module")
@@ -207,6 +211,7 @@ def cluster():
         yield c, client
 
 
+@needs_dask
 def test_tuning_on_a_dask_cluster_writes_the_same_records(cluster, tmp_path):
     _, client = cluster
     C = matmul()
@@ -223,6 +228,7 @@ def test_tuning_on_a_dask_cluster_writes_the_same_records(cluster, tmp_path):
     np.testing.assert_allclose(td.build(r.schedule)(A=A_, B=B_), A_ @ B_, rtol=1e-5, atol=1e-5)
 
 
+@needs_dask
 def test_killing_a_dask_worker_mid_run_loses_no_recorded_trial(cluster, tmp_path):
     c, client = cluster
     C = matmul()
@@ -254,3 +260,13 @@ def test_killing_a_dask_worker_mid_run_loses_no_recorded_trial(cluster, tmp_path
     assert sum(x["status"] == "ok" for x in recs) >= 4
     assert {json.dumps(x["knobs"], sort_keys=True) for x in recs} == {
         json.dumps(h["knobs"], sort_keys=True) for h in r.history}
+
+
+def test_given_outputs_tune_searches_the_auto_schedulers_knobs_from_its_choice():
+    C = matmul()
+    r = td.tune(C, target="llvm", trials=3, progress=False, A=A_, B=B_)
+    t = td.autotemplate(C, target="llvm")
+    assert r.history[0]["knobs"] == t.defaults  # the auto-scheduler's choice is the seed
+    assert set(r.knobs) == set(t.knobs) and all(n.startswith("C.") for n in r.knobs)
+    np.testing.assert_allclose(td.build(r.schedule, target="llvm")(A=A_, B=B_), A_ @ B_,
+                               rtol=1e-5, atol=1e-5)
