@@ -26,7 +26,6 @@ Every rule is applied through the checked primitives, and the result is proven l
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +34,7 @@ from ..compute.tensor import BoundaryView, Input, Pipeline, Stage
 from ..errors import ScheduleError, TdslError
 from ..schedule import Schedule, Template
 from ..schedule.knob import knob
+from .machine import fingerprint
 
 _DEFAULT_EXTENT = 1024  # a symbolic size without a hint
 
@@ -54,17 +54,9 @@ class Machine:
 def machine() -> Machine:
     """This machine's vector width, register count, caches and cores (from Linux's /proc
     and /sys; common values where they cannot be read)."""
-    flags: set[str] = set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith(("flags", "Features")):
-                    flags = set(line.split(":", 1)[1].split())
-                    break
-    except OSError:
-        pass
-    wide = "avx512f" in flags
-    vector = 64 if wide else 32 if "avx2" in flags or "avx" in flags else 16
+    fp = fingerprint()
+    wide = fp["isa"] == "avx512f"
+    vector = 64 if wide else 32 if fp["isa"] in ("avx2", "avx") else 16
 
     def cache(index: int, default: int) -> int:
         try:
@@ -74,11 +66,9 @@ def machine() -> Machine:
         except (OSError, ValueError):
             return default
 
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count() or 1
-    return Machine(vector, 32 if wide else 16, cache(0, 32 << 10), cache(2, 1 << 20), cores)
+    threads = fp["threads"]
+    return Machine(vector, 32 if wide else 16, cache(0, 32 << 10), cache(2, 1 << 20),
+                   threads if isinstance(threads, int) else 1)
 
 
 def autoschedule(outputs, target: str = "c", **sizes: int) -> Schedule:
@@ -132,7 +122,7 @@ def _legal(t: Template, plain: Template) -> Template:
         return plain
 
 
-def _value(e: Expr, sizes: dict[str, int]) -> int:
+def extent_value(e: Expr, sizes: dict[str, int]) -> int:
     """An extent's value, symbolic sizes taken from the hints."""
     if isinstance(e, Const):
         return int(e.value)
@@ -160,7 +150,7 @@ class _Rules:
         self.placed: set[str] = set()  # stages computed inside another or inlined
 
     def extent(self, s: Stage, d: Dim) -> int:
-        return _value(s.extent(d), self.sizes)
+        return extent_value(s.extent(d), self.sizes)
 
     def lanes_of(self, s: Stage) -> int:
         return max(1, self.m.vector_bytes // max(1, s.dtype.itemsize))
@@ -333,7 +323,7 @@ class _Rules:
         if len(r.axes) != 1 or r.op not in ("sum", "max", "min"):
             return t
         k = r.axes[0].dim.name
-        n = _value(r.axes[0].hi, self.sizes) - _value(r.axes[0].lo, self.sizes)
+        n = extent_value(r.axes[0].hi, self.sizes) - extent_value(r.axes[0].lo, self.sizes)
         lanes = self.lanes_of(p)
         if n < 4 * lanes:
             return t

@@ -202,24 +202,18 @@ def _reference(outputs, inputs: dict[str, np.ndarray], sizes: dict[str, int]):
 def _work(pipeline: Pipeline, sizes: dict[str, int]) -> float:
     """Points of work of the pipeline, roughly: each stage's domain, reductions included."""
     from ..compute.expr import Reduce
+    from .auto import extent_value
 
     total = 0.0
     for s in pipeline.stages:
         n = 1.0
         for e in s.shape:
-            n *= _value(e, sizes)
+            n *= extent_value(e, sizes)
         if isinstance(s.expr, Reduce):
             for ax in s.expr.axes:
-                n *= max(1.0, _value(ax.hi, sizes) - _value(ax.lo, sizes))
+                n *= max(1, extent_value(ax.hi, sizes) - extent_value(ax.lo, sizes))
         total += n
     return total
-
-
-def _value(e, sizes: dict[str, int]) -> float:
-    try:
-        return float(eval(repr(e), {"__builtins__": {}}, dict(sizes)))  # affine in sizes
-    except Exception:  # noqa: BLE001 - an extent the estimate cannot read: assume large
-        return 1024.0
 
 
 def _knob_key(knobs: dict[str, Any]) -> str:
