@@ -68,7 +68,12 @@ static double min_time(const double *v, int n) {
         return flops / (t1 - t0) / 1e9;                                                 \
     }
 FMA_KERNEL(fma256, 8)
+#ifdef __AVX512F__
 FMA_KERNEL(fma512, 16)
+#else
+/* no 512-bit registers on this machine: no 512-bit peak */
+static double fma512(long iters) { (void)iters; return 0.0; }
+#endif
 
 /* ---------------------------------------------------------------- STREAM
  * copy: c[i] = a[i]; triad: a[i] = b[i] + s * c[i], float32, arrays much larger
