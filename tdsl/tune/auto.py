@@ -232,6 +232,9 @@ class _Rules:
         r = s.expr
         assert isinstance(r, Reduce)
         lanes = self.lanes_of(s)
+        channels = self.channel_dim(s)
+        if channels is not None:
+            return _try(t, lambda t: self.channel_tile(t, s, channels))
         v = self.vector_dim(s)
         if v is not s.dims[-1]:
             return self.reduction(t, s)
@@ -275,6 +278,65 @@ class _Rules:
             return self.reduction(before, s)
         loops = [*others, *outer]
         return self.parallel(t, s, loops)
+
+    def channel_dim(self, s: Stage) -> Dim | None:
+        """A pure dim to vectorize instead of the last one, as in a convolution: when the
+        last dim is read shifted by a reduction dim (x + rx: overlapping, unaligned
+        loads), a dim (the output channel) read only by inputs, which can be packed
+        with it innermost, while the shifted operand is broadcast."""
+        r = s.expr
+        assert isinstance(r, Reduce)
+        last, red = s.dims[-1], {ax.dim for ax in r.axes}
+        body = _accesses(r.body)
+        if not any(last in free_dims(i) and red & set(free_dims(i)) for a in body for i in a.indices):
+            return None
+        lanes = self.lanes_of(s)
+        for d in s.dims[:-1]:
+            users = [a for a in body if any(d in free_dims(i) for i in a.indices)]
+            if (self.extent(s, d) % lanes == 0 and users
+                    and all(isinstance(a.tensor, Input) and any(i is d for i in a.indices)
+                            for a in users)):
+                return d
+        return None
+
+    def channel_tile(self, t: Template, s: Stage, v: Dim) -> Template:
+        """Register tile of (pixels along the last dim) x (channels in vector lanes): the
+        accumulator laid out with the channels innermost, each input read by the channel
+        dim packed with it innermost; the shifted operand is broadcast."""
+        r = s.expr
+        assert isinstance(r, Reduce)
+        lanes = self.lanes_of(s)
+        u = s.dims[-1]
+        others = [d.name for d in s.dims if d is not v and d is not u]
+        acc = f"{s.name}_acc"
+        ve, ue = self.extent(s, v), self.extent(s, u)
+        tv_choices = [x for x in (lanes, 2 * lanes, 4 * lanes, 8 * lanes) if x <= ve]
+        tv_default = 2 * lanes if 2 * lanes in tv_choices else tv_choices[-1]
+        tu_choices = [x for x in (2, 4, 6, 7, 8, 14) if x <= ue] or [ue]
+        budget = self.m.registers * 3 // 4
+        fits = [x for x in tu_choices if x * (tv_default // lanes) <= budget] or tu_choices[:1]
+        tu_default = max([x for x in fits if ue % x == 0] or fits)
+        tv = knob(f"{s.name}.tile_{v.name}", tv_choices, default=tv_default)
+        tu = knob(f"{s.name}.tile_{u.name}", tu_choices, default=tu_default)
+        t = t.cache_write(s, acc).layout(acc, " ".join([*others, u.name, v.name]))
+        packs: list[tuple[str, list[str]]] = []
+        for a in _accesses(r.body):
+            if any(i is v for i in a.indices) and a.tensor.name not in {x for x, _ in packs}:
+                order = [d.name for d in a.tensor.dims if d.name != v.name] + [v.name]
+                name = f"{a.tensor.name}_p"
+                t = t.cache_read(a.tensor.name, [acc], name).layout(name, " ".join(order))
+                packs.append((name, order))
+        t = t.split(s, u.name, tu).split(s, v.name, tv)
+        vo, uo, vi, ui = (f"{v.name}_o", f"{u.name}_o", f"{v.name}_i", f"{u.name}_i")
+        t = t.reorder(s, " ".join([*others, vo, uo, vi, ui])).vectorize(s, ui)
+        t = t.compute_at(acc, s, uo)
+        t = t.split(acc, v.name, lanes, names=(f"{v.name}_u", f"{v.name}_v"))
+        red = [ax.dim.name for ax in r.axes]
+        t = t.reorder(acc, " ".join([*red, *others, u.name, f"{v.name}_u", f"{v.name}_v"]))
+        t = t.unroll(acc, u.name).unroll(acc, f"{v.name}_u").vectorize(acc, f"{v.name}_v")
+        for name, order in packs:
+            t = t.reorder(name, " ".join(order)).vectorize(name, v.name)
+        return self.parallel(t, s, [*others[:1], vo])
 
     # ---------------------------------------------------------------- row-wise stages
 
