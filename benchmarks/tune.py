@@ -38,14 +38,16 @@ def tune_one(script: str, size: str, target: str, trials: int, log: Path) -> dic
     module = harness.kernel_module(script)
     outputs = module.user_algorithm(*module.SIZES[size])
     arrays = module.inputs(size)
+    before = len(log.read_text().splitlines()) if log.exists() else 0
     t0 = time.perf_counter()
     result = td.tune(outputs, target=target, trials=trials, log=str(log), progress=False, **arrays)
     wall = time.perf_counter() - t0
+    measured = len(log.read_text().splitlines()) - before
     statuses: dict[str, int] = {}
     for rec in result.history:
         statuses[rec["status"]] = statuses.get(rec["status"], 0) + 1
     seed = next((r for r in result.history if r["status"] == "ok"), None)
-    return {"kernel": module.kernel_name(size), "target": target, "trials": len(result.history),
+    return {"kernel": module.kernel_name(size), "target": target, "trials": measured,
             "wall_s": round(wall, 1), "best_ms": result.time * 1e3,
             "first_ms": seed["time"] * 1e3 if seed else None, "statuses": statuses,
             "knobs": result.knobs}
@@ -82,8 +84,8 @@ def main(argv: list[str] | None = None) -> int:
             row = json.loads(lines[-1])
             rows.append(row)
             first = f"{row['first_ms']:.2f}" if row["first_ms"] else "-"
-            print(f"{row['kernel']:24s} {target:4s} {row['trials']:3d} trials "
-                  f"{row['wall_s']:7.1f} s  auto {first} ms -> best {row['best_ms']:.2f} ms "
+            print(f"{row['kernel']:24s} {target:4s} {row['trials']:3d} new trials "
+                  f"{row['wall_s']:7.1f} s  first {first} ms -> best {row['best_ms']:.2f} ms "
                   f"{row['statuses']}", flush=True)
     print(f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
