@@ -146,7 +146,6 @@ def _base(t) -> Any:
 class _Rules:
     def __init__(self, pipeline: Pipeline, sizes: dict[str, int], m: Machine, target: str):
         self.p, self.sizes, self.m, self.target = pipeline, sizes, m, target
-        self.lanes = m.vector_bytes // 4  # float32 lanes; narrower types get more
         self.placed: set[str] = set()  # stages computed inside another or inlined
 
     def extent(self, s: Stage, d: Dim) -> int:
