@@ -16,6 +16,14 @@ from .errors import DefinitionError
 
 @dataclass(frozen=True, slots=True)
 class DType:
+    """An element type: td.float32, td.float64, td.int8 .. td.int64, td.uint8 .. td.uint32,
+    td.bool_. `name` is numpy's name ("float32"), `kind` one of "f" float, "i" signed,
+    "u" unsigned, "b" bool, `bits` the width; `.np` is the numpy dtype.
+
+        A = td.input("A", {i: N}, td.float32)
+        td.cast(A[i], td.int32)
+    """
+
     name: str  # numpy name: "float32", "int8", "bool", ...
     kind: str  # "f" float, "i" signed, "u" unsigned, "b" bool
     bits: int

@@ -491,10 +491,16 @@ def where(cond, a, b) -> Expr:
 
 
 def maximum(a, b) -> Expr:
+    """Elementwise larger of two values, as np.maximum: `td.maximum(A[i], 0.0)` is a ReLU.
+
+    (`td.max(body, over=k)` is the reduction over a dim.)"""
     return binary("max", a, b)
 
 
 def minimum(a, b) -> Expr:
+    """Elementwise smaller of two values, as np.minimum: `td.minimum(A[i], 6.0)` caps at 6.
+
+    (`td.min(body, over=k)` is the reduction over a dim.)"""
     return binary("min", a, b)
 
 

@@ -22,7 +22,13 @@ from ..lower.abi import STATUS
 
 @dataclass(frozen=True)
 class Timing:
-    """Wall-clock seconds per call: median and minimum over `runs` timed calls."""
+    """Wall-clock seconds per call: median and minimum over `runs` timed calls.
+
+    `times` holds each timed call's seconds; `Kernel.benchmark` returns one:
+
+        t = f.benchmark(A=a, B=b, runs=20)
+        t.median, t.min     # seconds
+    """
 
     median: float
     min: float
@@ -40,7 +46,16 @@ class Timing:
 
 
 class Kernel:
-    """A compiled pipeline: call it with numpy arrays by name."""
+    """A compiled pipeline: call it with numpy arrays by name.
+
+        f = td.build(td.schedule(C).tile(C, i=32, j=64))
+        c = f(A=a, B=b)          # outputs allocated and returned
+        f(A=a, B=b, C=c)         # or written into arrays given by name
+        print(f.loop_nest)       # what was compiled; f.source is the C or LLVM IR
+
+    `schedule`, `pipeline`, `lowered` (the loop nest IR), `target` ("c" or "llvm")
+    and `build_seconds` record how it was built.
+    """
 
     def __init__(self, schedule, func: ir.LoweredFunc, module, target: str, build_seconds: float):
         self.schedule = schedule
@@ -65,6 +80,7 @@ class Kernel:
 
     @property
     def loop_nest(self) -> str:
+        """The compiled loop nest as text, as `td.lower` prints it."""
         return str(self.lowered)
 
     def _prepare(self, kwargs) -> tuple[list[np.ndarray], list[int], dict[str, np.ndarray]]:

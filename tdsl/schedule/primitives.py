@@ -198,7 +198,15 @@ class Split(Primitive):
 class Tile(Primitive):
     """Split adjacent loops and move all outer parts before all inner parts.
 
-        for i: for j:      tile(C, i=32, j=64)      for i_o: for j_o: for i_i: for j_i:
+    Before (C[i, j] over 16 x 16):       after tile(C, i=4, j=8):
+        for i in 0 .. 16:                    for i_o in 0 .. 4:
+          for j in 0 .. 16:                    for j_o in 0 .. 2:
+            C[i, j] = ...                        for i_i in 0 .. 4:
+                                                   for j_i in 0 .. 8:
+                                                     C[4 * i_o + i_i, 8 * j_o + j_i] = ...
+
+    The loops must be adjacent and in the order given; each named loop d
+    becomes d_o (outside) and d_i (inside), as `split` names them.
     """
 
     stage: StageRef
@@ -244,7 +252,14 @@ class Tile(Primitive):
 class Reorder(Primitive):
     """The listed loops take the positions they occupy, outermost first, in the given order.
 
-        for i: for j: for k:     reorder(C, "k i")     for k: for j: for i:
+    Before (C = sum(A[i, k] * B[k, j], over=k)):   after reorder(C, "k i"):
+        for i in 0 .. 16:                          for k in 0 .. 16:
+          for j in 0 .. 16:                          for j in 0 .. 16:
+            for k in 0 .. 16:                          for i in 0 .. 16:
+              C[i, j] = C[i, j] + A[i, k] * ...          C[i, j] = C[i, j] + A[i, k] * ...
+
+    Loops not listed keep their place (j above). The zeroing of a reduction's
+    result stays a loop nest of its own over i and j, outside the k loop.
     """
 
     stage: StageRef
@@ -272,7 +287,13 @@ class Reorder(Primitive):
 class Fuse(Primitive):
     """Two adjacent loops become one: a_b = a * extent(b) + b (b needs a constant extent).
 
-        for y_o: for x_o:        fuse(C, y_o, x_o)      for y_o_x_o:
+    Before:                           after fuse(C, "i", "j"):
+        for i in 0 .. 16:                 for i_j in 0 .. 256:
+          for j in 0 .. 16:                 C[i_j / 16, i_j % 16] = ...
+            C[i, j] = ...
+
+    `name` names the fused loop (default outer_inner); one long loop is
+    useful to `parallel` over, e.g. fuse the outer loops of a tile.
     """
 
     stage: StageRef
@@ -342,6 +363,12 @@ def _mark(prim, st: State, kind: LoopKind, need_const: bool) -> None:
 class Vectorize(Primitive):
     """Run a constant-extent loop as vector lanes (its whole body, if it has inner loops).
 
+    Before (after split(E, "j", 8)):    after vectorize(E, "j_i"):
+        for i in 0 .. 16:                   for i in 0 .. 16:
+          for j_o in 0 .. 2:                  for j_o in 0 .. 2:
+            for j_i in 0 .. 8:                  for j_i in 0 .. 8:  # vectorized
+              E[i, 8 * j_o + j_i] = ...           E[i, 8 * j_o + j_i] = ...
+
     On a reduction loop only with reassociate=True: each lane accumulates its own
     partial result, and the partials are combined in order after the loop.
     """
@@ -358,7 +385,16 @@ class Vectorize(Primitive):
 
 @dataclass(frozen=True)
 class Unroll(Primitive):
-    """Replicate the body of a constant-extent loop, one copy per iteration."""
+    """Replicate the body of a constant-extent loop, one copy per iteration.
+
+    Before (after split(E, "j", 4)):    after unroll(E, "j_i"):
+        for i in 0 .. 16:                   for i in 0 .. 16:
+          for j_o in 0 .. 4:                  for j_o in 0 .. 4:
+            for j_i in 0 .. 4:                  E[i, 4 * j_o] = ...
+              E[i, 4 * j_o + j_i] = ...         E[i, 4 * j_o + 1] = ...
+                                                E[i, 4 * j_o + 2] = ...
+                                                E[i, 4 * j_o + 3] = ...
+    """
 
     stage: StageRef
     loop: str
@@ -373,7 +409,13 @@ class Unroll(Primitive):
 class Parallel(Primitive):
     """Run the iterations of a loop on several threads.
 
-    On a reduction loop only with reassociate=True (see Vectorize)."""
+    Before:                           after parallel(E, "i"):
+        for i in 0 .. 16:                 for i in 0 .. 16:  # parallel
+          for j in 0 .. 16:                 for j in 0 .. 16:
+            E[i, j] = ...                     E[i, j] = ...
+
+    On a reduction loop only with reassociate=True (see Vectorize).
+    """
 
     stage: StageRef
     loop: str
@@ -416,7 +458,17 @@ def _depends_on(pipeline, consumer: Stage, producer: Stage) -> bool:
 
 @dataclass(frozen=True)
 class ComputeInline(Primitive):
-    """Substitute a stage's definition into every consumer; it gets no loops or buffer."""
+    """Substitute a stage's definition into every consumer; it gets no loops or buffer.
+
+    Before (P = A * 2, Q = P + 1):     after compute_inline(P):
+        allocate P[16, 16]                 for i in 0 .. 16:
+        for i in 0 .. 16:                    for j in 0 .. 16:
+          for j in 0 .. 16:                    Q[i, j] = A[i, j] * 2.0 + 1.0
+            P[i, j] = A[i, j] * 2.0
+        for i in 0 .. 16:
+          for j in 0 .. 16:
+            Q[i, j] = P[i, j] + 1.0
+    """
 
     stage: StageRef
     method: ClassVar[str] = "compute_inline"
@@ -454,9 +506,17 @@ def _placement(prim, st: State, producer: Stage, consumer, loop: str) -> Placeme
 class ComputeAt(Primitive):
     """Compute the block of `stage` that `consumer` needs inside consumer's loop `loop`.
 
-        for y: P[y] = ...          compute_at(P, C, y_o)     for y_o:
-        for y_o: for y_i:          ------------------->        for y in box(y_o): P[y] = ...
-          C[..] = P[..]                                        for y_i: C[..] = P[..]
+    Before (P = A * 2; Q = P + 1, split(Q, "i", 4)):   after compute_at(P, Q, "i_o"):
+        allocate P[16, 16]                             for i_o in 0 .. 4:
+        for i in 0 .. 16:                                allocate P[4, 16]
+          for j in 0 .. 16:                              for i in 4 * i_o .. 4 * i_o + 4:
+            P[i, j] = A[i, j] * 2.0                        for j in 0 .. 16:
+        for i_o in 0 .. 4:                                   P[i - 4 * i_o, j] = A[i, j] * 2.0
+          for i_i in 0 .. 4:                             for i_i in 0 .. 4:
+            for j in 0 .. 16:                              for j in 0 .. 16:
+              Q[4 * i_o + i_i, j] = P[4 * i_o + i_i, j] + 1.0    Q[..] = P[i_i, j] + 1.0
+
+    P's buffer shrinks to the block one iteration of i_o reads.
     """
 
     stage: StageRef
@@ -472,7 +532,19 @@ class ComputeAt(Primitive):
 
 @dataclass(frozen=True)
 class StoreAt(Primitive):
-    """Allocate `stage`'s buffer at consumer's loop `loop` while computing it deeper."""
+    """Allocate `stage`'s buffer at consumer's loop `loop` while computing it deeper.
+
+    With split(Q, "i", 4) and compute_at(P, Q, "i_i"), P is computed one row at a
+    time; store_at(P, Q, "i_o") keeps one buffer for the rows of a whole i_o:
+        for i_o in 0 .. 4:
+          allocate P[4, 16]
+          for i_i in 0 .. 4:
+            for j in 0 .. 16:
+              P[i_i, j] = A[4 * i_o + i_i, j] * 2.0
+            for j in 0 .. 16:
+              Q[4 * i_o + i_i, j] = P[i_i, j] + 1.0
+    (without store_at: `allocate P[1, 16]` inside the i_i loop, indexed P[0, j]).
+    """
 
     stage: StageRef
     consumer: StageRef

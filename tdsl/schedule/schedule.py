@@ -59,7 +59,12 @@ JSON_VERSION = 1
 class Schedule:
     """`td.schedule(C)` then chained primitives; `s.primitives` lists the records."""
 
-    __slots__ = ("outputs", "pipeline", "primitives", "_state")
+    __slots__ = {
+        "outputs": "The output stages scheduled, a tuple.",
+        "pipeline": "Every stage and input the outputs depend on (td.compute's Pipeline).",
+        "primitives": "The primitive records applied, in order (td.Split(...), ...).",
+        "_state": None,
+    }
 
     def __init__(self, outputs, primitives: Iterable[Primitive] = (), *, _pipeline=None,
                  _state=None):
@@ -79,9 +84,12 @@ class Schedule:
 
     @property
     def state(self) -> State:
+        """The loops, placements and layouts the primitives produced (internal record)."""
         return self._state
 
     def append(self, prim: Primitive) -> Schedule:
+        """This schedule with one more primitive record, checked against it:
+        `s.append(td.Split(C, "i", 8))` is `s.split(C, "i", 8)`."""
         st = self._state.copy()
         prim.apply(st)
         return Schedule(self.outputs, (), _pipeline=self.pipeline, _state=st)._with(
@@ -197,6 +205,8 @@ class Schedule:
                 f"(td.schedule({outs}) and the same primitives)")
 
     def to_json(self) -> str:
+        """The schedule as JSON text (outputs by name, then each primitive's record);
+        `td.Schedule.from_json(text, C)` reads it back."""
         return json.dumps({
             "version": JSON_VERSION,
             "outputs": [o.name for o in self.outputs],
@@ -205,6 +215,8 @@ class Schedule:
 
     @classmethod
     def from_json(cls, text: str, outputs) -> Schedule:
+        """The schedule `to_json` wrote, for these output stages (each primitive checked
+        again): `td.Schedule.from_json(open("C.json").read(), C)`."""
         if not isinstance(text, (str, bytes, bytearray)):
             raise ScheduleError(
                 f"Schedule.from_json takes the JSON text (a str, e.g. from s.to_json()), got "

@@ -49,8 +49,16 @@ def _plain_stage(prim: Primitive, st: State, stage) -> Stage:
 class CacheWrite(Primitive):
     """Compute a stage into a new stage, then copy it out: the local accumulator.
 
-        C = sum(A*B, over=k)     cache_write(C, "Cl")     Cl = sum(A*B, over=k)
-                                 ------------------->     C = Cl
+    Before:                                   after cache_write(C, "Cl"):
+        for i in 0 .. 16:                         allocate Cl[16, 16]
+          for j in 0 .. 16:                       for i in 0 .. 16:
+            C[i, j] = 0.0                           for j in 0 .. 16:
+            for k in 0 .. 16:                         Cl[i, j] = 0.0
+              C[i, j] = C[i, j] + A[i, k] * ...       for k in 0 .. 16:
+                                                        Cl[i, j] = Cl[i, j] + A[i, k] * ...
+                                                  for i in 0 .. 16:
+                                                    for j in 0 .. 16:
+                                                      C[i, j] = Cl[i, j]
 
     With compute_at(Cl, C, tile loop) the reduction accumulates in a small block
     (registers, once its loops are unrolled and vectorized) and C is written once.
@@ -83,8 +91,17 @@ def _tensor(prim: Primitive, st: State, t) -> Tensor:
 class CacheRead(Primitive):
     """Read a tensor through a new stage that copies it: packing.
 
-        C = f(B[k, j])           cache_read(B, [C], "Bp")     Bp = B
-                                 ----------------------->     C = f(Bp[k, j])
+    Before:                                  after cache_read(B, [C], "Bp"):
+        for i in 0 .. 16:                        allocate Bp[16, 16]
+          for j in 0 .. 16:                      for k in 0 .. 16:
+            ...                                    for j in 0 .. 16:
+            for k in 0 .. 16:                        Bp[k, j] = B[k, j]
+              C[i, j] = C[i, j] + A[i, k] * B[k, j]
+                                                 for i in 0 .. 16:
+                                                   for j in 0 .. 16:
+                                                     ...
+                                                     for k in 0 .. 16:
+                                                       C[i, j] = C[i, j] + A[i, k] * Bp[k, j]
 
     With compute_at(Bp, C, loop), Bp holds just the block of B that C's loop
     reads, contiguous (re-laid out with `layout`), instead of strided rows.
@@ -118,9 +135,19 @@ class CacheRead(Primitive):
 class RFactor(Primitive):
     """Split a reduction dim by `factor` and make its inner part a dim of a new stage.
 
-        C[i] = sum(X[i, k], over=k)      rfactor(C, "k", 8)
-          ->  C_rf[i, k_i] = sum(X[i, 8*k_o + k_i], over=k_o)     (k_i in 0..8)
-              C[i] = sum(C_rf[i, k_i], over=k_i)
+    Before: C = sum(A[i, k] * B[k, j], over=k); after rfactor(C, "k", 4):
+        allocate C_rf[16, 16, 4]
+        for i in 0 .. 16:
+          for j in 0 .. 16:
+            for k_i in 0 .. 4:
+              C_rf[i, j, k_i] = 0.0
+              for k_o in 0 .. 4:
+                C_rf[i, j, k_i] = C_rf[i, j, k_i] + A[i, 4 * k_o + k_i] * B[4 * k_o + k_i, j]
+        for i in 0 .. 16:
+          for j in 0 .. 16:
+            C[i, j] = 0.0
+            for k_i in 0 .. 4:
+              C[i, j] = C[i, j] + C_rf[i, j, k_i]
 
     The partial results of C_rf are independent, so its k_i loop can be
     vectorized or parallelized; this reassociates the reduction (float sums
@@ -181,8 +208,14 @@ class RFactor(Primitive):
 class Layout(Primitive):
     """Store an intermediate stage's buffer with its dims in the given order (last fastest).
 
-        P[c, y, x] = ...          layout(P, "y x c")       buffer P: [y][x][c]
-        (buffer [c][y][x])        ----------------->       (same values, channels contiguous)
+    Before (P[i, j] = A * 2, read by Q):   after layout(P, "j i"):
+        allocate P[16, 16]                     allocate P[16, 16]
+        for i in 0 .. 16:                      for i in 0 .. 16:
+          for j in 0 .. 16:                      for j in 0 .. 16:
+            P[i, j] = A[i, j] * 2.0                P[j, i] = A[i, j] * 2.0
+        for i in 0 .. 16:                      for i in 0 .. 16:
+          for j in 0 .. 16:                      for j in 0 .. 16:
+            Q[i, j] = P[i, j] + 1.0                Q[i, j] = P[j, i] + 1.0
 
     Loop order and indexing in the algorithm are unchanged; only the buffer's
     memory order is. Outputs keep their declared, dense row-major layout.

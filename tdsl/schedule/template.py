@@ -85,7 +85,11 @@ class Template:
     candidate). `td.Template(s)` wraps a plain schedule as a template with no knobs.
     """
 
-    __slots__ = ("base", "calls", "_knobs", "_default")
+    __slots__ = {
+        "base": "The plain td.Schedule the knobbed calls start from.",
+        "calls": "The primitive calls after `base`, in order, knobs still open.",
+        "_knobs": None, "_default": None,
+    }
 
     def __init__(self, base: Schedule, calls: Iterable[Call] = ()):
         if isinstance(base, Template):
@@ -175,10 +179,12 @@ class Template:
 
     @property
     def outputs(self):
+        """The output stages the template schedules, as `td.Schedule.outputs`."""
         return self.base.outputs
 
     @property
     def pipeline(self) -> Pipeline:
+        """The pipeline of the outputs, as `td.Schedule.pipeline`."""
         return self.base.pipeline
 
     @property
