@@ -7,7 +7,6 @@ shapes the generated code assumes.
 
 from __future__ import annotations
 
-import html
 import statistics
 import time
 from dataclasses import dataclass
@@ -15,6 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..compute.binding import allocate_outputs, bind_arguments
+from ..compute.work import flops
+from ..display import code_html, details, escape, rate_text, seconds_text, table
 from ..errors import ArgumentError, RuntimeFailure
 from ..lower import ir
 from ..lower.abi import STATUS
@@ -22,21 +23,53 @@ from ..lower.abi import STATUS
 
 @dataclass(frozen=True)
 class Timing:
-    """Wall-clock seconds per call: median and minimum over `runs` timed calls."""
+    """Wall-clock seconds per call: median and minimum over `runs` timed calls (`times`
+    has each), and the work one call does when it is known: `flops`, the floating-point
+    operations of the algorithm (see `tdsl.compute.work`), and `elements`, the output
+    elements it writes. `rate` is the work per second of the median."""
 
     median: float
     min: float
     runs: int
     times: tuple[float, ...]
+    flops: float | None = None
+    elements: int | None = None
+
+    @property
+    def max(self) -> float:
+        """The slowest timed call."""
+        return max(self.times) if self.times else self.min
+
+    @property
+    def rate(self) -> tuple[float, str] | None:
+        """(work per second, unit): FLOP/s when the algorithm does float arithmetic,
+        else output elements/s; None when neither is known."""
+        if self.median <= 0:
+            return None
+        if self.flops:
+            return self.flops / self.median, "FLOP/s"
+        if self.elements:
+            return self.elements / self.median, " elements/s"
+        return None
+
+    @property
+    def gflops(self) -> float | None:
+        """Billions of floating-point operations per second at the median, if known."""
+        return self.flops / self.median / 1e9 if self.flops and self.median > 0 else None
 
     def __repr__(self) -> str:
-        return f"Timing(median={self.median * 1e3:.3f} ms, min={self.min * 1e3:.3f} ms, runs={self.runs})"
+        rate = self.rate
+        tail = "" if rate is None else f", {rate_text(*rate)}"
+        return (f"Timing(median={self.median * 1e3:.3f} ms, min={self.min * 1e3:.3f} ms, "
+                f"max={self.max * 1e3:.3f} ms, runs={self.runs}{tail})")
 
     def _repr_html_(self) -> str:
-        """In Jupyter: median, spread and runs."""
-        hi = max(self.times) if self.times else self.min
-        return (f"<div><b>{self.median * 1e3:.3f} ms</b> median per call "
-                f"(min {self.min * 1e3:.3f}, max {hi * 1e3:.3f} ms over {self.runs} runs)</div>")
+        """In Jupyter: median, spread (min..max), runs and the rate when the work is known."""
+        rate = self.rate
+        tail = "" if rate is None else f" &middot; <b>{escape(rate_text(*rate))}</b>"
+        return (f"<div><b>{seconds_text(self.median)}</b> median per call "
+                f"(spread {seconds_text(self.min)} .. {seconds_text(self.max)} over {self.runs} "
+                f"runs){tail}</div>")
 
 
 class Kernel:
@@ -65,6 +98,7 @@ class Kernel:
 
     @property
     def loop_nest(self) -> str:
+        """The loop nest as `td.lower` prints it."""
         return str(self.lowered)
 
     def _prepare(self, kwargs) -> tuple[list[np.ndarray], list[int], dict[str, np.ndarray]]:
@@ -73,6 +107,11 @@ class Kernel:
         arrays = [bound.inputs[n] for n in self._inputs] + [outs[n] for n in self._outputs]
         sizes = [bound.sizes[n] for n in self._sizes]
         return arrays, sizes, outs
+
+    def work(self, **sizes: int) -> float | None:
+        """Floating-point operations of one call with these symbolic sizes (None when
+        a domain's size is not known): the work `benchmark`'s rate is measured by."""
+        return flops(self.pipeline, sizes)
 
     def _run(self, arrays, sizes) -> None:
         status = self._module.run(arrays, sizes)  # checked by bind_arguments
@@ -123,7 +162,7 @@ class Kernel:
         if isinstance(min_seconds, bool) or not isinstance(min_seconds, (int, float)) or \
                 not min_seconds >= 0:
             raise ArgumentError(f"benchmark: min_seconds must be a number >= 0, got {min_seconds!r}")
-        args, sizes, _ = self._prepare(arrays)
+        args, sizes, outs = self._prepare(arrays)
         for _ in range(warmup):
             self._run(args, sizes)
         times: list[float] = []
@@ -132,22 +171,24 @@ class Kernel:
             t0 = time.perf_counter()
             self._run(args, sizes)
             times.append(time.perf_counter() - t0)
-        return Timing(statistics.median(times), min(times), len(times), tuple(times))
+        named = dict(zip(self._sizes, sizes))
+        elements = sum(int(outs[n].size) for n in self._outputs)
+        return Timing(statistics.median(times), min(times), len(times), tuple(times),
+                      flops=self.work(**named), elements=elements)
 
     def __repr__(self) -> str:
         return f"<tdsl.Kernel {self.lowered.name}({', '.join(self.args)}) target={self.target}>"
 
     def _repr_html_(self) -> str:
-        from ..display import code_html, details
-
-        args = "".join(
-            f"<li><code>{html.escape(a)}</code></li>" for a in self._describe_args())
+        """In Jupyter: the arguments, the loop nest and the generated code (collapsed)."""
+        args = table([a.split(": ", 1) for a in self._describe_args()], ("argument", "kind"))
         return (
-            f"<div><b>tdsl kernel</b> <code>{html.escape(self.lowered.name)}</code> "
-            f"(target {self.target}, built in {self.build_seconds * 1e3:.0f} ms)"
-            f"<p>Arguments:</p><ul>{args}</ul>"
+            f"<div><b>tdsl kernel</b> <code>{escape(self.lowered.name)}</code> "
+            f"(target {escape(self.target)}, built in {self.build_seconds * 1e3:.0f} ms)"
+            + details("Arguments", args, True)
             + details("Loop nest", code_html(self.loop_nest, "nest"), True)
-            + details("Generated code", code_html(self.source, "c" if self.target == "c" else "llvm"))
+            + details(f"Generated {'C' if self.target == 'c' else 'LLVM IR'}",
+                      code_html(self.source, "c" if self.target == "c" else "llvm"))
             + "</div>")
 
     def _describe_args(self) -> list[str]:
