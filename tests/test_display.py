@@ -53,7 +53,19 @@ def test_a_schedule_shows_its_code_and_the_loops_of_each_stage():
     s = td.schedule(C).cache_write(C, "Cacc").tile(C, i=8, j=8)
     page = text(s._repr_html_())
     assert ".cache_write(C, name='Cacc')" in page and ".tile(C, i=8, j=8)" in page
-    assert "Ci_o j_o i_i j_i" in page and "Cacci j k" in page
+    assert "Ci_o j_o i_i j_iroot" in page and "Cacci j kroot" in page
+
+
+def test_a_schedule_shows_how_each_loop_runs_and_where_each_stage_is_computed():
+    i, j = td.dims("i j")
+    X = td.input("X", {i: 16, j: 16}, td.float32)
+    P = td.compute("P", {i: 16, j: 16}, X[i, j] * 2)
+    Q = td.compute("Q", {i: 16, j: 16}, P[i, j] + 1)
+    s = td.schedule(Q).split(Q, "i", 4).compute_at(P, Q, "i_o").vectorize(Q, "j").parallel(Q, "i_o")
+    page = text(s._repr_html_())
+    assert "Pi jat Q.i_o" in page and "Qi_o (parallel) i_i j (vectorized)root" in page
+    page = text(td.schedule(Q).compute_inline(P)._repr_html_())
+    assert "P(inlined)inlined into its consumers" in page
 
 
 def test_a_template_shows_its_knobs():
