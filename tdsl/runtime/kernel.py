@@ -85,6 +85,7 @@ class Kernel:
         self._inputs = [b.name for b in func.inputs]
         self._outputs = [b.name for b in func.outputs]
         self._sizes = [v.name for v in func.sizes]
+        self._work: dict[tuple[tuple[str, int], ...], float | None] = {}
 
     @property
     def args(self) -> list[str]:
@@ -111,7 +112,10 @@ class Kernel:
     def work(self, **sizes: int) -> float | None:
         """Floating-point operations of one call with these symbolic sizes (None when
         a domain's size is not known): the work `benchmark`'s rate is measured by."""
-        return flops(self.pipeline, sizes)
+        key = tuple(sorted(sizes.items()))
+        if key not in self._work:
+            self._work[key] = flops(self.pipeline, sizes)
+        return self._work[key]
 
     def _run(self, arrays, sizes) -> None:
         status = self._module.run(arrays, sizes)  # checked by bind_arguments
@@ -140,7 +144,9 @@ class Kernel:
 
     def benchmark(self, *positional, runs: int = 10, warmup: int = 2, min_seconds: float = 0.0,
                   **arrays) -> Timing:
-        """Time calls with the given arrays (checked once): median and min over `runs`.
+        """Time calls with the given arrays (checked once): a `Timing` with the median, min
+        and max over `runs`, and the work of a call (its float operations and output
+        elements), so `timing.rate` is GFLOP/s-ready.
 
         `f.benchmark(a=A, b=B, runs=20)` calls the kernel `warmup` times, then at
         least `runs` times and for at least `min_seconds`. A kernel whose
