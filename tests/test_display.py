@@ -244,3 +244,14 @@ def test_a_computed_at_producer_shows_its_own_loops():
     # P's tile: the consumer's i_o it is computed in, then its own j_o
     assert all(tile == (r // 3, c // 4) and rank == 2 * (r // 3) + c // 4
                for r, c, tile, rank in pts)
+
+
+def test_a_lowering_trace_shows_each_step_the_last_one_open():
+    C = matmul()
+    trace = td.lower(td.schedule(C).split(C, "i", 8), trace=True)
+    page = trace._repr_html_()
+    assert page.count("<details") == len(trace)
+    assert "<details><summary>after convert</summary>" in page
+    assert page.count("<details open>") == 1 and "<details open><summary>after flatten<" in page
+    assert "<summary>after legalise: unchanged</summary>" in page  # nothing to legalise here
+    assert "for i_o in 0 .. 4:" in text(page)
