@@ -34,6 +34,7 @@ from .errors import (
     ArgumentError,
     CompileError,
     DefinitionError,
+    MissingDependency,
     OutOfBoundsError,
     RuntimeFailure,
     ScheduleError,
@@ -70,7 +71,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ArgumentError", "CacheRead", "CacheWrite", "CompileError", "ComputeAt", "ComputeInline", "DefinitionError", "Fuse",
-    "Kernel", "Knob", "Layout", "OutOfBoundsError", "Parallel", "Reorder", "RFactor", "RuntimeFailure", "Schedule", "ScheduleError", "Split",
+    "Kernel", "Knob", "Layout", "MissingDependency", "OutOfBoundsError", "Parallel", "Reorder", "RFactor", "RuntimeFailure", "Schedule", "ScheduleError", "Split",
     "StoreAt", "TdslError", "TuneResult", "TuningError", "Template", "Tile", "Timing", "Unroll", "Vectorize", "abs", "autoschedule", "autotemplate", "bool_", "build",
     "cast", "ceil", "clamp", "compute", "cos", "dim", "dims", "dtypes", "emit_c", "evaluate", "exp", "explore",
     "float32", "float64", "floor", "input", "int8", "knob", "int16", "int32", "int64", "log", "lower",

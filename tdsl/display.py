@@ -1,6 +1,9 @@
 """HTML helpers for what tdsl objects show in Jupyter: code highlighted by Pygments when it
-is installed (plain, escaped text otherwise), collapsible sections, tables; matplotlib
-for the plots. Each object writes its own page with these."""
+is installed (plain, escaped text otherwise), collapsible sections, tables, rates; the
+optional packages the notebook features need. Each object writes its own page with these.
+
+Every helper escapes the text it is given (stage, tensor and loop names are the user's):
+only the `body` of `details` is HTML, and it comes from these helpers."""
 
 from __future__ import annotations
 
@@ -8,9 +11,16 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
-from .errors import TdslError
+from .errors import MissingDependency
 
-_LEXERS = {"c": "c", "llvm": "llvm", "python": "python", "nest": "c"}
+# Pygments lexer per kind of text: the loop nest reads as Python (for/in/if, `#` notes),
+# which C's lexer would mark as errors
+_LEXERS = {"c": "c", "llvm": "llvm", "python": "python", "nest": "python"}
+
+
+def escape(text: object) -> str:
+    """`str(text)` with &, <, >, and quotes escaped for HTML."""
+    return html.escape(str(text))
 
 
 def code_html(text: str, language: str = "python") -> str:
@@ -20,15 +30,19 @@ def code_html(text: str, language: str = "python") -> str:
         from pygments import highlight
         from pygments.formatters import HtmlFormatter
         from pygments.lexers import get_lexer_by_name
+        from pygments.util import ClassNotFound
     except ImportError:
-        return f"<pre>{html.escape(text)}</pre>"
-    fmt = HtmlFormatter(noclasses=True, nobackground=True)
-    return highlight(text, get_lexer_by_name(_LEXERS.get(language, language)), fmt)
+        return f"<pre>{escape(text)}</pre>"
+    try:
+        lexer = get_lexer_by_name(_LEXERS.get(language, language))
+    except ClassNotFound:
+        return f"<pre>{escape(text)}</pre>"
+    return highlight(text, lexer, HtmlFormatter(noclasses=True, nobackground=True))
 
 
 def details(summary: str, body: str, open_: bool = False) -> str:
     """A collapsible section; `summary` is escaped, `body` is HTML."""
-    return (f"<details{' open' if open_ else ''}><summary>{html.escape(summary)}</summary>"
+    return (f"<details{' open' if open_ else ''}><summary>{escape(summary)}</summary>"
             f"{body}</details>")
 
 
@@ -36,19 +50,46 @@ def table(rows: Sequence[Sequence[str]], head: Sequence[str] | None = None) -> s
     """A small HTML table of escaped text cells."""
     out = ["<table>"]
     if head:
-        out.append("<tr>" + "".join(f"<th style='text-align:left'>{html.escape(h)}</th>"
+        out.append("<tr>" + "".join(f"<th style='text-align:left'>{escape(h)}</th>"
                                     for h in head) + "</tr>")
     for r in rows:
-        out.append("<tr>" + "".join(f"<td style='text-align:left'>{html.escape(c)}</td>"
+        out.append("<tr>" + "".join(f"<td style='text-align:left'>{escape(c)}</td>"
                                     for c in r) + "</tr>")
     out.append("</table>")
     return "".join(out)
 
 
-def require_matplotlib() -> Any:
-    """matplotlib.pyplot, or TdslError naming the extra that installs it."""
+def rate_text(per_second: float, unit: str) -> str:
+    """A rate with an SI prefix: `rate_text(3.2e10, "FLOP/s")` is '32.0 GFLOP/s'."""
+    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if per_second >= factor:
+            return f"{per_second / factor:.1f} {prefix}{unit}"
+    return f"{per_second:.1f} {unit}"
+
+
+def seconds_text(seconds: float) -> str:
+    """A duration in the unit that reads best: '1.234 ms', '56.7 us', '2.50 s'."""
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3f} ms"
+    return f"{seconds * 1e6:.1f} us"
+
+
+def require(module: str, feature: str) -> Any:
+    """The optional `module`, imported; or MissingDependency naming the extra that
+    installs it (every notebook package is in `tdsl[notebook]`)."""
+    import importlib
+
     try:
-        import matplotlib.pyplot as plt
+        return importlib.import_module(module)
     except ImportError:
-        raise TdslError("plots need matplotlib: pip install 'tdsl[notebook]'") from None
-    return plt
+        top = module.split(".")[0]
+        raise MissingDependency(
+            f"{feature} needs {top}, which is not installed: pip install 'tdsl[notebook]'"
+        ) from None
+
+
+def require_matplotlib() -> Any:
+    """matplotlib.pyplot, or MissingDependency naming the extra that installs it."""
+    return require("matplotlib.pyplot", "this plot")

@@ -49,3 +49,8 @@ class RuntimeFailure(TdslError):
 class TuningError(TdslError):
     """td.tune, its log or td.Schedule.from_log cannot do what was asked: a missing
     optional package, a malformed log, no record for a kernel."""
+
+
+class MissingDependency(TdslError, ImportError):
+    """An optional package a feature needs is not installed; the message names the
+    pip extra that installs it (`pip install 'tdsl[notebook]'`)."""

@@ -1,10 +1,16 @@
 """What tdsl objects show in Jupyter, and the iteration-space picture."""
 
+import sys
+
 import matplotlib
 import numpy as np
 import pytest
 
 import tdsl as td
+from tdsl.compute.tensor import Pipeline
+from tdsl.compute.work import flops
+from tdsl.display import code_html, details, escape, rate_text, seconds_text, table
+from tdsl.lower.picture import iteration_points
 
 matplotlib.use("Agg")
 
@@ -29,6 +35,7 @@ def test_a_stage_shows_its_definition_and_its_pipeline():
     page = text(C._repr_html_())
     assert "C = td.compute('C', {i: 32, j: 16}, td.sum(A[i, k] * B[k, j], over={k: (0, 24)}))" in page
     assert "Ainput{i: 32, k: 24}float32" in page and "Cstage{i: 32, j: 16}float32A, B" in page
+    assert "sizes bound" not in page  # none here
     assert "A = td.input" in text(C.expr.body.a.tensor._repr_html_())
 
 
@@ -46,7 +53,19 @@ def test_a_schedule_shows_its_code_and_the_loops_of_each_stage():
     s = td.schedule(C).cache_write(C, "Cacc").tile(C, i=8, j=8)
     page = text(s._repr_html_())
     assert ".cache_write(C, name='Cacc')" in page and ".tile(C, i=8, j=8)" in page
-    assert "Ci_o j_o i_i j_i" in page and "Cacci j k" in page
+    assert "Ci_o j_o i_i j_iroot" in page and "Cacci j kroot" in page
+
+
+def test_a_schedule_shows_how_each_loop_runs_and_where_each_stage_is_computed():
+    i, j = td.dims("i j")
+    X = td.input("X", {i: 16, j: 16}, td.float32)
+    P = td.compute("P", {i: 16, j: 16}, X[i, j] * 2)
+    Q = td.compute("Q", {i: 16, j: 16}, P[i, j] + 1)
+    s = td.schedule(Q).split(Q, "i", 4).compute_at(P, Q, "i_o").vectorize(Q, "j").parallel(Q, "i_o")
+    page = text(s._repr_html_())
+    assert "Pi jat Q.i_o" in page and "Qi_o (parallel) i_i j (vectorized)root" in page
+    page = text(td.schedule(Q).compute_inline(P)._repr_html_())
+    assert "P(inlined)inlined into its consumers" in page
 
 
 def test_a_template_shows_its_knobs():
@@ -66,15 +85,102 @@ def test_the_lowered_nest_shows_as_the_nest_not_its_fields():
     assert pretty.pretty(nest) == str(nest)
 
 
-def test_kernel_and_timing_show_their_facts():
+def test_the_lowered_nest_reads_as_the_nest_everywhere():
+    C = matmul()
+    nest = td.lower(td.schedule(C).split(C, "i", 8))
+    assert repr(nest) == str(nest) and repr(nest).startswith("func tdsl_C(")
+
+
+@pytest.mark.parametrize("target, language", [("c", "#include <stdint.h>"), ("llvm", "define i32")])
+def test_a_kernel_shows_its_arguments_nest_and_collapsed_code(target, language):
+    C = matmul()
+    f = td.build(td.schedule(C).split(C, "i", 8), target=target)
+    page = f._repr_html_()
+    assert "<details open><summary>Arguments</summary>" in page
+    assert "<details open><summary>Loop nest</summary>" in page
+    assert f"<details><summary>Generated {'C' if target == 'c' else 'LLVM IR'}</summary>" in page
+    shown = text(page)
+    assert "Ainput float32[32, 24]" in shown and "Coutput float32[32, 16]" in shown
+    assert "for i_o in 0 .. 4:" in shown and language in shown
+    assert "<span" in page  # highlighted
+
+
+def test_a_timing_shows_median_spread_runs_and_rate():
     C = matmul()
     f = td.build(td.schedule(C), target="llvm")
-    page = f._repr_html_()
-    assert "Loop nest" in page and "Generated code" in page and "define" in text(page)
     a, b = np.ones((32, 24), np.float32), np.ones((24, 16), np.float32)
     t = f.benchmark(A=a, B=b, runs=3)
+    assert t.runs == 3 and t.min <= t.median <= t.max == max(t.times)
+    assert t.flops == 2 * 32 * 16 * 24 and t.elements == 32 * 16
+    assert t.rate == (t.flops / t.median, "FLOP/s") and t.gflops == pytest.approx(t.flops / t.median / 1e9)
     page = text(t._repr_html_())
-    assert f"{t.median * 1e3:.3f} ms median" in page and "over 3 runs" in page
+    assert f"{seconds_text(t.median)} median per call" in page and "over 3 runs" in page
+    assert f"spread {seconds_text(t.min)} .. {seconds_text(t.max)}" in page
+    assert rate_text(*t.rate) in page and "FLOP/s" in repr(t)
+    # no float arithmetic: the rate is in output elements
+    (i,) = td.dims("i")
+    X = td.input("X", {i: 100}, td.int32)
+    Y = td.compute("Y", {i: 100}, X[i] * 3 + 1)
+    t = td.build(td.schedule(Y)).benchmark(X=np.arange(100, dtype=np.int32), runs=2)
+    assert t.flops == 0 and t.rate is not None and t.rate[1] == " elements/s"
+    assert "elements/s" in text(t._repr_html_())
+    assert "rate" not in text(td.Timing(1e-3, 1e-3, 1, (1e-3,))._repr_html_())
+
+
+def test_the_work_is_the_algorithms_float_operations():
+    i, j, k = td.dims("i j k")
+    N = td.size("N")
+    A = td.input("A", {i: N, k: 24}, td.float32)
+    C = td.compute("C", {i: N, j: 16}, td.sum(A[i, k] * 2.0, over=k))
+    D = td.compute("D", {i: N, j: 16}, td.exp(C[i, j]) + C[i, j] / 2)
+    assert flops(Pipeline(C), {"N": 10}) == 10 * 16 * 24 * 2
+    assert flops(Pipeline(D), {"N": 10}) == 10 * 16 * 24 * 2 + 10 * 16 * 3
+    T = td.compute("T", {i: N}, td.sum(A[i, k], over={k: (0, i + 1)}))  # a triangle
+    assert flops(Pipeline(T), {"N": 10}) is None
+    y = td.compute("y", {i: N}, A[i, 0] * 1)
+    td.update(y[i], y[i - 1] + A[i, 1], over={i: (1, N)})
+    assert flops(Pipeline(y), {"N": 10}) == 10 + 9
+
+
+def test_without_pygments_code_is_escaped_plain_text(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pygments", None)
+    page = code_html("if a < b && c > d:", "c")
+    assert page == "<pre>if a &lt; b &amp;&amp; c &gt; d:</pre>"
+    (i,) = td.dims("i")
+    X = td.input("X", {i: 4}, td.float32)
+    Y = td.compute("Y", {i: 4}, td.where(X[i] < 1, X[i], 2.0))
+    assert "<pre>Y = td.compute(&#x27;Y&#x27;, {i: 4}, td.where(X[i] &lt; 1.0" in Y._repr_html_()
+
+
+def test_every_user_name_is_escaped():
+    C = matmul()
+    t = td.schedule(C).parallel(C, td.knob("<b>par", ["i", "<script>"]))
+    page = t._repr_html_()
+    assert "<b>par" not in page and "<script>" not in page
+    assert "<b>par" in text(page) and "'<script>'" in text(page)
+    assert "<" not in escape("<i>") and text(table([["<x>"]])) == "<x>"
+    assert details("<y>", "<p>body</p>") == "<details><summary>&lt;y&gt;</summary><p>body</p></details>"
+
+
+def test_an_update_shows_itself_and_its_pipeline():
+    (r,) = td.dims("r")
+    N = td.size("N")
+    x = td.input("x", {r: N}, td.float32)
+    y = td.compute("y", {r: N}, x[r] * 1)
+    u = td.update(y[r], y[r - 1] + x[r], over={r: (1, N)})
+    page = text(u._repr_html_())
+    assert "update y.u0" in page and "td.update(y[r], y[r - 1] + x[r], over={r: (1, N)})" in page
+    assert "y.u0update of yover {r: (1, N)}y, x" in page and "sizes bound at call time: N" in page
+    assert "td.update(y[r]" in text(y._repr_html_())
+
+
+def test_missing_optional_packages_name_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    i, j = td.dims("i j")
+    X = td.input("X", {i: 4, j: 4}, td.float32)
+    Y = td.compute("Y", {i: 4, j: 4}, X[i, j] * 2)
+    with pytest.raises(td.MissingDependency, match=r"pip install 'tdsl\[notebook\]'"):
+        td.plot_iteration_space(td.schedule(Y), Y)
 
 
 def test_the_iteration_space_is_coloured_by_tile_in_execution_order():
@@ -108,3 +214,44 @@ def test_the_iteration_space_refuses_what_it_cannot_draw():
         td.plot_iteration_space(td.schedule(Y), Y, dims=["i", "k"], N=4)
     fig = td.plot_iteration_space(td.schedule(Y).split(Y, "j", 50), Y, N=3)
     assert len(fig.axes[0].collections) == 2
+
+
+def test_fused_tile_loops_count_tiles_and_every_tile_has_its_own_colour():
+    i, j = td.dims("i j")
+    X = td.input("X", {i: 8, j: 9}, td.float32)
+    Y = td.compute("Y", {i: 8, j: 9}, X[i, j] + 1)
+    s = td.schedule(Y).tile(Y, i=4, j=3).fuse(Y, "i_o", "j_o")
+    fig = td.plot_iteration_space(s, "Y", dims=("j", "i"))  # rows j, columns i
+    groups = fig.axes[0].collections
+    assert len(groups) == 6
+    for n, g in enumerate(groups):  # the fused loop i_o * 3 + j_o counts tiles in order
+        assert {(int(x) // 4, int(y) // 3) for x, y in g.get_offsets()} == {divmod(n, 3)}
+    colours = {tuple(g.get_facecolor()[0]) for g in groups}
+    assert len(colours) == 6
+    assert fig.axes[0].get_xlabel() == "i" and fig.axes[0].get_ylabel() == "j"
+    with pytest.raises(td.ArgumentError, match="stages with loops: \\['Y'\\]"):
+        td.plot_iteration_space(s, "Z")
+
+
+def test_a_computed_at_producer_shows_its_own_loops():
+    i, j = td.dims("i j")
+    X = td.input("X", {i: 6, j: 8}, td.float32)
+    P = td.compute("P", {i: 6, j: 8}, X[i, j] * 2)
+    Q = td.compute("Q", {i: 6, j: 8}, P[i, j] + 1)
+    s = td.schedule(Q).split(Q, "i", 3).compute_at(P, Q, "i_o").split(P, "j", 4)
+    shown, pts = iteration_points(s, P)
+    assert shown == ["i", "j"] and len(pts) == 48
+    # P's tile: the consumer's i_o it is computed in, then its own j_o
+    assert all(tile == (r // 3, c // 4) and rank == 2 * (r // 3) + c // 4
+               for r, c, tile, rank in pts)
+
+
+def test_a_lowering_trace_shows_each_step_the_last_one_open():
+    C = matmul()
+    trace = td.lower(td.schedule(C).split(C, "i", 8), trace=True)
+    page = trace._repr_html_()
+    assert page.count("<details") == len(trace)
+    assert "<details><summary>after convert</summary>" in page
+    assert page.count("<details open>") == 1 and "<details open><summary>after flatten<" in page
+    assert "<summary>after legalise: unchanged</summary>" in page  # nothing to legalise here
+    assert "for i_o in 0 .. 4:" in text(page)

@@ -218,28 +218,41 @@ class Tensor(TensorLike):
         return f"<{type(self).__name__} {self.name} {{{shape}}} {self.dtype!r}>"
 
     def _repr_html_(self) -> str:
-        """In Jupyter: the definition as written, its updates, and the tensors of its
-        pipeline in dependency order with what each reads."""
-        import html
-
-        from ..display import code_html, details, table
+        """In Jupyter: the definition as written, its updates, and its pipeline: every
+        tensor in dependency order with its shape and what it reads, and the sizes."""
+        from ..display import code_html, escape
 
         shape = ", ".join(f"{d.name}: {e!r}" for d, e in zip(self.dims, self.shape))
         if not isinstance(self, Stage):
             code = f"{self.name} = td.input({self.name!r}, {{{shape}}}, {self.dtype!r})"
-            return f"<div><b>input</b> {html.escape(self.name)}{code_html(code)}</div>"
+            return f"<div><b>input</b> {escape(self.name)}{code_html(code)}</div>"
         p = Pipeline(self)
         lines = [f"{self.name} = td.compute({self.name!r}, {{{shape}}}, {self.expr!r})"]
         lines += [repr(u) for u in p.updates_of(self)]
-        rows = []
-        for x in p.tensors:
-            reads = ", ".join(r.name for r in p.reads(x)) if isinstance(x, Stage) else ""
-            dims = ", ".join(f"{d.name}: {e!r}" for d, e in zip(x.dims, x.shape))
-            rows.append((x.name, "stage" if isinstance(x, Stage) else "input", f"{{{dims}}}",
-                         x.dtype.name, reads))
-        graph = table(rows, ("tensor", "kind", "shape", "dtype", "reads"))
-        return (f"<div><b>stage</b> {html.escape(self.name)} ({html.escape(self.dtype.name)})"
-                f"{code_html(chr(10).join(lines))}{details('pipeline', graph, True)}</div>")
+        return _page(f"stage {self.name} ({self.dtype.name})", lines, p)
+
+
+def _page(head: str, lines: list[str], p: Pipeline) -> str:
+    """A stage's or update's notebook page: `head`, its code, its pipeline's graph."""
+    from ..display import code_html, details, escape, table
+
+    rows = []
+    for x in p.tensors:
+        dims = ", ".join(f"{d.name}: {e!r}" for d, e in zip(x.dims, x.shape))
+        if isinstance(x, Stage):
+            reads = ", ".join(r.name for r in p.reads(x))
+            rows.append((x.name, "stage", f"{{{dims}}}", x.dtype.name, reads))
+            for u in p.updates_of(x):
+                over = ", ".join(f"{ax.dim.name}: ({ax.lo!r}, {ax.hi!r})" for ax in u.axes)
+                got = ", ".join(t.name for t in tensors_read(u.value))
+                rows.append((u.name, f"update of {x.name}", f"over {{{over}}}", "", got))
+        else:
+            rows.append((x.name, "input", f"{{{dims}}}", x.dtype.name, ""))
+    graph = table(rows, ("tensor", "kind", "shape", "dtype", "reads"))
+    sizes = ", ".join(z.name for z in p.sizes)
+    tail = f"<p>sizes bound at call time: {escape(sizes)}</p>" if sizes else ""
+    return (f"<div><b>{escape(head)}</b>{code_html(chr(10).join(lines))}"
+            f"{details('pipeline', graph + tail, True)}</div>")
 
 
 class Input(Tensor):
@@ -418,6 +431,10 @@ class Update(_Value):
     def __repr__(self) -> str:
         over = ", ".join(f"{ax.dim.name}: ({ax.lo!r}, {ax.hi!r})" for ax in self.axes)
         return f"td.update({self.target()!r}, {self.value!r}, over={{{over}}})"
+
+    def _repr_html_(self) -> str:
+        """In Jupyter: the update as written and the pipeline of its stage."""
+        return _page(f"update {self.name}", [repr(self)], Pipeline(self.stage))
 
     __hash__ = object.__hash__
 

@@ -119,6 +119,20 @@ class Trace:
     def __len__(self) -> int:
         return len(self.steps)
 
+    def _repr_html_(self) -> str:
+        """In Jupyter: one collapsible section per step, the last one that changed open."""
+        from ..display import code_html, details
+
+        changed = [n for n, (_, f) in enumerate(self.steps) if n == 0 or f != self.steps[n - 1][1]]
+        parts = []
+        for n, (step_name, func) in enumerate(self.steps):
+            if n in changed:
+                parts.append(details(f"after {step_name}", code_html(str(func), "nest"),
+                                     n == changed[-1]))
+            else:
+                parts.append(details(f"after {step_name}: unchanged", "", False))
+        return f"<div><b>lowering trace</b>, {len(self.steps)} steps{''.join(parts)}</div>"
+
     def __repr__(self) -> str:
         out, before = [], None
         for step_name, func in self.steps:

@@ -297,13 +297,16 @@ class LoweredFunc:
 
         return show(self)
 
+    def __repr__(self) -> str:
+        """The loop nest, as `print` shows it (a REPL echoing `td.lower(s)` shows the nest,
+        not the node's fields)."""
+        return str(self)
+
     def _repr_html_(self) -> str:
         """In Jupyter: the loop nest as td.lower prints it, highlighted."""
-        import html
+        from ..display import code_html, escape
 
-        from ..display import code_html
-
-        return f"<div><b>loop nest</b> {html.escape(self.name)}{code_html(str(self), 'nest')}</div>"
+        return f"<div><b>loop nest</b> {escape(self.name)}{code_html(str(self), 'nest')}</div>"
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         """In IPython's terminal: the loop nest, not the node's fields."""

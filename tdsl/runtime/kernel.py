@@ -7,7 +7,6 @@ shapes the generated code assumes.
 
 from __future__ import annotations
 
-import html
 import statistics
 import time
 from dataclasses import dataclass
@@ -15,6 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..compute.binding import allocate_outputs, bind_arguments
+from ..compute.work import flops
+from ..display import code_html, details, escape, rate_text, seconds_text, table
 from ..errors import ArgumentError, RuntimeFailure
 from ..lower import ir
 from ..lower.abi import STATUS
@@ -22,9 +23,10 @@ from ..lower.abi import STATUS
 
 @dataclass(frozen=True)
 class Timing:
-    """Wall-clock seconds per call: median and minimum over `runs` timed calls.
-
-    `times` holds each timed call's seconds; `Kernel.benchmark` returns one:
+    """Wall-clock seconds per call: median and minimum over `runs` timed calls (`times`
+    has each), and the work one call does when it is known: `flops`, the floating-point
+    operations of the algorithm (see `tdsl.compute.work`), and `elements`, the output
+    elements it writes. `rate` is the work per second of the median.
 
         t = f.benchmark(A=a, B=b, runs=20)
         t.median, t.min     # seconds
@@ -34,15 +36,44 @@ class Timing:
     min: float
     runs: int
     times: tuple[float, ...]
+    flops: float | None = None
+    elements: int | None = None
+
+    @property
+    def max(self) -> float:
+        """The slowest timed call."""
+        return max(self.times) if self.times else self.min
+
+    @property
+    def rate(self) -> tuple[float, str] | None:
+        """(work per second, unit): FLOP/s when the algorithm does float arithmetic,
+        else output elements/s; None when neither is known."""
+        if self.median <= 0:
+            return None
+        if self.flops:
+            return self.flops / self.median, "FLOP/s"
+        if self.elements:
+            return self.elements / self.median, " elements/s"
+        return None
+
+    @property
+    def gflops(self) -> float | None:
+        """Billions of floating-point operations per second at the median, if known."""
+        return self.flops / self.median / 1e9 if self.flops and self.median > 0 else None
 
     def __repr__(self) -> str:
-        return f"Timing(median={self.median * 1e3:.3f} ms, min={self.min * 1e3:.3f} ms, runs={self.runs})"
+        rate = self.rate
+        tail = "" if rate is None else f", {rate_text(*rate)}"
+        return (f"Timing(median={self.median * 1e3:.3f} ms, min={self.min * 1e3:.3f} ms, "
+                f"max={self.max * 1e3:.3f} ms, runs={self.runs}{tail})")
 
     def _repr_html_(self) -> str:
-        """In Jupyter: median, spread and runs."""
-        hi = max(self.times) if self.times else self.min
-        return (f"<div><b>{self.median * 1e3:.3f} ms</b> median per call "
-                f"(min {self.min * 1e3:.3f}, max {hi * 1e3:.3f} ms over {self.runs} runs)</div>")
+        """In Jupyter: median, spread (min..max), runs and the rate when the work is known."""
+        rate = self.rate
+        tail = "" if rate is None else f" &middot; <b>{escape(rate_text(*rate))}</b>"
+        return (f"<div><b>{seconds_text(self.median)}</b> median per call "
+                f"(spread {seconds_text(self.min)} .. {seconds_text(self.max)} over {self.runs} "
+                f"runs){tail}</div>")
 
 
 class Kernel:
@@ -67,6 +98,7 @@ class Kernel:
         self._inputs = [b.name for b in func.inputs]
         self._outputs = [b.name for b in func.outputs]
         self._sizes = [v.name for v in func.sizes]
+        self._work: dict[tuple[tuple[str, int], ...], float | None] = {}
 
     @property
     def args(self) -> list[str]:
@@ -89,6 +121,14 @@ class Kernel:
         arrays = [bound.inputs[n] for n in self._inputs] + [outs[n] for n in self._outputs]
         sizes = [bound.sizes[n] for n in self._sizes]
         return arrays, sizes, outs
+
+    def work(self, **sizes: int) -> float | None:
+        """Floating-point operations of one call with these symbolic sizes (None when
+        a domain's size is not known): the work `benchmark`'s rate is measured by."""
+        key = tuple(sorted(sizes.items()))
+        if key not in self._work:
+            self._work[key] = flops(self.pipeline, sizes)
+        return self._work[key]
 
     def _run(self, arrays, sizes) -> None:
         status = self._module.run(arrays, sizes)  # checked by bind_arguments
@@ -117,7 +157,9 @@ class Kernel:
 
     def benchmark(self, *positional, runs: int = 10, warmup: int = 2, min_seconds: float = 0.0,
                   **arrays) -> Timing:
-        """Time calls with the given arrays (checked once): median and min over `runs`.
+        """Time calls with the given arrays (checked once): a `Timing` with the median, min
+        and max over `runs`, and the work of a call (its float operations and output
+        elements), so `timing.rate` is GFLOP/s-ready.
 
         `f.benchmark(a=A, b=B, runs=20)` calls the kernel `warmup` times, then at
         least `runs` times and for at least `min_seconds`. A kernel whose
@@ -139,7 +181,7 @@ class Kernel:
         if isinstance(min_seconds, bool) or not isinstance(min_seconds, (int, float)) or \
                 not min_seconds >= 0:
             raise ArgumentError(f"benchmark: min_seconds must be a number >= 0, got {min_seconds!r}")
-        args, sizes, _ = self._prepare(arrays)
+        args, sizes, outs = self._prepare(arrays)
         for _ in range(warmup):
             self._run(args, sizes)
         times: list[float] = []
@@ -148,22 +190,24 @@ class Kernel:
             t0 = time.perf_counter()
             self._run(args, sizes)
             times.append(time.perf_counter() - t0)
-        return Timing(statistics.median(times), min(times), len(times), tuple(times))
+        named = dict(zip(self._sizes, sizes))
+        elements = sum(int(outs[n].size) for n in self._outputs)
+        return Timing(statistics.median(times), min(times), len(times), tuple(times),
+                      flops=self.work(**named), elements=elements)
 
     def __repr__(self) -> str:
         return f"<tdsl.Kernel {self.lowered.name}({', '.join(self.args)}) target={self.target}>"
 
     def _repr_html_(self) -> str:
-        from ..display import code_html, details
-
-        args = "".join(
-            f"<li><code>{html.escape(a)}</code></li>" for a in self._describe_args())
+        """In Jupyter: the arguments, the loop nest and the generated code (collapsed)."""
+        args = table([a.split(": ", 1) for a in self._describe_args()], ("argument", "kind"))
         return (
-            f"<div><b>tdsl kernel</b> <code>{html.escape(self.lowered.name)}</code> "
-            f"(target {self.target}, built in {self.build_seconds * 1e3:.0f} ms)"
-            f"<p>Arguments:</p><ul>{args}</ul>"
+            f"<div><b>tdsl kernel</b> <code>{escape(self.lowered.name)}</code> "
+            f"(target {escape(self.target)}, built in {self.build_seconds * 1e3:.0f} ms)"
+            + details("Arguments", args, True)
             + details("Loop nest", code_html(self.loop_nest, "nest"), True)
-            + details("Generated code", code_html(self.source, "c" if self.target == "c" else "llvm"))
+            + details(f"Generated {'C' if self.target == 'c' else 'LLVM IR'}",
+                      code_html(self.source, "c" if self.target == "c" else "llvm"))
             + "</div>")
 
     def _describe_args(self) -> list[str]:

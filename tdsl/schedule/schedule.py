@@ -261,10 +261,9 @@ class Schedule:
         return _LOG_READER(path, outputs, target, **sizes)
 
     def _repr_html_(self) -> str:
-        """In Jupyter: the primitives as the Python that rebuilds them, and each stage's loops."""
-        import html
-
-        from ..display import code_html, details, table
+        """In Jupyter: the primitives as the Python that rebuilds them, and each stage's
+        loops (outermost first, with how each runs) and where the stage is computed."""
+        from ..display import code_html, details, escape, table
 
         st = self._state
         rows = []
@@ -272,12 +271,19 @@ class Schedule:
             found = st.resolve(x)
             if found is None:
                 continue
-            inline = found in st.compute and st.compute[found].kind == "inline"
-            rows.append((x.name, "(inlined)" if inline else " ".join(st.loop_names(found))))
-        loops = table(rows, ("stage", "loops, outermost first"))
-        return (f"<div><b>schedule</b> of {html.escape(', '.join(o.name for o in self.outputs))}, "
+            where = st.compute.get(found)
+            if where is not None and where.kind == "inline":
+                rows.append((x.name, "(inlined)", "inlined into its consumers"))
+                continue
+            loops = " ".join(lp.name + ("" if lp.kind == "serial" else f" ({lp.kind})")
+                             for lp in st.loops[found])
+            at = "root" if where is None or where.kind == "root" else \
+                f"at {getattr(where.consumer, 'name', where.consumer)}.{where.loop}"
+            rows.append((x.name, loops, at))
+        loops_table = table(rows, ("stage", "loops, outermost first", "computed"))
+        return (f"<div><b>schedule</b> of {escape(', '.join(o.name for o in self.outputs))}, "
                 f"{len(self.primitives)} primitives{code_html(repr(self))}"
-                f"{details('loops of each stage', loops, True)}</div>")
+                f"{details('loops of each stage', loops_table, True)}</div>")
 
     def __repr__(self) -> str:
         outs = ", ".join(o.name for o in self.outputs)

@@ -2,76 +2,169 @@
 
 from __future__ import annotations
 
-import html
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
-from ..errors import TdslError
+from ..display import code_html, escape, rate_text, require, seconds_text
+from ..errors import ArgumentError, TdslError
+from ..runtime import Kernel, Timing
 from ..schedule import Schedule, Template
+
+# what one change may spend timing the kernel, once built (it runs at least once)
+TIME_BUDGET = 0.15
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one knob combination gave: its schedule, kernel, loop nest and timing, or
+    the error that stopped it (then the fields after it may be missing)."""
+
+    schedule: Schedule | None
+    kernel: Kernel | None
+    nest: str
+    timing: Timing | None
+    error: str | None
+    seconds: float  # what building and timing it took
 
 
 class Explorer:
-    """What `td.explore` returns: in Jupyter a widget (a dropdown per knob, then the time,
+    """What `td.explore` returns: in Jupyter a widget (a control per knob, then the time,
     the rate and the loop nest of the current choice); in code, call `update(**values)`
-    and read `.schedule`, `.nest`, `.time` (median seconds), `.rate` and `.error`."""
+    and read `.schedule`, `.nest`, `.time` (median seconds), `.rate`, `.timing` and
+    `.error`. `.controls` are the widgets by knob name (made on first use)."""
 
     def __init__(self, template: Template, target: str, arrays: dict[str, Any], runs: int):
         from ..compute.binding import bind_arguments
-        from .tuner import _work
 
         self.template, self.target, self.arrays, self.runs = template, target, arrays, runs
-        sizes = dict(bind_arguments(template.pipeline, arrays, allow_outputs=False).sizes)
-        self.work = _work(template.pipeline, sizes)  # points of the iteration spaces
+        bind_arguments(template.pipeline, arrays, allow_outputs=False)  # wrong arrays: raise now
         self.values: dict[str, Any] = dict(template.defaults)
-        self.schedule: Schedule | None = None
-        self.nest = ""
-        self.time: float | None = None
-        self.error: str | None = None
-        self.seconds = 0.0  # what the last change took: build and timing
-        self._cache: dict[str, tuple[Schedule | None, str, float | None, str | None]] = {}
+        self.builds = 0  # combinations built so far (the others came from the cache)
+        self._cache: dict[str, Outcome] = {}
+        self._current: Outcome | None = None
         self._widget: Any = None
+        self._controls: dict[str, Any] = {}
+        self._outputs: dict[str, Any] = {}
         self.update()
 
+    # ------------------------------------------------------------ the state
+
     @property
-    def rate(self) -> float | None:
-        """Iteration points per second (a matmul's point is one multiply-add)."""
-        return self.work / self.time if self.time else None
+    def outcome(self) -> Outcome:
+        """The current combination's result."""
+        assert self._current is not None, "set by __init__"
+        return self._current
+
+    @property
+    def schedule(self) -> Schedule | None:
+        return self.outcome.schedule
+
+    @property
+    def kernel(self) -> Kernel | None:
+        return self.outcome.kernel
+
+    @property
+    def nest(self) -> str:
+        return self.outcome.nest
+
+    @property
+    def timing(self) -> Timing | None:
+        return self.outcome.timing
+
+    @property
+    def error(self) -> str | None:
+        return self.outcome.error
+
+    @property
+    def time(self) -> float | None:
+        """Median seconds per call of the current choice (None if it failed)."""
+        return None if self.timing is None else self.timing.median
+
+    @property
+    def rate(self) -> tuple[float, str] | None:
+        """(work per second, unit) of the current choice: FLOP/s when the algorithm's
+        float operations are known, else output elements/s (see `Timing.rate`)."""
+        return None if self.timing is None else self.timing.rate
+
+    @property
+    def seconds(self) -> float:
+        """What building and timing the current choice took (when it was first made)."""
+        return self.outcome.seconds
 
     def update(self, **values: Any) -> Explorer:
-        """Choose knob values (the others keep theirs), build, check and time; a refused
-        combination or a failed build sets `.error` instead of raising."""
-        from ..api import build
-
-        self.values.update(values)
-        key = json.dumps(self.values, sort_keys=True)
-        t0 = time.perf_counter()
+        """Choose knob values (the others keep theirs), then build, check and time that
+        combination, once: a combination seen before comes from the cache. A refused
+        combination or a failed build sets `.error` instead of raising; an unknown knob
+        or a value that is not one of its choices raises ScheduleError."""
+        chosen = self.template.choose(**{**self.values, **values})
+        self.values = chosen
+        key = json.dumps(chosen, sort_keys=True)
         if key not in self._cache:
-            sched: Schedule | None = None
-            nest, secs, err = "", None, None
-            try:
-                sched = self.template.instantiate(**self.values)
-                f = build(sched, target=self.target)
-                nest = f.loop_nest
-                secs = f.benchmark(runs=self.runs, warmup=1, **self.arrays).median
-            except TdslError as e:
-                err = f"{type(e).__name__}: {e}"
-            self._cache[key] = (sched, nest, secs, err)
-        self.schedule, self.nest, self.time, self.error = self._cache[key]
-        self.seconds = time.perf_counter() - t0
+            self._cache[key] = self._make(chosen)
+            self.builds += 1
+        self._current = self._cache[key]
         self._refresh()
         return self
 
+    def _make(self, chosen: dict[str, Any]) -> Outcome:
+        from ..api import build
+
+        t0 = time.perf_counter()
+        sched: Schedule | None = None
+        kernel: Kernel | None = None
+        nest, timing, err = "", None, None
+        try:
+            sched = self.template.instantiate(**chosen)
+            kernel = build(sched, target=self.target)
+            nest = kernel.loop_nest
+            timing = self._time(kernel)
+        except TdslError as e:
+            err = f"{type(e).__name__}: {e}"
+        except Exception as e:  # noqa: BLE001 - a widget callback must not raise; show it
+            err = f"internal error, please report it: {type(e).__name__}: {e}"
+        return Outcome(sched, kernel, nest, timing, err, time.perf_counter() - t0)
+
+    def _time(self, kernel: Kernel) -> Timing:
+        """A short benchmark: one call, then up to `runs` more within TIME_BUDGET."""
+        first = kernel.benchmark(self.arrays, runs=1, warmup=0)
+        n = min(self.runs, int(TIME_BUDGET / max(first.median, 1e-9)))
+        return first if n <= 1 else kernel.benchmark(self.arrays, runs=n, warmup=0)
+
     # ------------------------------------------------------------ the widget
 
-    def summary_html(self) -> str:
-        """The time and rate of the current choice, or why it failed."""
+    def time_html(self) -> str:
+        """The time of the current choice, or why it failed."""
         if self.error is not None:
-            return f"<div style='color:#b00'>{html.escape(self.error)}</div>"
-        rate = self.rate or 0.0
-        return (f"<div><b>{(self.time or 0) * 1e3:.3f} ms</b> per call &middot; "
-                f"{rate / 1e9:.2f} G points/s &middot; {self.seconds:.2f} s to build and time"
-                "</div>")
+            return f"<div style='color:#b00'><b>failed</b>: {escape(self.error)}</div>"
+        t = self.timing
+        assert t is not None
+        return (f"<div><b>{seconds_text(t.median)}</b> per call (median of {t.runs}; "
+                f"{seconds_text(t.min)} .. {seconds_text(t.max)}) &middot; "
+                f"{self.seconds:.2f} s to build and time</div>")
+
+    def rate_html(self) -> str:
+        """The rate of the current choice (empty when it failed or the work is unknown)."""
+        rate = self.rate
+        return "" if rate is None else f"<div><b>{escape(rate_text(*rate))}</b></div>"
+
+    def nest_html(self) -> str:
+        """The loop nest of the current choice, highlighted (empty when it failed)."""
+        return code_html(self.nest, "nest") if self.nest else ""
+
+    @property
+    def controls(self) -> dict[str, Any]:
+        """The widget's controls by knob name (a plain schedule has none); setting a
+        control's value runs `update` with it."""
+        self.widget()
+        return self._controls
+
+    @property
+    def outputs(self) -> dict[str, Any]:
+        """The widget's HTML outputs: "time", "rate" and "nest"."""
+        self.widget()
+        return self._outputs
 
     def widget(self) -> Any:
         """The ipywidgets box (made on first use)."""
@@ -80,29 +173,35 @@ class Explorer:
             self._refresh()
         return self._widget
 
+    def _control(self, w: Any, name: str, choices: tuple[Any, ...]) -> Any:
+        options = [(repr(v), v) for v in choices]
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in choices)
+        style = {"description_width": "initial"}
+        if numbers and len(choices) > 1:
+            return w.SelectionSlider(options=options, value=self.values[name], description=name,
+                                     continuous_update=False, style=style)
+        return w.Dropdown(options=options, value=self.values[name], description=name, style=style)
+
     def _make_widget(self) -> Any:
-        try:
-            import ipywidgets as w
-        except ImportError:
-            raise TdslError("td.explore needs ipywidgets: pip install 'tdsl[notebook]'") from None
-        controls = {}
+        w = require("ipywidgets", "td.explore")
         for name, choices in self.template.knobs.items():
-            c = w.Dropdown(options=[(repr(v), v) for v in choices], value=self.values[name],
-                           description=name, style={"description_width": "initial"})
+            c = self._control(w, name, choices)
             c.observe(lambda change, n=name: self.update(**{n: change["new"]}), names="value")
-            controls[name] = c
-        self.controls = controls
-        self._summary = w.HTML()
-        self._nest = w.HTML()
-        return w.VBox([*controls.values(), self._summary, self._nest])
+            self._controls[name] = c
+        self._outputs = {"time": w.HTML(), "rate": w.HTML(), "nest": w.HTML()}
+        head = w.HTML(f"<b>td.explore</b>: {escape(self.template.pipeline.outputs[0].name)} "
+                      f"on {escape(self.target)}")
+        return w.VBox([head, *self._controls.values(), *self._outputs.values()])
 
     def _refresh(self) -> None:
         if self._widget is None:
             return
-        from ..display import code_html
-
-        self._summary.value = self.summary_html()
-        self._nest.value = code_html(self.nest, "nest") if self.nest else ""
+        for name, c in self._controls.items():  # update(...) from code moves the controls too
+            if c.value != self.values[name] or type(c.value) is not type(self.values[name]):
+                c.value = self.values[name]
+        self._outputs["time"].value = self.time_html()
+        self._outputs["rate"].value = self.rate_html()
+        self._outputs["nest"].value = self.nest_html()
 
     def _ipython_display_(self) -> None:
         from IPython.display import display
@@ -112,24 +211,30 @@ class Explorer:
     def __repr__(self) -> str:
         if self.error is not None:
             return f"<Explorer {self.values}: {self.error}>"
-        return f"<Explorer {self.values}: {(self.time or 0) * 1e3:.3f} ms>"
+        rate = "" if self.rate is None else f", {rate_text(*self.rate)}"
+        return f"<Explorer {self.values}: {seconds_text(self.time or 0)}{rate}>"
 
 
-def explore(template, target: str = "c", *, runs: int = 3, **arrays) -> Explorer:
-    """Tune by hand in Jupyter: a dropdown for every knob of `template`; each change
-    instantiates, builds, checks the arguments and times the kernel (`runs` calls),
-    then shows the time, the rate and the loop nest. Built kernels are kept per
-    combination, so going back is instant. A refused combination shows its error.
+def explore(template, target: str = "c", *, runs: int = 5, **arrays) -> Explorer:
+    """Tune by hand in Jupyter: a control for every knob of `template` (a slider for
+    numbers, a dropdown otherwise); each change instantiates, builds and times the
+    kernel (a short benchmark: up to `runs` calls within 0.15 s), then shows the loop
+    nest, the time and the rate (GFLOP/s, or elements/s when the algorithm does no
+    float arithmetic). Built kernels are kept per combination, so going back is
+    instant. An illegal combination or a failed build shows its error in the widget.
 
         t = td.schedule(C).tile(C, i=td.knob("ti", [8, 16, 32]), j=64)
-        td.explore(t, A=a, B=b)
+        ex = td.explore(t, target="llvm", A=a, B=b)   # the widget, in a notebook
 
-    A plain Schedule shows with no controls. Outside a notebook, use the returned
-    Explorer's `update(ti=16)` and read `.time`, `.nest`, `.error`."""
+    A plain Schedule shows with no controls. Outside a notebook, call the Explorer's
+    `update(ti=16)` and read `.time`, `.rate`, `.nest`, `.error`. Needs ipywidgets
+    for the widget (`pip install 'tdsl[notebook]'`)."""
     if isinstance(template, Schedule):
         template = Template(template)
     if not isinstance(template, Template):
-        raise TdslError(f"td.explore takes a td.Template or a td.Schedule, got {template!r}")
+        raise ArgumentError(f"td.explore takes a td.Template or a td.Schedule, got {template!r}")
     if target not in ("c", "llvm"):
-        raise TdslError(f"unknown target {target!r}; valid targets are c, llvm")
+        raise ArgumentError(f"unknown target {target!r}; valid targets are c, llvm")
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+        raise ArgumentError(f"td.explore: runs must be an int >= 1, got {runs!r}")
     return Explorer(template, target, arrays, runs)
