@@ -116,7 +116,7 @@ def test_crashes_hangs_wrong_answers_and_illegal_candidates_are_recorded_and_the
          .vectorize(C, "j_i")
          .parallel(C, td.knob("par", ["i_o", "k"])))  # k carries the reduction: refused
     log = tmp_path / "faults.jsonl"
-    r = td.tune(t, trials=12, log=str(log), progress=False, timeout=3, _fault=_fault, A=A_, B=B_)
+    r = td.tune(t, trials=12, log=str(log), progress=False, timeout=8, _fault=_fault, A=A_, B=B_)
     by = {(h["knobs"]["ti"], h["knobs"]["tj"], h["knobs"]["par"]): h for h in r.history}
     assert len(by) == 12
     assert by[(4, 8, "i_o")]["status"] == "crashed" and "SIGABRT" in by[(4, 8, "i_o")]["message"]
@@ -228,6 +228,20 @@ def test_tuning_on_a_dask_cluster_writes_the_same_records(cluster, tmp_path):
     np.testing.assert_allclose(td.build(r.schedule)(A=A_, B=B_), A_ @ B_, rtol=1e-5, atol=1e-5)
 
 
+def _dead(pid: int, seconds: float = 10.0) -> bool:
+    """Whether process `pid` is gone or a zombie (its parent has not reaped it yet)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
 @needs_dask
 def test_killing_a_dask_worker_mid_run_loses_no_recorded_trial(cluster, tmp_path):
     c, client = cluster
@@ -253,8 +267,7 @@ def test_killing_a_dask_worker_mid_run_loses_no_recorded_trial(cluster, tmp_path
 
     r = td.tune(template(C), trials=6, log=str(log), executor=Killing(client.get_executor()),
                 jobs=2, progress=False, A=A_, B=B_)
-    with pytest.raises(ProcessLookupError):
-        os.kill(victim, 0)  # the worker was killed
+    assert _dead(victim)  # the worker was killed
     recs = [json.loads(x) for x in log.read_text().splitlines()]
     assert len(recs) == 6 == len(r.history)
     assert sum(x["status"] == "ok" for x in recs) >= 4
