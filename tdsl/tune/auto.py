@@ -29,8 +29,9 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from ..compute.expr import Access, Binary, Const, Dim, Expr, Reduce, Size, free_dims, walk
+from ..compute.expr import Access, Binary, Dim, Expr, Reduce, Size, free_dims, walk
 from ..compute.tensor import BoundaryView, Input, Pipeline, Stage
+from ..compute.work import value
 from ..errors import ScheduleError, TdslError
 from ..schedule import Schedule, Template
 from ..schedule.knob import knob
@@ -124,15 +125,9 @@ def _legal(t: Template, plain: Template) -> Template:
 
 def extent_value(e: Expr, sizes: dict[str, int]) -> int:
     """An extent's value, symbolic sizes taken from the hints."""
-    if isinstance(e, Const):
-        return int(e.value)
-    if isinstance(e, Size):
-        return int(sizes.get(e.name, _DEFAULT_EXTENT))
-    try:
-        env = {s.name: sizes.get(s.name, _DEFAULT_EXTENT) for s in walk(e) if isinstance(s, Size)}
-        return int(eval(repr(e), {"__builtins__": {}}, env))
-    except Exception:  # noqa: BLE001 - an extent the rules cannot read: a large one
-        return _DEFAULT_EXTENT
+    env = {s.name: sizes.get(s.name, _DEFAULT_EXTENT) for s in walk(e) if isinstance(s, Size)}
+    v = value(e, env)
+    return _DEFAULT_EXTENT if v is None else v  # an extent the rules cannot read: a large one
 
 
 def _accesses(e: Expr) -> list[Access]:
