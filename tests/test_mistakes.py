@@ -345,13 +345,16 @@ M("pad-negative-for-unsigned", lambda: td.pad(img, -1), D, "-1", "td.uint16")
 M("clamp-view-float-index", lambda: td.clamp(A)[y, 1.5], D, "A: index 1 (1.5)", "integers")
 M("update-through-a-view", lambda: td.update(td.clamp(scan)[r], scan[r - 1], over={r: (1, 32)}),
   D, "td.update", "td.clamp(scan)[r]", "stage made by td.compute")
-M("update-value-reduction", lambda: td.update(scan[r], td.sum(seq[k], over={k: 32}), over={r: 32}),
-  D, "td.update of scan", "reductions inside an update's value")
+M("update-value-reduction-over-its-own-dim", lambda: td.update(scan[r], td.sum(seq[r], over={r: 32}), over={r: 32}),
+  D, "td.update of scan", "reduces over r", "a name an enclosing loop already has")
+M("update-target-index-reduction", lambda: td.update(scan[td.sum(seq[k], over={k: 32}) % 32], 1, over={r: 32}),
+  D, "td.update of scan", "contains a reduction")
 M("sum-over-float-bound", lambda: td.sum(A[y, x], over={x: (0, 2.5)}), D, "td.sum over x", "bound 2.5")
 M("sum-of-bool-without-dtype", lambda: td.sum(A[y, x] > 0, over=x), D, "bool expression", "dtype=td.int32")
 M("sum-over-string-key", lambda: td.sum(A[y, x], over={"x": 8}), D, "over= key 'x'", "td.dim")
-M("sum-nested-in-definition", lambda: td.compute(
-    "Q", {y: N}, td.sum(td.sum(A[y, x], over=x), over=x)), D, "stage 'Q'", "own stage")
+M("sum-nested-over-the-same-dim", lambda: td.compute(
+    "Q", {y: N}, td.sum(td.sum(A[y, x], over=x), over=x)), D, "stage 'Q'", "reduces over x",
+  "a name an enclosing loop already has (y, x)", "another name")
 M("extent-with-reduction", lambda: td.input("Q", {y: N + td.sum(A[y, x], over=x)}, td.float32),
   D, "input 'Q', dim y", "only use sizes and constants")
 M("extent-is-a-dim", lambda: td.input("Q", {y: x}, td.float32), D, "input 'Q', dim y", "not x")

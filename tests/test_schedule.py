@@ -100,10 +100,11 @@ def test_compute_at_mistakes(blur):
         s.split(by, "y", 2).compute_at(by, by, "y_o")
     with pytest.raises(td.ScheduleError, match="no loop 'q'"):
         s.compute_at(bx, by, "q")
-    with pytest.raises(td.ScheduleError, match="reduction and cannot be inlined"):
+    with pytest.raises(td.ScheduleError, match="r has updates"):
         i, k = td.dims("i k")
         a = td.input("a", {i: 4, k: 4}, td.int32)
         r = td.compute("r", {i: 4}, td.sum(a[i, k], over=k))
+        td.update(r[i], r[i] + 1, over={i: 4})
         o = td.compute("o", {i: 4}, r[i] * 2)
         td.schedule(o).compute_inline(r)
     with pytest.raises(td.ScheduleError, match="inlined"):

@@ -24,6 +24,9 @@ is a Python int (one point) or an int64 array (many points at once).
   Each axis ranges over [lo, hi), bounds that may depend on the stage's dims
   and earlier reduction dims (points outside them are masked); an empty
   reduction yields the identity;
+- a reduction inside an expression (a stage's definition, an update's value, another
+  reduction's body) is computed in full at each point where it is used, from its
+  identity and in the same order, as if it were its own stage computed there;
 - a stage's updates (`td.update`) then apply in creation order, each visiting
   the points of its `over` domain one at a time in lexicographic order (first
   dim outermost, bounds evaluated per point, empty ranges visit nothing) and
@@ -286,10 +289,23 @@ class _Points:
                 v = np.where(self.value(c), self.value(a), self.value(b))
             case Cast(a, d):
                 v = astype(self.value(a), d)
+            case Reduce():
+                v = self.inline_reduction(e)
             case _:
                 raise AssertionError(f"cannot evaluate {e!r} in {self.owner}")
         assert v.dtype == e.dtype.np, f"{e!r}: evaluated to {v.dtype}, not {e.dtype.name}"
         return v
+
+    def inline_reduction(self, red: Reduce):
+        """A reduction inside an expression, at every point: a full reduction per point,
+        visiting its own points in order, as if it were a stage computed right there."""
+        acc = np.full(self.shape, identity(red.op, red.dtype), dtype=red.dtype.np)
+        saved = {ax.dim: self.at[ax.dim] for ax in red.axes if ax.dim in self.at}
+        _reduce(self, red, 0, acc)
+        for ax in red.axes:
+            self.at.pop(ax.dim, None)
+        self.at.update(saved)
+        return acc[()] if acc.ndim == 0 else acc
 
     def index(self, e: Expr):
         """An integer index or bound, exact: a Python int or an int64 array."""

@@ -35,6 +35,7 @@ from .expr import (
     Size,
     Unary,
     _coerce,
+    children,
     const,
     free_dims,
     sizes_in,
@@ -303,12 +304,8 @@ class Stage(Tensor):
         return self.dims + tuple(ax.dim for ax in self.reduce_axes)
 
     def _validate(self):
-        nested = [n for n in walk(self.expr) if isinstance(n, Reduce) and n is not self.expr]
-        if nested:
-            raise DefinitionError(
-                f"stage {self.name!r}: a reduction must be the whole definition, found {nested[0]!r} "
-                "inside it; define the reduction as its own stage and index that stage"
-            )
+        body = self.expr.body if isinstance(self.expr, Reduce) else self.expr
+        check_inline_reductions(body, list(self.loop_dims), f"stage {self.name!r}")
         rdims = [ax.dim for ax in self.reduce_axes]
         clash = [d.name for d in rdims if d in self.dims]
         if clash:
@@ -380,10 +377,12 @@ class Update(_Value):
         self.axes = tuple(axes)
         _distinct_names(list(self.loop_dims), what, "its over= dims")
         v = const(value) if not isinstance(value, Expr) else value
-        if any(isinstance(n, Reduce) for n in walk(v)):
-            raise DefinitionError(
-                f"{what}: reductions inside an update's value are not supported; compute the "
-                "reduction as its own stage, or accumulate with an update over the reduction dim")
+        for ix in target.indices:
+            if any(isinstance(n, Reduce) for n in walk(ix)):
+                raise DefinitionError(
+                    f"{what}: the target index {ix!r} contains a reduction; compute it as its own "
+                    "stage and index with that stage's element")
+        check_inline_reductions(v, list(self.loop_dims), what)
         self.indices = target.indices
         self.value = _coerce(v, stage.dtype)
         self._validate(what)
@@ -437,6 +436,31 @@ class Update(_Value):
         return _page(f"update {self.name}", [repr(self)], Pipeline(self.stage))
 
     __hash__ = object.__hash__
+
+
+def check_inline_reductions(e: Expr, scope: list[Dim], what: str) -> None:
+    """Check the reductions inside `e` (an inline reduction is computed in full for each
+    point where it is used): each reduces over dims with names of their own, distinct from
+    the enclosing loops in `scope`, and its bounds use only enclosing dims."""
+    if not isinstance(e, Reduce):
+        for n in children(e):
+            check_inline_reductions(n, scope, what)
+        return
+    inner = list(scope)
+    for ax in e.axes:
+        if ax.dim.name in {d.name for d in inner}:
+            raise DefinitionError(
+                f"{what}: the reduction {e!r} reduces over {ax.dim.name}, a name an enclosing "
+                f"loop already has ({', '.join(d.name for d in inner)}); reduce over a td.dim "
+                "of another name")
+        for b in (ax.lo, ax.hi):
+            stray = [d.name for d in free_dims(b) if d not in inner]
+            if stray:
+                raise DefinitionError(
+                    f"{what}: bound {b!r} of reduction dim {ax.dim.name} uses {stray}, which are "
+                    "not enclosing dims or earlier reduction dims")
+        inner.append(ax.dim)
+    check_inline_reductions(e.body, inner, what)
 
 
 def update(target, value, over) -> Update:

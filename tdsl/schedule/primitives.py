@@ -468,6 +468,10 @@ class ComputeInline(Primitive):
         for i in 0 .. 16:
           for j in 0 .. 16:
             Q[i, j] = P[i, j] + 1.0
+
+    A reduction inlined becomes a reduction inside its consumers' expressions: each
+    element a consumer reads is reduced in full where it is read, in the same order
+    (Harris' 3x3 box sums, a small dot product).
     """
 
     stage: StageRef
@@ -475,9 +479,6 @@ class ComputeInline(Primitive):
 
     def apply(self, st: State) -> None:
         stage = _producer(self, st, self.stage)
-        if stage.reduction is not None:
-            raise _err(self, f"{stage.name} is a reduction and cannot be inlined; use "
-                             f"compute_at({stage.name}, consumer, loop) instead")
         if stage in st.touched:
             raise _err(self, f"{stage.name} already has loop primitives; an inlined stage has no loops")
         users = [s for s, p in st.compute.items() if p.kind == "at" and p.consumer is stage]

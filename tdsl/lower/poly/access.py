@@ -8,6 +8,8 @@ raises DefinitionError with one offending point.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import islpy as isl
@@ -29,11 +31,52 @@ def functions_map(vals: list[isl.PwAff], domain: isl.Set) -> isl.Map:
     return m.intersect_domain(domain)
 
 
-def access_map(stmt: Statement, acc: cx.Access) -> isl.Map:
-    """The elements of the accessed tensor that `acc` may read, per statement instance."""
+@dataclass(frozen=True, eq=False)
+class Scoped:
+    """An access and the axes of the reductions inside the expression that enclose it
+    (outermost first): its instances range over their points too."""
+
+    access: cx.Access
+    axes: tuple[cx.Axis, ...] = ()
+
+    def __repr__(self) -> str:
+        return repr(self.access)
+
+
+def access_map(stmt: Statement, acc: cx.Access | Scoped) -> isl.Map:
+    """The elements of the accessed tensor that `acc` may read, per statement instance.
+
+    An access inside a reduction of the expression reads at every point of that
+    reduction: the reduction's dims are existentially quantified."""
+    scoped = acc if isinstance(acc, Scoped) else Scoped(acc)
+    own = set(stmt.dims)
+    extra = [ax for ax in scoped.axes if ax.dim not in own]
+    if not extra:
+        return _map(scoped.access, stmt.vars, stmt.dim_names, stmt.domain)
+    base_names = stmt.isl_names
+    params = [stmt.vars.space.get_dim_name(isl.dim_type.param, k)
+              for k in range(stmt.vars.space.dim(isl.dim_type.param))]
+    tuple_name = stmt.domain.get_tuple_name()
+    ext = [f"tdsl_r{n}" for n in range(len(extra))]
+    vs = Vars(space(tuple_name, base_names + ext, params))
+    names = dict(stmt.dim_names)
+    dom = stmt.domain.add_dims(isl.dim_type.set, len(ext))
+    for n, name in enumerate(ext):
+        dom = dom.set_dim_name(isl.dim_type.set, len(base_names) + n, name)
+    if tuple_name:
+        dom = dom.set_tuple_name(tuple_name)
+    for ax, name in zip(extra, ext):
+        x = vs[name]
+        dom = dom & x.ge_set(pwaff(ax.lo, vs, names)) & x.lt_set(pwaff(ax.hi, vs, names))
+        names[ax.dim] = name
+    m = _map(scoped.access, vs, names, dom)
+    m = m.project_out(isl.dim_type.in_, len(base_names), len(ext))
+    return m.set_tuple_name(isl.dim_type.in_, tuple_name) if tuple_name else m
+
+
+def _map(acc: cx.Access, vs: Vars, names: Mapping[cx.Dim, str], domain: isl.Set) -> isl.Map:
     t = acc.tensor
     base: Tensor = t.tensor if isinstance(t, BoundaryView) else t
-    vs, names = stmt.vars, stmt.dim_names
     m = None
     for ix, ext in zip(acc.indices, base.shape):
         e = pwaff(ext, vs, names)
@@ -49,16 +92,26 @@ def access_map(stmt: Statement, acc: cx.Access) -> isl.Map:
             part = (lo & hi).intersect_range(anyx)
         m = part if m is None else m.flat_range_product(part)
     assert m is not None, "a tensor has at least one dim"
-    return m.intersect_domain(stmt.domain).set_tuple_name(isl.dim_type.out, base.name)
+    return m.intersect_domain(domain).set_tuple_name(isl.dim_type.out, base.name)
 
 
-def reads(e: cx.Expr, tensor: Tensor) -> list[cx.Access]:
-    out = []
-    for n in cx.walk(e):
+def reads(e: cx.Expr, tensor: Tensor | None = None) -> list[Scoped]:
+    """The accesses of `tensor` (of any tensor, when None) in `e`, each with the axes of
+    the reductions inside `e` that enclose it."""
+    out: list[Scoped] = []
+
+    def visit(n: cx.Expr, axes: tuple[cx.Axis, ...]) -> None:
         if isinstance(n, cx.Access):
             t = n.tensor.tensor if isinstance(n.tensor, BoundaryView) else n.tensor
-            if t is tensor:
-                out.append(n)
+            if tensor is None or t is tensor:
+                out.append(Scoped(n, axes))
+        if isinstance(n, cx.Reduce):
+            visit(n.body, axes + n.axes)
+            return
+        for c in cx.children(n):
+            visit(c, axes)
+
+    visit(e, ())
     return out
 
 
@@ -79,12 +132,11 @@ def _declared_tensor(t: Tensor, vs: Vars) -> isl.Set:
 def check_accesses(stmt_decl: Statement, expr: cx.Expr, context: isl.Set,
                    params: list[str]) -> None:
     """Every affine read of a plain tensor stays inside it, for every size."""
-    for n in cx.walk(expr):
-        if not isinstance(n, cx.Access) or isinstance(n.tensor, BoundaryView):
+    for r in reads(expr):
+        n = r.access
+        if isinstance(n.tensor, BoundaryView) or not all(is_affine_index(i) for i in n.indices):
             continue
-        if not all(is_affine_index(i) for i in n.indices):
-            continue
-        img = access_map(stmt_decl, n).intersect_params(context).range()
+        img = access_map(stmt_decl, r).intersect_params(context).range()
         bad = img - tensor_set(n.tensor, params)
         if not bad.is_empty():
             pt = bad.sample_point()

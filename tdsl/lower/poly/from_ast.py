@@ -51,6 +51,7 @@ class Converter:
         # block bound parameters are plain variables, bound by their binder statements
         self.bound_vars = {n: ir.Var(n) for g in model.groups.values() for n, _ in g.bounds}
         self._offsets: dict[tuple[str, Tensor], list[ir.Expr | None]] = {}
+        self._fresh = 0
 
     # ---------------------------------------------------------- nodes
 
@@ -216,7 +217,8 @@ class Converter:
         if isinstance(stage, Update):  # an "assign" statement
             target = self.model.targets[stage]
             buf = self.buffers[stage.stage]
-            return ir.Store(buf, w.indices_for(target), w.value(self.model.exprs[stage]))
+            value = w.value(self.model.exprs[stage])
+            return w.finish(ir.Store(buf, w.indices_for(target), value))
         idx = w.store_indices()
         buf = self.buffers[stage]
         if s.role == "init":
@@ -226,8 +228,14 @@ class Converter:
             red = self.model.exprs[stage]
             assert isinstance(red, cx.Reduce)  # a reduction's accumulation
             acc = ir.Load(buf, idx)
-            return ir.Store(buf, idx, ir.Binary(_COMBINE[red.op], acc, w.value(red.body), red.dtype))
-        return ir.Store(buf, idx, w.value(self.model.exprs[stage]))
+            step = ir.Binary(_COMBINE[red.op], acc, w.value(red.body), red.dtype)
+            return w.finish(ir.Store(buf, idx, step))
+        return w.finish(ir.Store(buf, idx, w.value(self.model.exprs[stage])))
+
+    def fresh(self) -> int:
+        """A number no other inline reduction of this kernel has."""
+        self._fresh += 1
+        return self._fresh
 
     def offsets(self, s: Statement, t: Tensor, coords: dict[str, ir.Expr],
                 env: Env) -> list[ir.Expr | None]:
@@ -361,6 +369,49 @@ class _StmtWriter:
         self.s = s
         self.coords = coords
         self.dims = dims
+        # the loops that compute the inline reductions the value reads, in order, and
+        # their accumulators (see `reduction`)
+        self.pre: list[ir.Stmt] = []
+        self.accumulators: list[ir.Buffer] = []
+        self.computed: dict[tuple, ir.Load] = {}
+
+    def finish(self, store: ir.Store) -> ir.Stmt:
+        """The statement: its inline reductions computed first, each accumulator
+        allocated around it (so it is private to every loop around the statement)."""
+        out: ir.Stmt = store if not self.pre else ir.Block((*self.pre, store))
+        for buf in reversed(self.accumulators):
+            out = ir.Allocate(buf, out)
+        return out
+
+    def reduction(self, r: cx.Reduce) -> ir.Expr:
+        """A reduction inside the value: a loop nest over its axes, in order, into a
+        one-element accumulator, placed before the statement (or before the step of the
+        enclosing reduction that uses it); its value is the accumulator."""
+        key = (id(self.pre), _structure(r))
+        known = self.computed.get(key)
+        if known is not None:  # the same reduction, already computed in this scope
+            return known
+        n = self.conv.fresh()
+        buf = ir.Buffer(f"tdsl_acc{n}", r.dtype, (ir.index_const(1),), "temp")
+        self.accumulators.append(buf)
+        at = (ir.index_const(0),)
+        self.pre.append(ir.Store(buf, at, ir.Const(identity(r.op, r.dtype), r.dtype)))
+        outer, saved = self.pre, dict(self.dims)
+        bounds = []
+        for ax in r.axes:  # a bound may use the dims of earlier axes
+            var = f"tdsl_r{n}_{ax.dim.name}"
+            bounds.append((var, self.index(ax.lo), self.index(ax.hi)))
+            self.dims[ax.dim] = ir.Var(var)
+        self.pre = []
+        step = ir.Store(buf, at, ir.Binary(_COMBINE[r.op], ir.Load(buf, at), self.value(r.body),
+                                           r.dtype))
+        body: ir.Stmt = step if not self.pre else ir.Block((*self.pre, step))
+        for var, lo, hi in reversed(bounds):
+            body = ir.For(var, lo, hi, ir.ForKind.SERIAL, body)
+        self.pre, self.dims = outer, saved
+        self.pre.append(body)
+        self.computed[key] = ir.Load(buf, at)
+        return self.computed[key]
 
     def store_indices(self) -> tuple[ir.Expr, ...]:
         stage = self.s.stage
@@ -435,7 +486,34 @@ class _StmtWriter:
                 return ir.Select(self.value(c), self.value(a), self.value(b), d)
             case cx.Cast(a, d):
                 return ir.Cast(self.value(a), d)
+            case cx.Reduce():
+                return self.reduction(e)
         raise AssertionError(f"unexpected expression {e!r}")
+
+
+def _structure(e: cx.Expr, bound: Mapping[cx.Dim, tuple] | None = None) -> tuple:
+    """A key equal for two expressions exactly when they compute the same thing: the same
+    nodes, dtypes and constants, the same Size and tensor objects, the same free Dim
+    objects, and reduction dims in the same places (whatever their objects)."""
+    bound = bound or {}
+    match e:
+        case cx.Const(v, d):
+            return ("const", type(v).__name__, repr(v), d.name)
+        case cx.Dim():
+            return bound.get(e, ("dim", id(e)))
+        case cx.Size():
+            return ("size", id(e))
+        case cx.Access(t, idx):
+            return ("access", id(t), *(_structure(x, bound) for x in idx))
+        case cx.Reduce(op, body, axes, d):
+            inner = dict(bound)
+            bounds = []
+            for ax in axes:
+                bounds.append((_structure(ax.lo, inner), _structure(ax.hi, inner)))
+                inner[ax.dim] = ("bound", len(inner))
+            return ("reduce", op, d.name, tuple(bounds), _structure(body, inner))
+    head = getattr(e, "op", None) or getattr(e, "fn", None)
+    return (type(e).__name__, head, e.dtype.name, *(_structure(c, bound) for c in cx.children(e)))
 
 
 def index_expr(e: cx.Expr, dims: Mapping[cx.Dim, ir.Expr]) -> ir.Expr:

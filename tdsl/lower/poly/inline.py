@@ -20,6 +20,21 @@ def _in_range(idx: tuple[cx.Expr, ...], shape: tuple[cx.Expr, ...]) -> cx.Expr:
     return out
 
 
+def _renamed_reductions(e: cx.Expr) -> cx.Expr:
+    """`e` with every reduction over dims of its own (new Dim objects of the same names),
+    so that a copy inlined into a consumer never shares a dim with the consumer's loops."""
+
+    def fresh(n: cx.Expr) -> cx.Expr | None:
+        if not isinstance(n, cx.Reduce):
+            return None
+        new = {ax.dim: cx.Dim(ax.dim.name) for ax in n.axes}
+        axes = tuple(cx.Axis(new[ax.dim], cx.substitute(ax.lo, new), cx.substitute(ax.hi, new))
+                     for ax in n.axes)
+        return cx.Reduce(n.op, cx.substitute(n.body, new), axes, n.dtype)
+
+    return cx.transform(e, fresh)
+
+
 def effective_exprs(pipeline: Pipeline, inlined: set[Stage]
                     ) -> tuple[dict[Schedulable, cx.Expr], dict[Update, cx.Access]]:
     """Each stage's definition and each update's value (first dict), and each update's
@@ -28,7 +43,7 @@ def effective_exprs(pipeline: Pipeline, inlined: set[Stage]
 
     def value_at(p: Stage, idx: tuple[cx.Expr, ...]) -> cx.Expr:
         mapping = {d: (i if i.dtype == dt.int32 else cx.Cast(i, dt.int32)) for d, i in zip(p.dims, idx)}
-        return cx.substitute(done[p], mapping)
+        return cx.substitute(_renamed_reductions(done[p]), mapping)
 
     def rewrite(n: cx.Expr) -> cx.Expr | None:
         if not isinstance(n, cx.Access):
