@@ -54,8 +54,8 @@ def access_map(stmt: Statement, acc: cx.Access | Scoped) -> isl.Map:
     if not extra:
         return _map(scoped.access, stmt.vars, stmt.dim_names, stmt.domain)
     base_names = stmt.isl_names
-    params = [stmt.vars.space.get_dim_name(isl.dim_type.param, k)
-              for k in range(stmt.vars.space.dim(isl.dim_type.param))]
+    sp = stmt.vars.space
+    params = [str(sp.get_dim_name(isl.dim_type.param, k)) for k in range(sp.dim(isl.dim_type.param))]
     tuple_name = stmt.domain.get_tuple_name()
     ext = [f"tdsl_r{n}" for n in range(len(extra))]
     vs = Vars(space(tuple_name, base_names + ext, params))

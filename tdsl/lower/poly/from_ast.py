@@ -373,7 +373,7 @@ class _StmtWriter:
         # their accumulators (see `reduction`)
         self.pre: list[ir.Stmt] = []
         self.accumulators: list[ir.Buffer] = []
-        self.computed: dict[tuple, ir.Load] = {}
+        self.computed: dict[tuple[object, ...], ir.Load] = {}
 
     def finish(self, store: ir.Store) -> ir.Stmt:
         """The statement: its inline reductions computed first, each accumulator
@@ -491,7 +491,8 @@ class _StmtWriter:
         raise AssertionError(f"unexpected expression {e!r}")
 
 
-def _structure(e: cx.Expr, bound: Mapping[cx.Dim, tuple] | None = None) -> tuple:
+def _structure(e: cx.Expr, bound: Mapping[cx.Dim, tuple[object, ...]] | None = None
+               ) -> tuple[object, ...]:
     """A key equal for two expressions exactly when they compute the same thing: the same
     nodes, dtypes and constants, the same Size and tensor objects, the same free Dim
     objects, and reduction dims in the same places (whatever their objects)."""

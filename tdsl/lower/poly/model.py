@@ -43,7 +43,7 @@ from ...schedule.state import (
     Schedulable,
     initial_loops,
 )
-from .access import access_map, check_accesses, functions_map, reads, tensor_set
+from .access import Scoped, access_map, check_accesses, functions_map, reads, tensor_set
 from .affine import Vars, largest_constant, loop_pwaff, pwaff, space
 from .inline import effective_exprs
 
@@ -470,7 +470,7 @@ class _Builder:
         self.taken.add(name)
         return name
 
-    def readers(self, stage: Stage) -> list[tuple[Statement, list[cx.Access]]]:
+    def readers(self, stage: Stage) -> list[tuple[Statement, list[Scoped]]]:
         out = []
         for other, stmts in self.stmts_of.items():
             for s in stmts:
