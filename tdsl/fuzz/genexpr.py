@@ -136,8 +136,8 @@ def expr(g, ctx, depth):
         return cast(g, expr(g, ctx, depth - 1))
     if r < 0.84:
         return compare(g, ctx, depth)
-    if ctx.red_ok and g.n_red < 3 and g.chance(0.05) and "nested-reduction" not in g.exclude:
-        return reduction(g, ctx, depth)  # nested: tdsl may refuse (a rejected trial)
+    if ctx.red_ok and g.n_red < 4 and g.chance(0.6) and "nested-reduction" not in g.exclude:
+        return reduction(g, ctx, depth)  # inside an expression: computed where it is used
     return binary(g, expr(g, ctx, depth - 1), leaf(g, ctx))
 
 
@@ -297,7 +297,7 @@ def reduction(g, ctx, depth):
 def make_stage(g, name):
     """Append a compute stage (pointwise, stencil or reduction), maybe with updates."""
     dims = g.some_dims()
-    ctx = Ctx(dims, red_ok=g.chance(0.1))
+    ctx = Ctx(dims, red_ok=g.chance(0.4))
     if g.chance(0.4) and g.n_red < 3:
         node, dtype, exact = reduction(g, ctx, 2)
         if g.chance(0.05):
@@ -313,7 +313,8 @@ def make_stage(g, name):
 
 def make_update(g, name, dims, n):
     t = g.tensors[name]
-    ctx = Ctx(dims, red_ok=False)
+    # a reduction in the value may read the stage being updated (a triangular solve)
+    ctx = Ctx(dims, red_ok=g.chance(0.5) and "nested-reduction" not in g.exclude)
     over = [[d, None, g.ext_code(d)] for d in dims]
     idx = {d: d for d in dims}
     r = g.rng.random()
