@@ -10,6 +10,8 @@ from . import dtypes
 from .api import build, lower
 from .compute import abs_ as abs
 from .compute import (
+    argmax,
+    argmin,
     clamp,
     compute,
     dim,
@@ -72,7 +74,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ArgumentError", "CacheRead", "CacheWrite", "CompileError", "ComputeAt", "ComputeInline", "DefinitionError", "Fuse",
     "Kernel", "Knob", "Layout", "MissingDependency", "OutOfBoundsError", "Parallel", "Reorder", "RFactor", "RuntimeFailure", "Schedule", "ScheduleError", "Split",
-    "StoreAt", "TdslError", "TuneResult", "TuningError", "Template", "Tile", "Timing", "Unroll", "Vectorize", "abs", "autoschedule", "autotemplate", "bool_", "build",
+    "StoreAt", "TdslError", "TuneResult", "TuningError", "Template", "Tile", "Timing", "Unroll", "Vectorize", "abs", "argmax", "argmin", "autoschedule", "autotemplate", "bool_", "build",
     "cast", "ceil", "clamp", "compute", "cos", "dim", "dims", "dtypes", "emit_c", "evaluate", "exp", "explore",
     "float32", "float64", "floor", "input", "int8", "knob", "int16", "int32", "int64", "log", "lower",
     "max", "maximum", "min", "minimum", "pad", "plot_iteration_space", "prod", "schedule", "set_compile_timeout", "sin", "size", "sqrt", "sum",

@@ -61,7 +61,7 @@ def _combine(draw, a, b, dtype):
 def pipelines(draw) -> Case:
     dtype = draw(st.sampled_from(DTYPES))
     kind = draw(st.sampled_from(["elementwise", "reduce", "stencil", "chain3", "stencils",
-                                 "matmul"]))
+                                 "matmul", "inline", "solve"]))
     symbolic = draw(st.booleans())
     h, w = draw(st.sampled_from(IMAGE_EXTENTS)), draw(st.sampled_from(IMAGE_EXTENTS))
     seed = draw(st.integers(0, 2**16))
@@ -107,6 +107,24 @@ def pipelines(draw) -> Case:
         s1 = td.compute("s1", {y: H, x: W}, _combine(draw, c(s0)[y - 1, x + 1], s0[y, x], dtype))
         out = td.compute("out", {y: H, x: W}, c(s1)[y + 2, x] + c(s1)[y, x - 1])
         stages = [s0, s1, out]
+    elif kind == "inline":  # reductions inside expressions: nested, triangular, inlined
+        a = inp("a", {y: H, x: W}, (h, w))
+        j = td.dim("j")
+        op = draw(st.sampled_from([td.sum, td.max, td.min]))
+        p = td.compute("p", {y: H, x: W}, _combine(draw, a[y, x], op(a[y, k], over={k: W}), dtype))
+        box = td.compute("box", {y: H, x: W}, td.sum(td.clamp(p)[y + k - 1, x], over={k: 3}))
+        inner = op(a[y, j], over={j: (0, k + 1)})
+        out = td.compute("out", {y: H, x: W},
+                         _combine(draw, box[y, x], td.sum(p[y, k] - inner, over={k: (0, x + 1)}),
+                                  dtype))
+        stages = [p, box, out]
+    elif kind == "solve":  # an update whose value reduces over what it has already written
+        a = inp("a", {y: H, x: W}, (h, w))
+        out = td.compute("out", {y: H, x: W}, a[y, x])
+        scale = 1 if dtype.is_int else 0.25
+        td.update(out[y, x], _combine(draw, out[y, x], td.sum(out[y, k] * scale, over={k: (0, x)}),
+                                      dtype), over={y: H, x: W})
+        stages = [out]
     else:
         K = draw(st.sampled_from(EXTENTS))
         a = inp("a", {y: H, k: K}, (h, K))

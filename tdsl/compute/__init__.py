@@ -36,6 +36,8 @@ from .tensor import (
     Stage,
     Tensor,
     Update,
+    argmax,
+    argmin,
     clamp,
     compute,
     dim,
@@ -53,7 +55,7 @@ from .tensor import (
 
 __all__ = [
     "Access", "Axis", "Binary", "BoundaryView", "Call", "Cast", "Compare", "Const", "Dim", "Expr",
-    "Input", "Pipeline", "Reduce", "Select", "Size", "Stage", "Tensor", "Unary", "Update", "abs_", "cast",
+    "Input", "Pipeline", "Reduce", "Select", "Size", "Stage", "Tensor", "Unary", "Update", "abs_", "argmax", "argmin", "cast",
     "ceil", "clamp", "compute", "const", "cos", "dim", "dims", "exp", "floor", "identity", "input",
     "log", "max", "maximum", "min", "minimum", "pad", "prod", "sin", "size", "sqrt", "sum", "tanh",
     "update", "where",

@@ -37,7 +37,10 @@ from .expr import (
     _coerce,
     children,
     const,
+    binary,
     free_dims,
+    substitute,
+    where,
     sizes_in,
     walk,
 )
@@ -605,6 +608,46 @@ def max(body, over=None, dtype=None) -> Reduce:  # noqa: A001
 def min(body, over=None, dtype=None) -> Reduce:  # noqa: A001
     """Minimum of `body` over the dims in `over`."""
     return _reduce("min", body, over, dtype)
+
+
+def argmax(body, over=None) -> Expr:
+    """The index along one dim where `body` is largest: numpy's argmax (the first such
+    index on ties; the first NaN, if there is one). `td.argmax(logits[b, c], over=c)`.
+
+    The result is the dim's value, an int64 between the bounds of `over` (with
+    `over={c: (lo, hi)}`, numpy's argmax of the slice plus lo); an empty range gives hi.
+    It may stand anywhere an expression goes, like any reduction."""
+    return _arg("max", body, over)
+
+
+def argmin(body, over=None) -> Expr:
+    """The index along one dim where `body` is smallest: numpy's argmin (the first such
+    index on ties; the first NaN, if there is one). See `td.argmax`."""
+    return _arg("min", body, over)
+
+
+def _arg(op: ReduceOp, body, over) -> Expr:
+    what = f"td.arg{op}"
+    red = _reduce(op, body, over, None)
+    if len(red.axes) != 1:
+        raise DefinitionError(
+            f"{what} finds an index along one dim; over= lists {len(red.axes)} "
+            f"({', '.join(ax.dim.name for ax in red.axes)}). Reduce the others first, e.g. "
+            f"{what}(td.max(x, over=j), over=i)")
+    ax, b = red.axes[0], red.body
+    if b.dtype.is_bool and op == "min":  # numpy: False < True
+        b = Unary("invert", b, b.dtype)
+        op = "max"
+        red = Reduce("max", b, red.axes, b.dtype)
+    # the extreme value over a dim of its own, computed once per point of the result
+    k = Dim(f"{ax.dim.name}_best")
+    best = Reduce(op, substitute(b, {ax.dim: k}), (Axis(k, ax.lo, ax.hi),), red.dtype)
+    hit = b == best
+    if b.dtype.is_float:
+        hit = hit | (b != b)
+    hi = _coerce(ax.hi, dt.int64)
+    first = Reduce("min", where(hit, _coerce(ax.dim, dt.int64), hi), red.axes, dt.int64)
+    return binary("min", first, hi)
 
 
 def identity(op: ReduceOp, d: DType):

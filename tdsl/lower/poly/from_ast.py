@@ -369,47 +369,56 @@ class _StmtWriter:
         self.s = s
         self.coords = coords
         self.dims = dims
-        # the loops that compute the inline reductions the value reads, in order, and
-        # their accumulators (see `reduction`)
-        self.pre: list[ir.Stmt] = []
+        # the code that computes the inline reductions the value reads, per scope: the
+        # statement's, then the body of each inline reduction being written, with the
+        # dims that scope binds (see `reduction`)
+        self.scopes: list[tuple[list[ir.Stmt], frozenset[cx.Dim]]] = [([], frozenset())]
         self.accumulators: list[ir.Buffer] = []
         self.computed: dict[tuple[object, ...], ir.Load] = {}
 
     def finish(self, store: ir.Store) -> ir.Stmt:
         """The statement: its inline reductions computed first, each accumulator
         allocated around it (so it is private to every loop around the statement)."""
-        out: ir.Stmt = store if not self.pre else ir.Block((*self.pre, store))
+        pre = self.scopes[0][0]
+        out: ir.Stmt = store if not pre else ir.Block((*pre, store))
         for buf in reversed(self.accumulators):
             out = ir.Allocate(buf, out)
         return out
 
     def reduction(self, r: cx.Reduce) -> ir.Expr:
         """A reduction inside the value: a loop nest over its axes, in order, into a
-        one-element accumulator, placed before the statement (or before the step of the
-        enclosing reduction that uses it); its value is the accumulator."""
-        key = (id(self.pre), _structure(r))
+        one-element accumulator; its value is the accumulator. The loops run before the
+        statement, or before the step of the innermost enclosing reduction whose dims it
+        uses (a reduction that uses none of them is computed once, not per step), and a
+        reduction computed already in that scope is not computed again."""
+        free = set(cx.free_dims(r))
+        level = max((n for n, (_, bound) in enumerate(self.scopes) if bound & free), default=0)
+        pre = self.scopes[level][0]
+        key = (level, id(pre), _structure(r))
         known = self.computed.get(key)
-        if known is not None:  # the same reduction, already computed in this scope
+        if known is not None:
             return known
         n = self.conv.fresh()
         buf = ir.Buffer(f"tdsl_acc{n}", r.dtype, (ir.index_const(1),), "temp")
         self.accumulators.append(buf)
         at = (ir.index_const(0),)
-        self.pre.append(ir.Store(buf, at, ir.Const(identity(r.op, r.dtype), r.dtype)))
-        outer, saved = self.pre, dict(self.dims)
+        pre.append(ir.Store(buf, at, ir.Const(identity(r.op, r.dtype), r.dtype)))
+        saved = dict(self.dims)
         bounds = []
         for ax in r.axes:  # a bound may use the dims of earlier axes
             var = f"tdsl_r{n}_{ax.dim.name}"
             bounds.append((var, self.index(ax.lo), self.index(ax.hi)))
             self.dims[ax.dim] = ir.Var(var)
-        self.pre = []
+        inner: list[ir.Stmt] = []
+        self.scopes.append((inner, frozenset(ax.dim for ax in r.axes)))
         step = ir.Store(buf, at, ir.Binary(_COMBINE[r.op], ir.Load(buf, at), self.value(r.body),
                                            r.dtype))
-        body: ir.Stmt = step if not self.pre else ir.Block((*self.pre, step))
+        self.scopes.pop()
+        body: ir.Stmt = step if not inner else ir.Block((*inner, step))
         for var, lo, hi in reversed(bounds):
             body = ir.For(var, lo, hi, ir.ForKind.SERIAL, body)
-        self.pre, self.dims = outer, saved
-        self.pre.append(body)
+        self.dims = saved
+        pre.append(body)
         self.computed[key] = ir.Load(buf, at)
         return self.computed[key]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ... import dtypes as dt
 from ...compute import expr as cx
 from ...compute.tensor import BoundaryView, Pipeline, Stage, Update, is_affine_index
+from ...errors import ScheduleError
 from ...schedule.state import Schedulable
 
 
@@ -43,7 +44,16 @@ def effective_exprs(pipeline: Pipeline, inlined: set[Stage]
 
     def value_at(p: Stage, idx: tuple[cx.Expr, ...]) -> cx.Expr:
         mapping = {d: (i if i.dtype == dt.int32 else cx.Cast(i, dt.int32)) for d, i in zip(p.dims, idx)}
-        return cx.substitute(_renamed_reductions(done[p]), mapping)
+        v = cx.substitute(_renamed_reductions(done[p]), mapping)
+        for n in cx.walk(v):
+            if isinstance(n, cx.Reduce) and not all(
+                    is_affine_index(b) for ax in n.axes for b in (ax.lo, ax.hi)):
+                raise ScheduleError(
+                    f"compute_inline({p.name}): {p.name} is read at a data-dependent index, and "
+                    f"the bounds of its reduction over {', '.join(ax.dim.name for ax in n.axes)} "
+                    f"depend on that index; compute {p.name} at root or inside a consumer's loop "
+                    "instead")
+        return v
 
     def rewrite(n: cx.Expr) -> cx.Expr | None:
         if not isinstance(n, cx.Access):
