@@ -92,6 +92,7 @@ def _inputs(name: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
         "scale": lambda: {"a": _int16_edges(rng), "b": _int16_edges(rng)[::-1].copy()},
         "int_ops": lambda: {"a": _int8_edges(rng), "b": _int8_edges(rng)[::-1].copy()},
         "fused_at": lambda: {"a": rng.integers(-1000, 1000, (9, 16), dtype=np.int32)},
+        "inline_reductions": lambda: {"a": rng.integers(-50, 50, (7, 12), dtype=np.int32)},
     }[name]()
 
 
@@ -141,8 +142,26 @@ def fused_at() -> td.Schedule:
             .reorder(p, "x y").tile(p, x=7, y=1).compute_at(p, out, "y_i_x_i"))
 
 
-TEST_KERNELS = {"int_ops": int_ops, "fused_at": fused_at}
-NAMES = ["matmul", "blur_root", "blur", "softmax", "qmatmul", "scale", "int_ops", "fused_at"]
+def inline_reductions() -> td.Schedule:
+    """Reductions inside expressions: an argmax per row, a triangular solve whose value
+    reduces over what the update has written, and a nested reduction over a symbolic
+    extent; one a named stage computed per row."""
+    y, x, k, j = td.dims("y x k j")
+    H = td.size("H")
+    a = td.input("a", {y: H, x: 12}, td.int32)
+    best = td.compute("best", {y: H}, td.argmax(a[y, x] % 7, over=x) * 10
+                      + td.sum(a[y, k], over=k, name="rowsum") // 3)
+    solve = td.compute("solve", {y: H, x: 12}, a[y, x])
+    td.update(solve[y, x], solve[y, x] - td.sum(solve[y, k] * (x - k), over={k: (0, x)}),
+              over={y: H, x: 12})
+    nest = td.compute("nest", {y: H}, td.sum(td.max(a[j, k], over={k: (0, x + 1)}) * a[y, x],
+                                             over={x: 12, j: (0, y + 1)}))
+    return td.schedule((best, solve, nest)).compute_at("rowsum", best, "y")
+
+
+TEST_KERNELS = {"int_ops": int_ops, "fused_at": fused_at, "inline_reductions": inline_reductions}
+NAMES = ["matmul", "blur_root", "blur", "softmax", "qmatmul", "scale", "int_ops", "fused_at",
+         "inline_reductions"]
 
 
 @dataclass

@@ -289,10 +289,14 @@ class Axis:
 
 @_node
 class Reduce(Expr):
+    """A reduction of `body` over `axes`. `name`, when given, makes a reduction inside an
+    expression a stage of that name (see `td.sum`)."""
+
     op: ReduceOp
     body: Expr
     axes: tuple[Axis, ...]
     dtype: DType
+    name: str | None = None
 
 
 # ---------------------------------------------------------------- builders
@@ -575,7 +579,7 @@ def rebuild(e: Expr, kids: tuple[Expr, ...]) -> Expr:
             new_axes = tuple(
                 Axis(ax.dim, kids[1 + 2 * n], kids[2 + 2 * n]) for n, ax in enumerate(axes)
             )
-            return Reduce(op, kids[0], new_axes, d)
+            return Reduce(op, kids[0], new_axes, d, e.name)
     return e
 
 

@@ -35,14 +35,15 @@ from .expr import (
     Size,
     Unary,
     _coerce,
+    binary,
     children,
     const,
-    binary,
     free_dims,
-    substitute,
-    where,
     sizes_in,
+    substitute,
+    transform,
     walk,
+    where,
 )
 
 _order = itertools.count()
@@ -278,7 +279,8 @@ class Stage(Tensor):
             raise DefinitionError(f"stage {name!r}: the definition is a tensor; index it, e.g. T[i, j]")
         e = const(expr) if not isinstance(expr, Expr) else expr
         super().__init__(name, shape, e.dtype, "stage", order)
-        self.expr = e
+        _top_named(e, f"stage {name!r}")
+        self.expr = lift_named(e, dict(zip(self.dims, self.shape)), f"stage {name!r}")
         self._validate()
         # the updates defined on this stage, in creation order: only `Update` appends
         # to it, and only `Pipeline` (a snapshot) and `updates` read it
@@ -385,6 +387,9 @@ class Update(_Value):
                 raise DefinitionError(
                     f"{what}: the target index {ix!r} contains a reduction; compute it as its own "
                     "stage and index with that stage's element")
+        boxed = {ax.dim: ax.hi for ax in self.axes
+                 if isinstance(ax.lo, Const) and ax.lo.value == 0 and not free_dims(ax.hi)}
+        v = lift_named(v, boxed, what, writes=stage)
         check_inline_reductions(v, list(self.loop_dims), what)
         self.indices = target.indices
         self.value = _coerce(v, stage.dtype)
@@ -553,8 +558,10 @@ def _infer_extent(body: Expr, d: Dim, what: str) -> Expr:
     return found[0][1]
 
 
-def _reduce(op: ReduceOp, body, over, dtype) -> Reduce:
+def _reduce(op: ReduceOp, body, over, dtype, name: str | None = None) -> Reduce:
     what = f"td.{op}"
+    if name is not None:
+        _check_name(name, f"{what}: the reduction")
     if over is None:
         raise DefinitionError(
             f"{what} needs over=: the dim(s) to reduce, e.g. {what}(A[i, k], over=k) or "
@@ -587,27 +594,80 @@ def _reduce(op: ReduceOp, body, over, dtype) -> Reduce:
         raise DefinitionError(
             f"{what} over a bool expression: give the accumulator dtype, e.g. {what}(..., dtype=td.int32)"
         )
-    return Reduce(op, _coerce(body, acc), tuple(axes), acc)
+    return Reduce(op, _coerce(body, acc), tuple(axes), acc, name)
 
 
-def sum(body, over=None, dtype=None) -> Reduce:  # noqa: A001
-    """Sum of `body` over the dims in `over`, accumulated in `dtype` (default: body's)."""
-    return _reduce("sum", body, over, dtype)
+def sum(body, over=None, dtype=None, name=None) -> Reduce:  # noqa: A001
+    """Sum of `body` over the dims in `over`, accumulated in `dtype` (default: body's).
+
+    `over` is a dim, a tuple of dims, or a dict {dim: extent or (lo, hi)}; without an
+    extent, it is that of the tensors the dim indexes. The terms are added in order
+    (first dim outermost) unless a schedule says otherwise.
+
+    A reduction is an expression: it may be a stage's whole definition, or stand
+    anywhere an expression goes (`td.sum(A[i, k] * B[k, j], over=k) * alpha + C0[i, j]`,
+    inside another reduction, in an update's value). There it is computed in full at
+    each point where it is used. `name="acc"` makes it a stage of that name instead,
+    over the enclosing dims it uses, which a schedule can then place (`compute_at`,
+    `rfactor`, ...); the values are the same."""
+    return _reduce("sum", body, over, dtype, name)
 
 
-def prod(body, over=None, dtype=None) -> Reduce:
-    """Product of `body` over the dims in `over`, in `dtype` (default: body's)."""
-    return _reduce("prod", body, over, dtype)
+def prod(body, over=None, dtype=None, name=None) -> Reduce:
+    """Product of `body` over the dims in `over`, in `dtype` (default: body's). See
+    `td.sum` for `over`, `name` and reductions inside expressions."""
+    return _reduce("prod", body, over, dtype, name)
 
 
-def max(body, over=None, dtype=None) -> Reduce:  # noqa: A001
-    """Maximum of `body` over the dims in `over`."""
-    return _reduce("max", body, over, dtype)
+def max(body, over=None, dtype=None, name=None) -> Reduce:  # noqa: A001
+    """Maximum of `body` over the dims in `over` (NaN if any term is NaN, as numpy's
+    max). See `td.sum` for `over`, `name` and reductions inside expressions."""
+    return _reduce("max", body, over, dtype, name)
 
 
-def min(body, over=None, dtype=None) -> Reduce:  # noqa: A001
-    """Minimum of `body` over the dims in `over`."""
-    return _reduce("min", body, over, dtype)
+def min(body, over=None, dtype=None, name=None) -> Reduce:  # noqa: A001
+    """Minimum of `body` over the dims in `over` (NaN if any term is NaN, as numpy's
+    min). See `td.sum` for `over`, `name` and reductions inside expressions."""
+    return _reduce("min", body, over, dtype, name)
+
+
+def lift_named(e: Expr, extents: dict[Dim, Expr], what: str,
+               writes: Tensor | None = None) -> Expr:
+    """`e` with each named reduction inside it made a stage of its name, read at the
+    enclosing dims it uses (`extents`: the dims a named reduction may use, with the
+    extent of its stage along each). `writes`: the stage an update writes, which a
+    named reduction may not read (it would be computed before the update)."""
+
+    def lift(n: Expr) -> Expr | None:
+        if not isinstance(n, Reduce) or n.name is None:
+            return None
+        free = [d for d in extents if d in set(free_dims(n))]
+        stray = [d.name for d in free_dims(n) if d not in extents]
+        if stray:
+            raise DefinitionError(
+                f"{what}: the reduction named {n.name!r} uses {stray}, dims of an enclosing "
+                "reduction or bounded below by another dim; a named reduction is a stage over "
+                f"the dims {[d.name for d in extents]} only. Leave out name= to compute it "
+                "where it is used")
+        if writes is not None and writes in tensors_read(n):
+            raise DefinitionError(
+                f"{what}: the reduction named {n.name!r} reads {writes.name}, which the update "
+                "writes; as a stage it would be computed before the update. Leave out name= "
+                "to compute it where it is used")
+        plain = Reduce(n.op, n.body, n.axes, n.dtype)
+        if not free:  # a stage of one element
+            one = Dim(f"{n.name}_0")
+            return Access(Stage(n.name, {one: 1}, plain), (const(0, dt.int32),))
+        return Access(Stage(n.name, {d: extents[d] for d in free}, plain), tuple(free))
+
+    return transform(e, lift)
+
+
+def _top_named(e: Expr, what: str) -> None:
+    if isinstance(e, Reduce) and e.name is not None:
+        raise DefinitionError(
+            f"{what}: the reduction named {e.name!r} is the whole definition, so the stage is "
+            "that reduction already; leave out name= (schedule it by the stage's name)")
 
 
 def argmax(body, over=None) -> Expr:

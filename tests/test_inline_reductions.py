@@ -1,0 +1,353 @@
+"""Reductions inside expressions, argmax/argmin and named reductions: textbook kernels
+written from their definitions, against numpy, on both backends."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tdsl as td
+
+RNG = np.random.default_rng(2024)
+
+
+def run(sched_or_stage, want, backend, exact=None, rtol=1e-5, **arrays):
+    """td.evaluate and the kernel on `backend` both give `want` (numpy's answer)."""
+    sched = sched_or_stage if isinstance(sched_or_stage, td.Schedule) else td.schedule(sched_or_stage)
+    ref = td.evaluate(sched.outputs, **arrays)
+    got = td.build(sched, target=backend)(**arrays)
+    for value in (ref, got):
+        assert value.dtype == want.dtype
+        if want.dtype.kind in "iub" if exact is None else exact:
+            np.testing.assert_array_equal(value, want)
+        else:
+            np.testing.assert_allclose(value, want, rtol=rtol, atol=rtol)
+    return got
+
+
+# ---------------------------------------------------------------- linear algebra
+
+
+def test_gemm_with_alpha_and_beta(backend):
+    N, M, K = 13, 17, 11
+    i, j, k = td.dims("i j k")
+    A = td.input("A", {i: N, k: K}, td.float32)
+    B = td.input("B", {k: K, j: M}, td.float32)
+    C0 = td.input("C0", {i: N, j: M}, td.float32)
+    C = td.compute("C", {i: N, j: M}, td.sum(A[i, k] * B[k, j], over=k) * 1.5 + 0.5 * C0[i, j])
+    a, b, c0 = (RNG.standard_normal(s).astype(np.float32) for s in ((N, K), (K, M), (N, M)))
+    want = (a @ b) * np.float32(1.5) + np.float32(0.5) * c0
+    run(C, want, backend, A=a, B=b, C0=c0)
+    tiled = td.schedule(C).split(C, "j", 8).vectorize(C, "j_i").parallel(C, "i")
+    run(tiled, want, backend, A=a, B=b, C0=c0)
+
+
+def test_integer_gemm_is_bit_exact(backend):
+    i, j, k = td.dims("i j k")
+    A = td.input("A", {i: 9, k: 31}, td.int16)
+    B = td.input("B", {k: 31, j: 10}, td.int16)
+    # the int16 products wrap, the sum accumulates in int32, then + 7 and halve
+    C = td.compute("C", {i: 9, j: 10}, (td.sum(A[i, k] * B[k, j], over=k, dtype=td.int32) + 7) // 2)
+    a = RNG.integers(-2000, 2000, (9, 31), dtype=np.int16)
+    b = RNG.integers(-2000, 2000, (31, 10), dtype=np.int16)
+    prod = (a[:, :, None] * b[None, :, :]).astype(np.int32).sum(axis=1, dtype=np.int32)
+    run(C, (prod + 7) // 2, backend, A=a, B=b)
+
+
+def test_two_matmul_chain_nested(backend):
+    i, j, k, m = td.dims("i j k m")
+    A = td.input("A", {i: 6, k: 7}, td.float64)
+    B = td.input("B", {k: 7, m: 5}, td.float64)
+    C = td.input("C", {m: 5, j: 8}, td.float64)
+    D = td.compute("D", {i: 6, j: 8}, 2.0 * td.sum(td.sum(A[i, k] * B[k, m], over=k) * C[m, j], over=m))
+    a, b, c = (RNG.standard_normal(s) for s in ((6, 7), (7, 5), (5, 8)))
+    run(D, 2.0 * (a @ b) @ c, backend, A=a, B=b, C=c)
+
+
+def test_statistics_mean_variance_covariance_correlation(backend):
+    N, M = 20, 6
+    n, j, k, q = td.dims("n j k q")
+    data = td.input("data", {n: N, j: M}, td.float64)
+    mean = td.compute("mean", {j: M}, td.sum(data[n, j], over=n) / N)
+    var = td.compute("var", {j: M}, td.sum((data[n, j] - mean[j]) * (data[n, j] - mean[j]), over=n) / N)
+    cov = td.compute("cov", {j: M, k: M},
+                     td.sum((data[q, j] - mean[j]) * (data[q, k] - mean[k]), over=q) / (N - 1))
+    corr = td.compute("corr", {j: M, k: M}, cov[j, k] / td.sqrt(cov[j, j] * cov[k, k]))
+    d = RNG.standard_normal((N, M))
+    run(mean, d.mean(axis=0), backend, rtol=1e-12, data=d)
+    run(var, d.var(axis=0), backend, rtol=1e-12, data=d)
+    run(cov, np.cov(d, rowvar=False), backend, rtol=1e-12, data=d)
+    run(corr, np.corrcoef(d, rowvar=False), backend, rtol=1e-12, data=d)
+
+
+def _spd(n):
+    m = RNG.standard_normal((n, n))
+    return m @ m.T + n * np.eye(n)
+
+
+def test_forward_substitution(backend):
+    N = 12
+    i, j = td.dims("i j")
+    L = td.input("L", {i: N, j: N}, td.float64)
+    b = td.input("b", {i: N}, td.float64)
+    x = td.compute("x", {i: N}, b[i])
+    td.update(x[i], (x[i] - td.sum(L[i, j] * x[j], over={j: (0, i)})) / L[i, i], over={i: N})
+    lv, bv = np.tril(RNG.standard_normal((N, N))) + N * np.eye(N), RNG.standard_normal(N)
+    run(x, np.linalg.solve(lv, bv), backend, rtol=1e-10, L=lv, b=bv)
+
+
+def test_cholesky(backend):
+    N = 10
+    i, j, k = td.dims("i j k")
+    A = td.input("A", {i: N, j: N}, td.float64)
+    L = td.compute("L", {i: N, j: N}, td.where(i >= j, A[i, j], 0.0))
+    diag = td.sqrt(L[j, j] - td.sum(L[j, k] * L[j, k], over={k: (0, j)}))
+    below = (L[i, j] - td.sum(L[i, k] * L[j, k], over={k: (0, j)})) / L[j, j]
+    td.update(L[i, j], td.where(i == j, diag, below), over={j: N, i: (j, N)})
+    a = _spd(N)
+    run(L, np.linalg.cholesky(a), backend, rtol=1e-10, A=a)
+
+
+def test_lu_in_place(backend):
+    N = 9
+    i, j, k = td.dims("i j k")
+    A = td.input("A", {i: N, j: N}, td.float64)
+    LU = td.compute("LU", {i: N, j: N}, A[i, j])
+    upper = LU[i, j] - td.sum(LU[i, k] * LU[k, j], over={k: (0, i)})
+    lower = (LU[i, j] - td.sum(LU[i, k] * LU[k, j], over={k: (0, j)})) / LU[j, j]
+    td.update(LU[i, j], td.where(j >= i, upper, lower), over={i: N, j: N})
+    a = _spd(N)
+    got = run(LU, _doolittle(a), backend, rtol=1e-10, A=a)
+    lo, up = np.tril(got, -1) + np.eye(N), np.triu(got)
+    np.testing.assert_allclose(lo @ up, a, rtol=1e-10)
+
+
+def _doolittle(a):
+    a = a.copy()
+    for i in range(len(a)):
+        for j in range(len(a)):
+            if j >= i:
+                a[i, j] -= a[i, :i] @ a[:i, j]
+            else:
+                a[i, j] = (a[i, j] - a[i, :j] @ a[:j, j]) / a[j, j]
+    return a
+
+
+def test_floyd_warshall(backend):
+    N = 11
+    i, j, k = td.dims("i j k")
+    D = td.input("D", {i: N, j: N}, td.int32)
+    P = td.compute("P", {i: N, j: N}, D[i, j])
+    td.update(P[i, j], td.minimum(P[i, j], P[i, k] + P[k, j]), over={k: N, i: N, j: N})
+    d = RNG.integers(1, 100, (N, N), dtype=np.int32)
+    want = d.copy()
+    for kk in range(N):
+        want = np.minimum(want, want[:, kk:kk + 1] + want[kk:kk + 1, :])
+    run(P, want, backend, D=d)
+
+
+# ---------------------------------------------------------------- images and networks
+
+
+def test_harris_with_inlined_box_sums(backend):
+    H, W = 19, 26
+    y, x, dy, dx = td.dims("y x dy dx")
+    I = td.input("I", {y: H, x: W}, td.float32)  # noqa: E741 - the image
+    c = td.clamp(I)
+    Ix = td.compute("Ix", {y: H, x: W}, c[y, x + 1] - c[y, x - 1])
+    Iy = td.compute("Iy", {y: H, x: W}, c[y + 1, x] - c[y - 1, x])
+
+    def box(name, a, b):
+        return td.compute(name, {y: H, x: W}, td.sum(
+            td.clamp(a)[y + dy - 1, x + dx - 1] * td.clamp(b)[y + dy - 1, x + dx - 1],
+            over={dy: 3, dx: 3}))
+
+    Sxx, Syy, Sxy = box("Sxx", Ix, Ix), box("Syy", Iy, Iy), box("Sxy", Ix, Iy)
+    tr = Sxx[y, x] + Syy[y, x]
+    R = td.compute("R", {y: H, x: W}, Sxx[y, x] * Syy[y, x] - Sxy[y, x] * Sxy[y, x] - 0.04 * tr * tr)
+    img = RNG.random((H, W), dtype=np.float32)
+    want = _harris(img.astype(np.float64)).astype(np.float32)
+    run(R, want, backend, rtol=1e-4, I=img)
+    s = td.schedule(R)
+    for st in ("Sxx", "Syy", "Sxy", "Ix", "Iy"):
+        s = s.compute_inline(st)
+    s = s.split(R, "x", 8).vectorize(R, "x_i").parallel(R, "y")
+    run(s, want, backend, rtol=1e-4, I=img)
+    # the three box sums of one pixel are three reductions, each computed once
+    assert str(td.lower(s)).count("allocate tdsl_acc") == 3
+
+
+def _harris(img):
+    p = np.pad(img, 1, mode="edge")
+    ix = p[1:-1, 2:] - p[1:-1, :-2]
+    iy = p[2:, 1:-1] - p[:-2, 1:-1]
+
+    def box(a):
+        q = np.pad(a, 1, mode="edge")
+        return sum(q[dy:dy + a.shape[0], dx:dx + a.shape[1]] for dy in range(3) for dx in range(3))
+
+    sxx, syy, sxy = box(ix * ix), box(iy * iy), box(ix * iy)
+    return sxx * syy - sxy * sxy - 0.04 * (sxx + syy) ** 2
+
+
+def test_two_layer_mlp_with_bias_and_relu(backend):
+    Bn, In, Hn, On = 4, 10, 12, 3
+    b, n, h, o = td.dims("b n h o")
+    X = td.input("X", {b: Bn, n: In}, td.float32)
+    W1 = td.input("W1", {n: In, h: Hn}, td.float32)
+    b1 = td.input("b1", {h: Hn}, td.float32)
+    W2 = td.input("W2", {h: Hn, o: On}, td.float32)
+    b2 = td.input("b2", {o: On}, td.float32)
+    hid = td.compute("hid", {b: Bn, h: Hn}, td.maximum(td.sum(X[b, n] * W1[n, h], over=n) + b1[h], 0.0))
+    Y = td.compute("Y", {b: Bn, o: On}, td.sum(hid[b, h] * W2[h, o], over=h) + b2[o])
+    xs = dict(X=(Bn, In), W1=(In, Hn), b1=(Hn,), W2=(Hn, On), b2=(On,))
+    arrays = {k: RNG.standard_normal(s).astype(np.float32) for k, s in xs.items()}
+    want = np.maximum(arrays["X"] @ arrays["W1"] + arrays["b1"], 0) @ arrays["W2"] + arrays["b2"]
+    run(Y, want, backend, **arrays)
+    run(td.schedule(Y).compute_inline(hid), want, backend, **arrays)
+
+
+def test_histogram(backend):
+    y, x, v = td.dims("y x v")
+    img = td.input("img", {y: 23, x: 31}, td.uint8)
+    hist = td.compute("hist", {v: 256}, td.cast(0, td.int32))
+    td.update(hist[img[y, x]], hist[img[y, x]] + 1, over={y: 23, x: 31})
+    a = RNG.integers(0, 256, (23, 31), dtype=np.uint8)
+    run(hist, np.bincount(a.ravel(), minlength=256).astype(np.int32), backend, img=a)
+
+
+@pytest.mark.parametrize("dtype", [td.float32, td.int8, td.bool_])
+def test_argmax_argmin_follow_numpy(backend, dtype):
+    B, C = 6, 29
+    b, c = td.dims("b c")
+    L = td.input("L", {b: B, c: C}, dtype)
+    a = RNG.integers(-3, 3, (B, C)).astype(dtype.name)
+    if dtype is td.float32:  # ties, and NaNs: numpy answers the first NaN
+        a[1, 5], a[1, 9], a[3, 0] = np.nan, np.nan, np.nan
+    for fn, np_fn in ((td.argmax, np.argmax), (td.argmin, np.argmin)):
+        out = td.compute("out", {b: B}, fn(L[b, c], over=c))
+        run(out, np_fn(a, axis=1), backend, L=a)
+
+
+def test_argmax_over_a_slice_gives_the_dim_value(backend):
+    b, c = td.dims("b c")
+    L = td.input("L", {b: 4, c: 20}, td.float64)
+    out = td.compute("out", {b: 4}, td.argmax(L[b, c], over={c: (b + 3, 20)}) * 2)
+    a = RNG.standard_normal((4, 20))
+    want = np.array([(np.argmax(a[r, r + 3:]) + r + 3) * 2 for r in range(4)], dtype=np.int64)
+    run(out, want, backend, L=a)
+
+
+def test_bilateral_grid(backend):
+    """Splat into a coarse (y, x, intensity) grid with data-dependent targets, blur the
+    grid along intensity, slice it back at each pixel's own cell."""
+    H, W, S, Z = 16, 20, 4, 8
+    y, x, gy, gx, gz, t = td.dims("y x gy gx gz t")
+    img = td.input("img", {y: H, x: W}, td.float32)
+    zc = td.cast(td.minimum(img[y, x] * Z, Z - 1), td.int32)
+    grid = td.compute("grid", {gy: H // S, gx: W // S, gz: Z}, td.cast(0, td.float32))
+    td.update(grid[y // S, x // S, zc], grid[y // S, x // S, zc] + img[y, x], over={y: H, x: W})
+    count = td.compute("count", {gy: H // S, gx: W // S, gz: Z}, td.cast(0, td.float32))
+    td.update(count[y // S, x // S, zc], count[y // S, x // S, zc] + 1, over={y: H, x: W})
+    blur = td.compute("blur", {gy: H // S, gx: W // S, gz: Z}, td.sum(
+        td.pad(grid, 0)[gy, gx, gz + t - 1], over={t: 3}) / td.maximum(td.sum(
+            td.pad(count, 0)[gy, gx, gz + t - 1], over={t: 3}), 1.0))
+    out = td.compute("out", {y: H, x: W}, blur[y // S, x // S, zc])
+    a = RNG.random((H, W), dtype=np.float32)
+    cell = np.minimum(a * np.float32(Z), Z - 1).astype(np.int32)
+    g = np.zeros((H // S, W // S, Z), np.float32)
+    n = np.zeros_like(g)
+    for yy in range(H):
+        for xx in range(W):
+            g[yy // S, xx // S, cell[yy, xx]] += a[yy, xx]
+            n[yy // S, xx // S, cell[yy, xx]] += 1
+    gp, np_ = np.pad(g, ((0, 0), (0, 0), (1, 1))), np.pad(n, ((0, 0), (0, 0), (1, 1)))
+    bl = (gp[..., :-2] + gp[..., 1:-1] + gp[..., 2:]) / np.maximum(
+        np_[..., :-2] + np_[..., 1:-1] + np_[..., 2:], 1)
+    want = bl[np.arange(H)[:, None] // S, np.arange(W)[None, :] // S, cell]
+    run(out, want.astype(np.float32), backend, img=a)
+
+
+# ---------------------------------------------------------------- semantics
+
+
+def test_inline_reduction_is_computed_where_it_is_used(backend):
+    # a mean inside a where branch, an empty reduction (identity), a reduction that uses
+    # none of its enclosing reduction's dims (computed once), a max that sees NaN
+    i, j, k = td.dims("i j k")
+    A = td.input("A", {i: 5, j: 7}, td.float32)
+    out = td.compute("out", {i: 5, j: 7}, td.where(
+        A[i, j] > 0, A[i, j] - td.sum(A[i, k], over=k) / 7,
+        td.sum(A[i, k], over={k: (j, j)}) + td.max(A[i, k], over=k)))
+    a = RNG.standard_normal((5, 7)).astype(np.float32)
+    a[2, 3] = np.nan
+    mean = a.sum(axis=1, keepdims=True) / np.float32(7)
+    want = np.where(a > 0, a - mean, np.float32(0) + a.max(axis=1, keepdims=True))
+    run(out, want.astype(np.float32), backend, A=a)
+
+
+def test_named_reduction_is_a_stage_the_schedule_places(backend):
+    i, j, k = td.dims("i j k")
+    A = td.input("A", {i: 12, k: 9}, td.float32)
+    B = td.input("B", {k: 9, j: 16}, td.float32)
+    C = td.compute("C", {i: 12, j: 16}, td.maximum(td.sum(A[i, k] * B[k, j], over=k, name="acc"), 0.0))
+    s = td.schedule(C)
+    assert [t.name for t in s.pipeline.stages] == ["acc", "C"]
+    s = s.split(C, "j", 8).compute_at("acc", C, "j_o").vectorize("acc", "j")
+    a, b = RNG.standard_normal((12, 9)).astype(np.float32), RNG.standard_normal((9, 16)).astype(np.float32)
+    run(s, np.maximum(a @ b, 0), backend, A=a, B=b)
+    x = td.input("x", {i: 10}, td.float64)
+    norm = td.compute("norm", {i: 10}, x[i] / td.sum(x[k], over={k: 10}, name="total"))
+    xv = RNG.random(10)
+    run(norm, xv / xv.sum(), backend, rtol=1e-12, x=xv)
+
+
+def test_producer_read_inside_an_inline_reduction_computed_at_a_consumer_loop(backend):
+    # bounds inference sees every element the reduction reads, for each consumer iteration
+    y, x, k = td.dims("y x k")
+    a = td.input("a", {y: 10, x: 14}, td.int32)
+    p = td.compute("p", {y: 10, x: 14}, a[y, x] * 3 - 1)
+    out = td.compute("out", {y: 10, x: 14}, a[y, x] + td.sum(p[y, k], over={k: (0, x + 1)}))
+    s = td.schedule(out).split(out, "y", 3).compute_at(p, out, "y_o")
+    av = RNG.integers(-100, 100, (10, 14), dtype=np.int32)
+    run(s, av + np.cumsum(av * 3 - 1, axis=1, dtype=np.int32), backend, a=av)
+
+
+def test_parallel_update_whose_reduction_reads_its_own_row_is_refused():
+    y, x, k = td.dims("y x k")
+    a = td.input("a", {y: 6, x: 8}, td.int32)
+    out = td.compute("out", {y: 6, x: 8}, a[y, x])
+    u = td.update(out[y, x], out[y, x] - td.sum(out[y, k], over={k: (0, x)}), over={y: 6, x: 8})
+    td.build(td.schedule(out).parallel(u, "y"))  # rows are independent
+    with pytest.raises(td.ScheduleError):
+        td.build(td.schedule(out).parallel(u, "x"))
+
+
+def test_mistakes_name_what_is_wrong():
+    i, j, k = td.dims("i j k")
+    A = td.input("A", {i: 4, j: 4}, td.float32)
+    with pytest.raises(td.DefinitionError, match="reduces over i, a name an enclosing loop"):
+        td.compute("Q", {i: 4}, td.sum(A[i, j] + td.sum(A[i, i], over=i), over=j))
+    with pytest.raises(td.DefinitionError, match="finds an index along one dim"):
+        td.compute("Q", {i: 4}, td.argmax(A[j, k], over=(j, k)))
+    with pytest.raises(td.DefinitionError, match="is the whole definition"):
+        td.compute("Q", {i: 4}, td.sum(A[i, j], over=j, name="acc"))
+    with pytest.raises(td.DefinitionError, match="uses \\['j'\\], dims of an enclosing reduction"):
+        td.compute("Q", {i: 4}, td.sum(td.sum(A[i, k] * A[j, k], over=k, name="dot"), over=j))
+    x = td.compute("x", {i: 4}, A[i, i])
+    with pytest.raises(td.DefinitionError, match="reads x, which the update writes"):
+        td.update(x[i], td.sum(x[k], over={k: (0, i)}, name="part"), over={i: 4})
+
+
+def test_inlined_reduction_read_at_a_data_dependent_index_it_bounds_on_is_refused():
+    # found by the fuzzer: inlining made a reduction's bounds data-dependent
+    y, k0, k1 = td.dims("y k0 k1")
+    a = td.input("a", {y: 6}, td.uint8)
+    s0 = td.compute("s0", {y: 6}, td.sum(a[k0], over=k0))
+    s1 = td.compute("s1", {y: 6}, td.sum(s0[k1], over={k1: (y, 6)}))
+    s2 = td.compute("s2", {y: 6}, td.clamp(s1)[td.clamp(s1)[y - 2]])
+    av = RNG.integers(0, 4, 6, dtype=np.uint8)
+    want = td.evaluate(s2, a=av)
+    np.testing.assert_array_equal(td.build(td.schedule(s2))(a=av), want)
+    with pytest.raises(td.ScheduleError, match="compute_inline\\(s1\\).*data-dependent index"):
+        td.build(td.schedule(s2).compute_inline(s1))
