@@ -351,3 +351,23 @@ def test_inlined_reduction_read_at_a_data_dependent_index_it_bounds_on_is_refuse
     np.testing.assert_array_equal(td.build(td.schedule(s2))(a=av), want)
     with pytest.raises(td.ScheduleError, match="compute_inline\\(s1\\).*data-dependent index"):
         td.build(td.schedule(s2).compute_inline(s1))
+
+
+def _textbook():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parent.parent / "examples" / "textbook.py"
+    spec = importlib.util.spec_from_file_location("textbook", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+TEXTBOOK = _textbook()
+
+
+@pytest.mark.parametrize("name", sorted(TEXTBOOK.KERNELS))
+def test_textbook_example(name, backend):
+    assert "matches numpy" in TEXTBOOK.check(name, backend)
