@@ -371,3 +371,19 @@ TEXTBOOK = _textbook()
 @pytest.mark.parametrize("name", sorted(TEXTBOOK.KERNELS))
 def test_textbook_example(name, backend):
     assert "matches numpy" in TEXTBOOK.check(name, backend)
+
+
+@pytest.mark.parametrize("how", ["vectorize", "parallel", "rfactor"])
+def test_reassociated_reduction_with_a_reduction_in_its_body(backend, threads, how):
+    threads(2)
+    i, k, j = td.dims("i k j")
+    A = td.input("A", {i: 6, k: 32}, td.int32)
+    r = td.compute("r", {i: 6}, td.sum(A[i, k] * td.max(A[i, j], over=j) - td.min(A[k % 6, j], over=j),
+                                      over=k))
+    s = td.schedule(r)
+    s = {"vectorize": lambda: s.split(r, "k", 8).vectorize(r, "k_i", reassociate=True),
+         "parallel": lambda: s.split(r, "k", 8).parallel(r, "k_o", reassociate=True),
+         "rfactor": lambda: s.rfactor(r, "k", 4).vectorize("r_rf", "k_i")}[how]()
+    a = RNG.integers(-1000, 1000, (6, 32), dtype=np.int32)
+    want = (a * a.max(axis=1, keepdims=True) - a.min(axis=1)[np.arange(32) % 6]).sum(axis=1, dtype=np.int32)
+    run(s, want, backend, A=a)

@@ -12,7 +12,8 @@ marked loop writes its own element of a private buffer, so the loop carries
 no dependence; the result is the reduction with its terms regrouped (exact
 for integers and min/max, rounded differently for float sums and products).
 A marked loop whose body is not one accumulation into one element that does
-not change inside it is a ScheduleError naming the primitive.
+not change inside it (besides writes to temps allocated inside it) is a
+ScheduleError naming the primitive.
 """
 
 from __future__ import annotations
@@ -28,7 +29,11 @@ from ..rewrite import Rewriter, bound_names, expr_vars, walk_stmts
 def privatize(loop: ir.For, buf: ir.Buffer, op: ir.BinaryOp, identity: int | float | bool,
               what: str) -> ir.Stmt:
     """Rewrite a reassociated reduction loop (see the module docstring)."""
-    stores = [x for x in walk_stmts(loop.body) if isinstance(x, ir.Store)]
+    # the one accumulation; any other store writes a temp private to the iteration (the
+    # accumulator of a reduction inside the value)
+    private = {x.buffer.name for x in walk_stmts(loop.body) if isinstance(x, ir.Allocate)}
+    stores = [x for x in walk_stmts(loop.body)
+              if isinstance(x, ir.Store) and x.buffer.name not in private]
     store = stores[0] if len(stores) == 1 else None
     ok = (store is not None and store.buffer == buf and isinstance(store.value, ir.Binary)
           and store.value.op == op and store.value.a == ir.Load(buf, store.indices))
