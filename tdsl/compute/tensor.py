@@ -321,13 +321,9 @@ class Stage(Tensor):
         _distinct_names(list(self.loop_dims), f"stage {self.name!r}", "its dims and reduction dims")
         allowed = set(self.dims)
         for ax in self.reduce_axes:
-            for b in (ax.lo, ax.hi):
-                stray = [d.name for d in free_dims(b) if d not in allowed]
-                if stray:
-                    raise DefinitionError(
-                        f"stage {self.name!r}: bound {b!r} of reduction dim {ax.dim.name} uses "
-                        f"{stray}, which are not dims of the stage or earlier reduction dims"
-                    )
+            _check_bounds(ax, allowed, f"stage {self.name!r}: bound {{b}} of reduction dim "
+                          f"{ax.dim.name} uses {{stray}}, which are not dims of the stage or "
+                          "earlier reduction dims")
             allowed.add(ax.dim)
         strays = [d for d in free_dims(self.expr) if d not in self.dims]
         if strays:
@@ -401,12 +397,8 @@ class Update(_Value):
     def _validate(self, what: str) -> None:
         allowed: list[Dim] = []
         for ax in self.axes:
-            for b in (ax.lo, ax.hi):
-                stray = [d.name for d in free_dims(b) if d not in allowed]
-                if stray:
-                    raise DefinitionError(
-                        f"{what}: bound {b!r} of {ax.dim.name} uses {stray}, which are not dims "
-                        "listed before it in over=")
+            _check_bounds(ax, allowed, f"{what}: bound {{b}} of {ax.dim.name} uses {{stray}}, "
+                          "which are not dims listed before it in over=")
             allowed.append(ax.dim)
         for e in (*self.indices, self.value):
             stray = [d.name for d in free_dims(e) if d not in allowed]
@@ -446,6 +438,15 @@ class Update(_Value):
     __hash__ = object.__hash__
 
 
+def _check_bounds(ax: Axis, allowed, message: str) -> None:
+    """DefinitionError(`message` with {b} and {stray} filled in) when a bound of `ax` uses
+    dims not in `allowed`."""
+    for b in (ax.lo, ax.hi):
+        stray = [d.name for d in free_dims(b) if d not in allowed]
+        if stray:
+            raise DefinitionError(message.format(b=repr(b), stray=stray))
+
+
 def check_inline_reductions(e: Expr, scope: list[Dim], what: str) -> None:
     """Check the reductions inside `e` (an inline reduction is computed in full for each
     point where it is used): each reduces over dims with names of their own, distinct from
@@ -461,12 +462,8 @@ def check_inline_reductions(e: Expr, scope: list[Dim], what: str) -> None:
                 f"{what}: the reduction {e!r} reduces over {ax.dim.name}, a name an enclosing "
                 f"loop already has ({', '.join(d.name for d in inner)}); reduce over a td.dim "
                 "of another name")
-        for b in (ax.lo, ax.hi):
-            stray = [d.name for d in free_dims(b) if d not in inner]
-            if stray:
-                raise DefinitionError(
-                    f"{what}: bound {b!r} of reduction dim {ax.dim.name} uses {stray}, which are "
-                    "not enclosing dims or earlier reduction dims")
+        _check_bounds(ax, inner, f"{what}: bound {{b}} of reduction dim {ax.dim.name} uses "
+                      "{stray}, which are not enclosing dims or earlier reduction dims")
         inner.append(ax.dim)
     check_inline_reductions(e.body, inner, what)
 
