@@ -192,8 +192,8 @@ def test_trace_shows_every_step_in_order():
     s = td.schedule(o).split(o, "x", 4).unroll(o, "x_i")
     trace = td.lower(s, trace=True)
     names = [n for n, _ in trace]
-    assert names == ["convert", "reassociate", "allocate", "extents", "simplify", "unroll", "simplify",
-                     "unswitch", "fold", "inbounds", "flatten", "legalise"]
+    assert names == ["convert", "reassociate", "allocate", "extents", "simplify", "unroll",
+                     "partition", "simplify", "unswitch", "fold", "inbounds", "flatten", "legalise"]
     assert trace["inbounds"] == td.lower(s)  # td.lower shows the nest before the late passes
     assert "# unrolled" in str(trace["convert"]) and "# unrolled" not in str(trace["unroll"])
     assert "(0 + 1)" in str(trace["unroll"]) and "(0 + 1)" not in str(trace.final)

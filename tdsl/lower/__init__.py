@@ -49,6 +49,7 @@ from .passes.flatten import flatten
 from .passes.fold_loops import fold_loops
 from .passes.inbounds import check_in_bounds
 from .passes.legalise import legalise
+from .passes.partition import partition
 from .passes.reassociate import reassociate
 from .passes.simplify import simplify
 from .passes.unroll import unroll
@@ -68,6 +69,7 @@ PASSES: tuple[tuple[str, Pass], ...] = (
     ("extents", prove_extents),
     ("simplify", simplify),
     ("unroll", unroll),
+    ("partition", partition),
     ("simplify", simplify),
     ("unswitch", unswitch),
     ("fold", fold_loops),

@@ -1,0 +1,341 @@
+"""Loop partitioning: an interior where reads through boundary views need no clamp.
+
+A read through `td.clamp(t)` indexes with `min(max(e, 0), n - 1)`, and one through
+`td.pad(t, v)` tests `0 <= e < n` (after `simplify`, a side it proved stays away).
+For a serial or parallel loop over `v` with a vectorized loop inside, take each such min, max or test in a load's
+index or a select's condition whose `e` is `a * v + r`, with `a` a positive
+constant and `r` made of variables bound outside the loop, sizes, constants and the
+variables of loops inside it that start at a constant and have a constant trip
+bound. Then `e <= m` (or `e >= m`) holds for every iteration inside `v`'s
+iteration when `v` lies in an interval computed from `r`'s least and greatest
+values. The loop becomes three: before the interval, the interval, after it (any
+of them may be empty); in the middle copy those mins, maxes and tests are replaced
+by `e` (or true), so its reads are plain loads, which vectorize as such. The
+middle copy's inner loops are partitioned in turn.
+
+Guarantees: the result computes the same values; a min, max or test is replaced
+only inside the interval where it is the identity (or true) for every iteration
+of the loops inside; loops are copied only while the loop stays below a size limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+
+from ... import dtypes as dt
+from .. import ir
+from ..rewrite import Rewriter, _rebuild_expr, expr_children, walk_stmts
+
+MAX_STATEMENTS = 2000  # a loop larger than this is not copied
+
+# A linear form: coefficients per variable name, and a constant. An opaque term that
+# reads no variable of interest is kept as an expression with coefficient 1.
+Linear = tuple[dict[str, int], int, tuple[ir.Expr, ...]]
+
+
+def _idx(n: int) -> ir.Const:
+    return ir.index_const(n)
+
+
+def _linear(e: ir.Expr, watched: set[str]) -> Linear | None:
+    """`e` as sum(coef * var) + const + opaque terms, or None when a watched variable
+    appears other than linearly."""
+    match e:
+        case ir.Const(int() as c, _) if e.dtype == dt.index:
+            return {}, c, ()
+        case ir.Var(name):
+            return {name: 1}, 0, ()
+        case ir.Binary("add" | "sub", a, b, t) if t == dt.index:
+            la, lb = _linear(a, watched), _linear(b, watched)
+            if la is None or lb is None:
+                return None
+            s = 1 if e.op == "add" else -1
+            coefs = dict(la[0])
+            for k, c in lb[0].items():
+                coefs[k] = coefs.get(k, 0) + s * c
+            if s < 0 and lb[2]:
+                return None  # an opaque term subtracted: keep it simple
+            return coefs, la[1] + s * lb[1], la[2] + lb[2]
+        case ir.Binary("mul", a, ir.Const(int() as c), t) | ir.Binary("mul", ir.Const(int() as c), a, t) \
+                if t == dt.index:
+            la = _linear(a, watched)
+            if la is None or la[2]:
+                return None
+            return {k: c * v for k, v in la[0].items()}, c * la[1], ()
+    if any(isinstance(x, ir.Load) or isinstance(x, ir.Var) and x.name in watched
+           for x in _walk(e)):
+        return None  # not linear in the loop's variables, or reads memory the loop may write
+    return {}, 0, (e,)
+
+
+def _walk(e: ir.Expr) -> Iterator[ir.Expr]:
+    yield e
+    for c in expr_children(e):
+        yield from _walk(c)
+
+
+def _sum(coefs: dict[str, int], const: int, opaque: tuple[ir.Expr, ...]) -> ir.Expr:
+    out: ir.Expr = _idx(const)
+    for name, c in sorted(coefs.items()):
+        if c:
+            term: ir.Expr = ir.Var(name) if c == 1 else ir.Binary("mul", _idx(c), ir.Var(name), dt.index)
+            out = ir.Binary("add", out, term, dt.index)
+    for x in opaque:
+        out = ir.Binary("add", out, x, dt.index)
+    return out
+
+
+@dataclass(frozen=True)
+class _Site:
+    """`node` is the identity (or true) where v >= lo (when lo) and v <= hi (when hi)."""
+
+    node: ir.Expr
+    replacement: ir.Expr
+    lo: ir.Expr | None = None
+    hi: ir.Expr | None = None
+
+
+def _floordiv(a: ir.Expr, b: int) -> ir.Expr:
+    return a if b == 1 else ir.Binary("floordiv", a, _idx(b), dt.index)
+
+
+def _ceildiv(a: ir.Expr, b: int) -> ir.Expr:
+    return a if b == 1 else ir.Unary("neg", _floordiv(ir.Unary("neg", a, dt.index), b), dt.index)
+
+
+class _Finder:
+    """The sites of loop `v` (see the module docstring) in a loop body."""
+
+    def __init__(self, v: str, inner: dict[str, tuple[int, int] | None]) -> None:
+        self.v = v
+        self.inner = inner  # loop var inside -> (least, greatest value), None: unknown
+
+    def bounds(self, e: ir.Expr) -> tuple[int, ir.Expr, ir.Expr] | None:
+        """(a, least r, greatest r) with e = a * v + r, a > 0; None if e is not so. A
+        min or max of e with an invariant bound around it (the other side of a clamp, a
+        site itself, so the identity in the interior) is looked through."""
+        while isinstance(e, ir.Binary) and e.op in ("min", "max") and self.invariant(e.b):
+            e = e.a
+        lin = _linear(e, {self.v, *self.inner})
+        if lin is None:
+            return None
+        coefs, const, opaque = lin
+        a = coefs.pop(self.v, 0)
+        if a <= 0:
+            return None
+        outer = {k: c for k, c in coefs.items() if k not in self.inner}
+        least, greatest = const, const
+        for k, c in coefs.items():
+            if k in self.inner:
+                rng = self.inner[k]
+                if rng is None:
+                    return None
+                least += c * (rng[0] if c > 0 else rng[1])
+                greatest += c * (rng[1] if c > 0 else rng[0])
+        return a, _sum(outer, least, opaque), _sum(outer, greatest, opaque)
+
+    def invariant(self, m: ir.Expr) -> bool:
+        """`m` has the same value in every iteration: it reads no memory (which the loop
+        may write) and no variable bound inside."""
+        return not any(isinstance(x, ir.Load) or isinstance(x, ir.Var) and x.name in
+                       {self.v, *self.inner} for x in _walk(m))
+
+    def site(self, n: ir.Expr) -> _Site | None:
+        match n:
+            case ir.Binary("min", e, m, t) if t == dt.index and self.invariant(m):
+                b = self.bounds(e)  # e <= m  <=>  v <= (m - r_max) / a
+                if b is not None:
+                    return _Site(n, e, hi=_floordiv(ir.Binary("sub", m, b[2], dt.index), b[0]))
+            case ir.Binary("max", e, m, t) if t == dt.index and self.invariant(m):
+                b = self.bounds(e)  # e >= m  <=>  v >= (m - r_min) / a
+                if b is not None:
+                    return _Site(n, e, lo=_ceildiv(ir.Binary("sub", m, b[1], dt.index), b[0]))
+            case ir.Compare("ge", e, m) if e.dtype == dt.index and self.invariant(m):
+                b = self.bounds(e)
+                if b is not None:
+                    return _Site(n, ir.Const(True, dt.bool_),
+                                 lo=_ceildiv(ir.Binary("sub", m, b[1], dt.index), b[0]))
+            case ir.Compare("lt", e, m) if e.dtype == dt.index and self.invariant(m):
+                b = self.bounds(e)  # e < m  <=>  e <= m - 1
+                if b is not None:
+                    top = ir.Binary("sub", ir.Binary("sub", m, _idx(1), dt.index), b[2], dt.index)
+                    return _Site(n, ir.Const(True, dt.bool_), hi=_floordiv(top, b[0]))
+        return None
+
+    def collect(self, s: ir.Stmt, out: list[_Site]) -> None:
+        """The sites in the loads' indices and selects' conditions under `s`."""
+        match s:
+            case ir.For(var, start, _, _, body, mx):
+                lo = start.value if isinstance(start, ir.Const) and isinstance(start.value, int) else None
+                known = (lo, lo + mx - 1) if lo is not None and mx else None
+                inner = _Finder(self.v, {**self.inner, var: known})
+                inner.collect(body, out)
+                return
+            case ir.Let(name, _, body):
+                _Finder(self.v, {**self.inner, name: None}).collect(body, out)
+                return
+        for x in walk_shallow(s):
+            self.collect(x, out)
+        for e in _exprs(s):
+            self.scan(e, out, in_index=False)
+
+    def scan(self, e: ir.Expr, out: list[_Site], in_index: bool) -> None:
+        match e:
+            case ir.Load(_, idx):
+                for i in idx:
+                    self.scan(i, out, in_index=True)
+                return
+            case ir.Select(c, a, b, _):
+                self.scan(c, out, in_index=True)
+                self.scan(a, out, in_index)
+                self.scan(b, out, in_index)
+                return
+        if in_index:
+            site = self.site(e)
+            if site is not None:
+                out.append(site)
+        for c in expr_children(e):
+            self.scan(c, out, in_index)
+
+
+def walk_shallow(s: ir.Stmt) -> list[ir.Stmt]:
+    """The statements directly inside `s` (not through loops or lets, which `collect`
+    enters itself)."""
+    match s:
+        case ir.Block(stmts):
+            return list(stmts)
+        case ir.If(_, then, else_):
+            return [then] + ([else_] if else_ is not None else [])
+        case ir.Allocate(_, body):
+            return [body]
+    return []
+
+
+def _exprs(s: ir.Stmt) -> tuple[ir.Expr, ...]:
+    match s:
+        case ir.Store(_, idx, v):
+            return (*idx, v)
+        case ir.If(c):
+            return (c,)
+    return ()
+
+
+def _replace(e: ir.Expr, by_node: dict[int, ir.Expr]) -> ir.Expr:
+    """`e` with each site node (by identity, outermost first) replaced by its identity."""
+    r = by_node.get(id(e))
+    if r is not None:
+        return _replace(r, by_node)
+    kids = expr_children(e)
+    new = tuple(_replace(k, by_node) for k in kids)
+    return e if all(a is b for a, b in zip(new, kids)) else _rebuild_expr(e, new)
+
+
+class _Replace(Rewriter):
+    """Statements with the site nodes replaced (outermost first, so a clamp's two sides
+    both go)."""
+
+    def __init__(self, sites: list[_Site]) -> None:
+        self.by_node = {id(x.node): x.replacement for x in sites}
+
+    def visit_expr(self, e: ir.Expr) -> ir.Expr:
+        return _replace(e, self.by_node)
+
+
+_FOLD: dict[str, Callable[[int, int], int]] = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+         "min": min, "max": max, "floordiv": lambda a, b: a // b}
+
+
+def _constant(e: ir.Expr) -> int | None:
+    """The value of an index expression of constants, or None."""
+    match e:
+        case ir.Const(int() as c, _):
+            return c
+        case ir.Unary("neg", a, _):
+            v = _constant(a)
+            return None if v is None else -v
+        case ir.Binary(op, a, b, _) if op in _FOLD:
+            x, y = _constant(a), _constant(b)
+            if x is None or y is None or (op == "floordiv" and y == 0):
+                return None
+            return int(_FOLD[op](x, y))
+    return None
+
+
+def _vectorized(s: ir.Stmt) -> bool:
+    """Whether a vectorized loop is inside `s` (the loops worth copying: an interior
+    without clamps makes their reads plain vector loads)."""
+    return any(isinstance(x, ir.For) and x.kind is ir.ForKind.VECTORIZED for x in walk_stmts(s))
+
+
+def _size(s: ir.Stmt) -> int:
+    return sum(1 for _ in walk_stmts(s))
+
+
+def _max(a: ir.Expr, b: ir.Expr) -> ir.Expr:
+    return ir.Binary("max", a, b, dt.index)
+
+
+def _min(a: ir.Expr, b: ir.Expr) -> ir.Expr:
+    return ir.Binary("min", a, b, dt.index)
+
+
+class _Partition:
+    """Top down: a loop with sites is split in three and its interior copy's body is
+    partitioned in turn; the copies before and after are left as they are."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def visit(self, s: ir.Stmt) -> ir.Stmt:
+        match s:
+            case ir.For():
+                return self.loop(s)
+            case ir.Block(stmts):
+                return ir.Block(tuple(self.visit(x) for x in stmts))
+            case ir.If(c, t, e):
+                return ir.If(c, self.visit(t), self.visit(e) if e is not None else None)
+            case ir.Let(name, v, body):
+                return ir.Let(name, v, self.visit(body))
+            case ir.Allocate(buf, body, storage):
+                return ir.Allocate(buf, self.visit(body), storage)
+        return s
+
+    def loop(self, s: ir.For) -> ir.Stmt:
+        sites: list[_Site] = []
+        if (s.kind in (ir.ForKind.SERIAL, ir.ForKind.PARALLEL) and s.reassociate is None
+                and _vectorized(s.body) and _size(s) <= MAX_STATEMENTS):
+            _Finder(s.var, {}).collect(s.body, sites)
+        if not sites:
+            return replace(s, body=self.visit(s.body))
+        self.count += 1
+        first, after = f"{s.var}_in{self.count}", f"{s.var}_out{self.count}"
+        a: ir.Expr = s.start
+        for lo in dict.fromkeys(x.lo for x in sites if x.lo is not None):
+            a = _max(a, lo)
+        a = _min(a, s.end)
+        b: ir.Expr = s.end
+        for hi in dict.fromkeys(x.hi for x in sites if x.hi is not None):
+            b = _min(b, ir.Binary("add", hi, _idx(1), dt.index))
+        ca, cb = _constant(a), _constant(b)
+        a_at: ir.Expr
+        b_at: ir.Expr
+        if ca is not None and cb is not None:  # constant sizes: no lets, no empty loops
+            a_at, b_at = _idx(ca), _idx(max(cb, ca))
+        else:
+            a_at, b_at = ir.Var(first), ir.Var(after)
+            b = _max(b, a_at)
+        interior = replace(s, start=a_at, end=b_at,
+                           body=self.visit(_Replace(sites).visit(s.body)))
+        parts = [replace(s, end=a_at), interior, replace(s, start=b_at)]
+        start, end = _constant(s.start), _constant(s.end)
+        if ca is not None and cb is not None:
+            keep = [start is None or ca > start, cb > ca, end is None or end > max(cb, ca)]
+            body: ir.Stmt = ir.Block(tuple(p for p, k in zip(parts, keep) if k))
+            return body
+        return ir.Let(first, a, ir.Let(after, b, ir.Block(tuple(parts))))
+
+
+def partition(func: ir.LoweredFunc) -> ir.LoweredFunc:
+    """`func` with loops partitioned around reads through boundary views (see the module)."""
+    return replace(func, body=_Partition().visit(func.body))

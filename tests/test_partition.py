@@ -1,0 +1,100 @@
+"""Loop partitioning: vectorized stencils over boundary views get an interior with
+plain loads, and give td.evaluate's answer at every size, edges included."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tdsl as td
+from tdsl import dtypes
+from tdsl.lower import ir
+from tdsl.lower.passes.partition import partition
+from tdsl.lower.rewrite import walk_stmts
+
+
+def blur5(view, dtype=td.float32, symbolic=True, shape=(20, 37)):
+    y, x, ky, kx = td.dims("y x ky kx")
+    H, W = (td.size("H"), td.size("W")) if symbolic else shape
+    inp = td.input("inp", {y: H, x: W}, dtype)
+    v = view(inp)
+    out = td.compute("out", {y: H, x: W}, td.sum(v[y + ky - 2, x + kx - 2], over={ky: 5, kx: 5}))
+    return out
+
+
+VIEWS = {"clamp": td.clamp, "pad": lambda t: td.pad(t, 3)}
+
+
+def _vectorized(out, width=8):
+    return td.schedule(out).split(out, "x", width).vectorize(out, "x_i").parallel(out, "y")
+
+
+def _interior_loads(func: ir.LoweredFunc) -> list[str]:
+    """The printed stores of the loop copies with no min/max in their reads."""
+    return [line for line in str(func).splitlines() if "inp[" in line and "min(" not in line
+            and "max(" not in line and "select(" not in line]
+
+
+@pytest.mark.parametrize("view", sorted(VIEWS))
+def test_interior_reads_are_plain_loads(view):
+    f = td.lower(_vectorized(blur5(VIEWS[view])))
+    assert _interior_loads(f), str(f)
+    assert re.search(r"let y_in\d+ =", str(f)) and re.search(r"let x_o_in\d+ =", str(f))
+
+
+@pytest.mark.parametrize("view", sorted(VIEWS))
+@pytest.mark.parametrize("shape", [(1, 1), (2, 3), (4, 9), (5, 16), (7, 17), (20, 37)])
+def test_every_size_matches_evaluate(backend, view, shape):
+    out = blur5(VIEWS[view], td.int32)
+    a = np.random.default_rng(sum(shape)).integers(-100, 100, shape, dtype=np.int32)
+    want = td.evaluate(out, inp=a)
+    tiles = (td.schedule(out).split(out, "y", 2).split(out, "x", 4).reorder(out, "y_o x_o y_i x_i")
+             .unroll(out, "y_i").vectorize(out, "x_i").parallel(out, "y_o"))
+    for s in (_vectorized(out), tiles):
+        np.testing.assert_array_equal(td.build(s, target=backend)(inp=a), want)
+
+
+@pytest.mark.parametrize("view", sorted(VIEWS))
+def test_constant_sizes(backend, view):
+    out = blur5(VIEWS[view], td.float64, symbolic=False, shape=(9, 30))
+    a = np.random.default_rng(1).standard_normal((9, 30))
+    got = td.build(_vectorized(out), target=backend)(inp=a)
+    np.testing.assert_allclose(got, td.evaluate(out, inp=a), rtol=1e-12)
+
+
+def test_loop_that_writes_what_its_bounds_read_is_not_partitioned():
+    # a bound that reads memory may change inside the loop: never hoisted into a let
+    n = ir.Var("n")
+    buf = ir.Buffer("b", td.int32, (n,), "output")
+    idx = ir.Binary("min", ir.Var("i"), ir.Cast(ir.Load(buf, (ir.index_const(0),)), dtypes.index), dtypes.index)
+    inner = ir.For("j", ir.index_const(0), ir.index_const(4), ir.ForKind.VECTORIZED,
+                   ir.Store(buf, (idx,), ir.Const(1, td.int32)), 4)
+    func = ir.LoweredFunc("f", (), (buf,), (n,), ir.For("i", ir.index_const(0), n, ir.ForKind.SERIAL,
+                                                        inner))
+    assert partition(func) == func
+
+
+@settings(max_examples=40, deadline=None)
+@given(shifts=st.lists(st.tuples(st.integers(-4, 4), st.integers(-9, 9)), min_size=1, max_size=4),
+       width=st.sampled_from([2, 3, 4, 8]), h=st.integers(1, 12), w=st.integers(1, 30),
+       view=st.sampled_from(sorted(VIEWS)))
+def test_random_stencils(shifts, width, h, w, view):
+    y, x = td.dims("y x")
+    H, W = td.size("H"), td.size("W")
+    inp = td.input("inp", {y: H, x: W}, td.int32)
+    v = VIEWS[view](inp)
+    e = v[y + shifts[0][0], x + shifts[0][1]]
+    for dy, dx in shifts[1:]:
+        e = e * 3 + v[y + dy, 2 * x + dx] if dx % 2 else e - v[y - dy, x + dx]
+    out = td.compute("out", {y: H, x: W}, e)
+    a = np.random.default_rng(h * 31 + w).integers(-50, 50, (h, w), dtype=np.int32)
+    want = td.evaluate(out, inp=a)
+    s = td.schedule(out).split(out, "x", width).vectorize(out, "x_i")
+    f = td.build(s)
+    np.testing.assert_array_equal(f(inp=a), want)
+    assert any(isinstance(st_, ir.For) and st_.kind is ir.ForKind.VECTORIZED
+               for st_ in walk_stmts(td.lower(s).body))
