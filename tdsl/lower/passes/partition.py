@@ -166,9 +166,13 @@ class _Finder:
     def collect(self, s: ir.Stmt, out: list[_Site]) -> None:
         """The sites in the loads' indices and selects' conditions under `s`."""
         match s:
-            case ir.For(var, start, _, _, body, mx):
-                lo = start.value if isinstance(start, ir.Const) and isinstance(start.value, int) else None
-                known = (lo, lo + mx - 1) if lo is not None and mx else None
+            case ir.For(var, start, end, _, body, mx):
+                lo, hi = _constant(start), _constant(end)
+                known = None
+                if lo is not None and hi is not None:
+                    known = (lo, hi - 1)
+                elif lo is not None and mx is not None:
+                    known = (lo, lo + mx - 1)
                 inner = _Finder(self.v, {**self.inner, var: known})
                 inner.collect(body, out)
                 return

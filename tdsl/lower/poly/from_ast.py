@@ -415,8 +415,10 @@ class _StmtWriter:
                                            r.dtype))
         self.scopes.pop()
         body: ir.Stmt = step if not inner else ir.Block((*inner, step))
+        kind = ir.ForKind.UNROLLED if _small(bounds) else ir.ForKind.SERIAL
         for var, lo, hi in reversed(bounds):
-            body = ir.For(var, lo, hi, ir.ForKind.SERIAL, body)
+            trip = _trip(lo, hi)
+            body = ir.For(var, lo, hi, kind, body, trip if kind is ir.ForKind.UNROLLED else None)
         self.dims = saved
         pre.append(body)
         self.computed[key] = ir.Load(buf, at)
@@ -498,6 +500,27 @@ class _StmtWriter:
             case cx.Reduce():
                 return self.reduction(e)
         raise AssertionError(f"unexpected expression {e!r}")
+
+
+# an inline reduction of at most this many constant points is unrolled: straight-line
+# code inside the loop that uses it, which then vectorizes on every target
+UNROLL_INLINE = 32
+
+
+def _trip(lo: ir.Expr, hi: ir.Expr) -> int | None:
+    if isinstance(lo, ir.Const) and isinstance(hi, ir.Const):
+        return max(int(hi.value) - int(lo.value), 0)
+    return None
+
+
+def _small(bounds: list[tuple[str, ir.Expr, ir.Expr]]) -> bool:
+    total = 1
+    for _, lo, hi in bounds:
+        trip = _trip(lo, hi)
+        if trip is None:
+            return False
+        total *= trip
+    return total <= UNROLL_INLINE
 
 
 def _structure(e: cx.Expr, bound: Mapping[cx.Dim, tuple[object, ...]] | None = None
