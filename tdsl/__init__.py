@@ -21,12 +21,15 @@ from .compute import (
     maximum,
     min,
     minimum,
+    mirror,
+    mirror_interior,
     pad,
     prod,
     size,
     sum,
     update,
     where,
+    wrap,
 )
 from .compute.evaluate import evaluate
 from .compute.expr import cast, ceil, cos, exp, floor, log, sin, sqrt, tanh
@@ -77,6 +80,6 @@ __all__ = [
     "StoreAt", "TdslError", "TuneResult", "TuningError", "Template", "Tile", "Timing", "Unroll", "Vectorize", "abs", "argmax", "argmin", "autoschedule", "autotemplate", "bool_", "build",
     "cast", "ceil", "clamp", "compute", "cos", "dim", "dims", "dtypes", "emit_c", "evaluate", "exp", "explore",
     "float32", "float64", "floor", "input", "int8", "knob", "int16", "int32", "int64", "log", "lower",
-    "max", "maximum", "min", "minimum", "pad", "plot_iteration_space", "prod", "schedule", "set_compile_timeout", "sin", "size", "sqrt", "sum",
-    "tanh", "tune", "uint8", "uint16", "uint32", "update", "where",
+    "max", "maximum", "min", "minimum", "mirror", "mirror_interior", "pad", "plot_iteration_space", "prod", "schedule", "set_compile_timeout", "sin", "size", "sqrt", "sum",
+    "tanh", "tune", "uint8", "uint16", "uint32", "update", "where", "wrap",
 ]

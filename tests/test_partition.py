@@ -26,7 +26,9 @@ def blur5(view, dtype=td.float32, symbolic=True, shape=(20, 37)):
     return out
 
 
-VIEWS = {"clamp": td.clamp, "pad": lambda t: td.pad(t, 3)}
+VIEWS = {"clamp": td.clamp, "pad": lambda t: td.pad(t, 3), "mirror": td.mirror,
+         "mirror_interior": td.mirror_interior, "wrap": td.wrap}
+NUMPY_MODES = {"clamp": "edge", "mirror": "symmetric", "mirror_interior": "reflect", "wrap": "wrap"}
 
 
 def _vectorized(out, width=8):
@@ -98,3 +100,38 @@ def test_random_stencils(shifts, width, h, w, view):
     np.testing.assert_array_equal(f(inp=a), want)
     assert any(isinstance(st_, ir.For) and st_.kind is ir.ForKind.VECTORIZED
                for st_ in walk_stmts(td.lower(s).body))
+
+
+@pytest.mark.parametrize("view", sorted(NUMPY_MODES))
+@pytest.mark.parametrize("n", [1, 2, 5, 11])
+def test_views_read_as_numpy_pads(backend, view, n):
+    # far outside too: numpy's pad modes repeat the same way
+    i = td.dim("i")
+    N = td.size("N")
+    a = td.input("a", {i: N}, td.int32)
+    v = VIEWS[view](a)
+    out = td.compute("out", {i: N}, v[i - 13] * 10000 + v[i + 1] * 100 + v[2 * i + 7])
+    av = np.arange(1, n + 1, dtype=np.int32)
+    p = np.pad(av, 40, mode=NUMPY_MODES[view])
+    at = np.arange(n) + 40
+    want = p[at - 13] * 10000 + p[at + 1] * 100 + p[2 * np.arange(n) + 47]
+    np.testing.assert_array_equal(td.evaluate(out, a=av), want)
+    s = td.schedule(out).split(out, "i", 4).vectorize(out, "i_i")
+    np.testing.assert_array_equal(td.build(s, target=backend)(a=av), want)
+
+
+@pytest.mark.parametrize("view", sorted(NUMPY_MODES))
+def test_inlined_producer_read_through_a_view(backend, view):
+    y, x = td.dims("y x")
+    a = td.input("a", {y: 6, x: 9}, td.int32)
+    p = td.compute("p", {y: 6, x: 9}, a[y, x] * 3 + x)
+    v = VIEWS[view](p)
+    out = td.compute("out", {y: 6, x: 9}, v[y - 2, x + 3] - v[y + 1, x - 4])
+    av = np.random.default_rng(3).integers(-50, 50, (6, 9), dtype=np.int32)
+    want = td.evaluate(out, a=av)
+    pv = np.pad(av * 3 + np.arange(9, dtype=np.int32), 8, mode=NUMPY_MODES[view])
+    yy, xx = np.meshgrid(np.arange(6) + 8, np.arange(9) + 8, indexing="ij")
+    np.testing.assert_array_equal(want, pv[yy - 2, xx + 3] - pv[yy + 1, xx - 4])
+    for s in (td.schedule(out).compute_inline(p),
+              td.schedule(out).split(out, "x", 4).vectorize(out, "x_i").compute_at(p, out, "y")):
+        np.testing.assert_array_equal(td.build(s, target=backend)(a=av), want)

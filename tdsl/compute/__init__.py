@@ -46,17 +46,20 @@ from .tensor import (
     input,
     max,
     min,
+    mirror,
+    mirror_interior,
     pad,
     prod,
     size,
     sum,
     update,
+    wrap,
 )
 
 __all__ = [
     "Access", "Axis", "Binary", "BoundaryView", "Call", "Cast", "Compare", "Const", "Dim", "Expr",
     "Input", "Pipeline", "Reduce", "Select", "Size", "Stage", "Tensor", "Unary", "Update", "abs_", "argmax", "argmin", "cast",
     "ceil", "clamp", "compute", "const", "cos", "dim", "dims", "exp", "floor", "identity", "input",
-    "log", "max", "maximum", "min", "minimum", "pad", "prod", "sin", "size", "sqrt", "sum", "tanh",
-    "update", "where",
+    "log", "max", "maximum", "min", "minimum", "mirror", "mirror_interior", "pad", "prod", "sin", "size", "sqrt", "sum", "tanh",
+    "update", "where", "wrap",
 ]

@@ -353,6 +353,9 @@ class _Points:
         inside: np.ndarray | bool | None = None
         for pos, ix in enumerate(e.indices):
             v, n = self.index(ix), shape[pos]
+            if view is not None and view.mode in ("mirror", "mirror_interior", "wrap"):
+                idx.append(remap(view.mode, v, n))
+                continue
             if isinstance(v, int):
                 if not 0 <= v < n:
                     if view is None and self.is_affine(ix):
@@ -392,6 +395,19 @@ class _Points:
         raise DefinitionError(
             f"{self.owner}: {e!r} reads {t.name} out of range: {where}. Read through "
             f"td.clamp({t.name}) or td.pad({t.name}, value), or shrink {self.extents}")
+
+
+def remap(mode: str, v, n: int):
+    """The index in [0, n) that a mirror, mirror-interior or wrap view reads at index v
+    (a Python int or an int64 array), as numpy's pad modes "symmetric", "reflect", "wrap"."""
+    if mode == "wrap":
+        return v % n
+    period = 2 * n if mode == "mirror" else max(2 * n - 2, 1)
+    m = v % period
+    far = period - 1 - m if mode == "mirror" else period - m
+    if isinstance(m, int):
+        return m if m < n else far
+    return np.where(m < n, m, far)
 
 
 def _base(t) -> Tensor:

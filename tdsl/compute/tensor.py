@@ -473,8 +473,14 @@ def update(target, value, over) -> Update:
     return Update(target, value, over)
 
 
+# the views that read another element of the tensor for an index out of range (`pad`
+# reads its value instead)
+REMAPPING_VIEWS = ("clamp", "mirror", "mirror_interior", "wrap")
+
+
 class BoundaryView(TensorLike):
-    """`td.clamp(t)` / `td.pad(t, value)`: a view of `t` that may be indexed out of range."""
+    """`td.clamp(t)`, `td.pad(t, value)`, `td.mirror(t)`, `td.mirror_interior(t)`,
+    `td.wrap(t)`: a view of `t` that may be indexed out of range."""
 
     def __init__(self, tensor: TensorLike, mode: str, value=None):
         if isinstance(tensor, BoundaryView):
@@ -510,6 +516,26 @@ class BoundaryView(TensorLike):
 def clamp(t: Tensor) -> BoundaryView:
     """A view of `t` whose out-of-range indices read the nearest edge element."""
     return BoundaryView(t, "clamp")
+
+
+def mirror(t: Tensor) -> BoundaryView:
+    """A view of `t` reflected at its edges, the edge element repeated: along an axis of
+    n elements, index -1 reads 0, -2 reads 1, n reads n - 1 (numpy's pad mode
+    "symmetric"; Halide's mirror_image). Far indices repeat with period 2n."""
+    return BoundaryView(t, "mirror")
+
+
+def mirror_interior(t: Tensor) -> BoundaryView:
+    """A view of `t` reflected about its edge elements: index -1 reads 1, -2 reads 2, n
+    reads n - 2 (numpy's pad mode "reflect"; Halide's mirror_interior). Far indices repeat
+    with period 2n - 2; an axis of one element always reads it."""
+    return BoundaryView(t, "mirror_interior")
+
+
+def wrap(t: Tensor) -> BoundaryView:
+    """A view of `t` repeated along every axis: index -1 reads n - 1, n reads 0 (numpy's
+    pad mode "wrap"; Halide's repeat_image)."""
+    return BoundaryView(t, "wrap")
 
 
 def pad(t: Tensor, value=0) -> BoundaryView:

@@ -10,7 +10,8 @@ Expression nodes (first element names the node):
 
     ["c", value, dtype|None]        constant (None: a Python scalar)
     ["d", dim]                      a dim used as a value (int32)
-    ["a", tensor, view, [idx...]]   an access; view None | "clamp" | ["pad", v]
+    ["a", tensor, view, [idx...]]   an access; view None | "clamp" | "mirror" |
+                                    "mirror_interior" | "wrap" | ["pad", v]
     ["b", op, x, y]                 + - * / // % & | ^ max min
     ["u", op, x]                    neg invert abs
     ["f", fn, x]                    exp log sqrt sin cos tanh floor ceil

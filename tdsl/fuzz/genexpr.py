@@ -69,8 +69,10 @@ def view_for(g, name):
     r = g.rng.random()
     if r < 0.45:
         return None
-    if r < 0.75:
+    if r < 0.62:
         return "clamp"
+    if r < 0.75:
+        return g.pick(("mirror", "mirror_interior", "wrap"))
     k = kind(g.tensors[name]["dtype"])
     value = {"b": True, "u": 3, "i": -1, "f": -0.5}[k] if g.chance(0.5) else (
         False if k == "b" else 0)

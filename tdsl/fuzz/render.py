@@ -77,8 +77,8 @@ def expr(n) -> str:
 def view(name, v) -> str:
     if v is None:
         return name
-    if v == "clamp":
-        return f"td.clamp({name})"
+    if v in ("clamp", "mirror", "mirror_interior", "wrap"):
+        return f"td.{v}({name})"
     return f"td.pad({name}, {v[1]!r})"
 
 

@@ -80,12 +80,13 @@ def _map(acc: cx.Access, vs: Vars, names: Mapping[cx.Dim, str], domain: isl.Set)
     m = None
     for ix, ext in zip(acc.indices, base.shape):
         e = pwaff(ext, vs, names)
-        if is_affine_index(ix):
+        remaps = isinstance(t, BoundaryView) and t.mode in ("mirror", "mirror_interior", "wrap")
+        if is_affine_index(ix) and not remaps:
             f = pwaff(ix, vs, names)
             if isinstance(t, BoundaryView):
                 f = f.max(vs.const(0)).min(e - 1)
             part = isl.Map.from_pw_aff(f)
-        else:  # data-dependent: any element along this axis
+        else:  # data-dependent, or reflected or wrapped: any element along this axis
             anyx = isl.Set("{ [o] : }").align_params(vs.space.params())
             lo = isl.Map.from_pw_aff(vs.const(0)).apply_range(isl.Map("{ [a] -> [b] : b >= a }"))
             hi = isl.Map.from_pw_aff(e - 1).apply_range(isl.Map("{ [a] -> [b] : b <= a }"))

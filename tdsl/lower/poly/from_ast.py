@@ -465,7 +465,8 @@ class _StmtWriter:
             if t.mode == "pad":  # affine or data-dependent, outside is the pad value
                 inside.append(ir.Binary("and", ir.Compare("ge", v, ir.index_const(0)),
                                         ir.Compare("lt", v, ext), dt.bool_))
-            raw.append(_clamp(v, last))
+            raw.append(_remap(t.mode, v, ext) if t.mode in ("mirror", "mirror_interior", "wrap")
+                       else _clamp(v, last))
         load = ir.Load(self.conv.buffers[base], self._relative(base, raw))
         if not inside:
             return load
@@ -571,6 +572,28 @@ def index_expr(e: cx.Expr, dims: Mapping[cx.Dim, ir.Expr]) -> ir.Expr:
             cond = ir.Compare(op, index_expr(x, dims), index_expr(y, dims))
             return ir.Select(cond, index_expr(a, dims), index_expr(b, dims), dt.index)
     raise TdslError(f"{show(e)} is not an integer expression of dims, sizes and constants")
+
+
+def _remap(mode: str, v: ir.Expr, ext: ir.Expr) -> ir.Expr:
+    """The index a mirror, mirror-interior or wrap view reads at `v` (see
+    `compute.evaluate.remap`): `v` itself when in range, so that loop partitioning finds
+    the test and the interior reads plainly."""
+    def b(op: ir.BinaryOp, x: ir.Expr, y: ir.Expr) -> ir.Expr:
+        return ir.Binary(op, x, y, dt.index)
+
+    if mode == "wrap":
+        far = b("mod", v, ext)
+    else:
+        two = b("mul", ir.index_const(2), ext)
+        period = two if mode == "mirror" else b("max", b("sub", two, ir.index_const(2)),
+                                                   ir.index_const(1))
+        m = b("mod", v, period)
+        back = b("sub", b("sub", period, ir.index_const(1)), m) if mode == "mirror" else b(
+            "sub", period, m)
+        far = ir.Select(ir.Compare("lt", m, ext), m, back, dt.index)
+    inside = ir.Binary("and", ir.Compare("ge", v, ir.index_const(0)), ir.Compare("lt", v, ext),
+                       dt.bool_)
+    return ir.Select(inside, v, far, dt.index)
 
 
 def _clamp(v: ir.Expr, last: ir.Expr) -> ir.Expr:

@@ -13,6 +13,21 @@ def _clamped(idx: tuple[cx.Expr, ...], shape: tuple[cx.Expr, ...]) -> tuple[cx.E
     return tuple(cx.minimum(cx.maximum(i, 0), cx.cast(e, dt.int32) - 1) for i, e in zip(idx, shape))
 
 
+def _remapped(mode: str, idx: tuple[cx.Expr, ...], shape: tuple[cx.Expr, ...]
+              ) -> tuple[cx.Expr, ...]:
+    """The indices a mirror, mirror-interior or wrap view reads (`evaluate.remap`)."""
+    out = []
+    for i, e in zip(idx, shape):
+        n = cx.cast(e, dt.int32)
+        if mode == "wrap":
+            out.append(i % n)
+            continue
+        period = 2 * n if mode == "mirror" else cx.maximum(2 * n - 2, 1)
+        m = i % period
+        out.append(cx.where(m < n, m, period - 1 - m if mode == "mirror" else period - m))
+    return tuple(out)
+
+
 def _in_range(idx: tuple[cx.Expr, ...], shape: tuple[cx.Expr, ...]) -> cx.Expr:
     conds: list[cx.Expr] = [(i >= 0) & (i < cx.cast(e, dt.int32)) for i, e in zip(idx, shape)]
     out = conds[0]
@@ -68,6 +83,8 @@ def effective_exprs(pipeline: Pipeline, inlined: set[Stage]
             idx = tuple(i if is_affine_index(i) else c
                         for i, c in zip(n.indices, _clamped(n.indices, base.shape)))
             return value_at(base, idx)
+        if t.mode in ("mirror", "mirror_interior", "wrap"):
+            return value_at(base, _remapped(t.mode, n.indices, base.shape))
         safe = _clamped(n.indices, base.shape)
         v = value_at(base, safe)
         if t.mode == "clamp":
