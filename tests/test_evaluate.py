@@ -173,18 +173,35 @@ def test_integer_sum_wraps_in_the_accumulator_dtype():
     assert_same(got_wide, np.array([308], np.int32))
 
 
-def test_data_dependent_lookup_is_clamped():
+def test_data_dependent_lookup_through_clamp_is_clamped():
     x, v = td.dims("x v")
     N = td.size("N")
     lut = td.input("lut", {v: 4}, td.float32)
     img = td.input("img", {x: N}, td.uint8)
     idx = td.input("idx", {x: N}, td.int16)
-    out = td.compute("out", {x: N}, lut[img[x]] + 10 * lut[idx[x] - 2])
+    out = td.compute("out", {x: N}, td.clamp(lut)[img[x]] + 10 * td.clamp(lut)[idx[x] - 2])
     table = np.array([0.5, 1.5, 2.5, 3.5], np.float32)
     im = np.array([0, 3, 1, 250, 2], np.uint8)
     ix = np.array([-30, 2, 5, 3, 4], np.int16)
     want = table[np.clip(im, 0, 3)] + 10 * table[np.clip(ix.astype(np.int64) - 2, 0, 3)]
     assert_same(evaluate(out, lut=table, img=im, idx=ix), want)
+
+
+def test_data_dependent_index_out_of_range_is_an_argument_error():
+    # as numpy's IndexError: which tensor, which index, which point (the first in order)
+    x, v = td.dims("x v")
+    lut = td.input("lut", {v: 4}, td.float32)
+    img = td.input("img", {x: 5}, td.uint8)
+    out = td.compute("out", {x: 5}, lut[img[x]])
+    table = np.array([0.5, 1.5, 2.5, 3.5], np.float32)
+    with pytest.raises(td.ArgumentError, match=r"lut\[img\[x\]\] reads lut at a data-dependent "
+                                               r"index 250 .* at x=3; valid indices are 0..3"):
+        evaluate(out, lut=table, img=np.array([0, 3, 1, 250, 9], np.uint8))
+    hist = td.compute("hist", {v: 4}, td.cast(0, td.int32))
+    td.update(hist[img[x]], hist[img[x]] + 1, over={x: 5})
+    with pytest.raises(td.ArgumentError, match=r"the target hist\[img\[x\]\] writes hist at "
+                                               r"a data-dependent index 7 .* at x=2"):
+        evaluate(hist, img=np.array([0, 3, 7, 2, 9], np.uint8))
 
 
 def test_dims_and_sizes_are_int32_values():

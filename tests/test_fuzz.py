@@ -105,7 +105,7 @@ def test_kernels_with_huge_loop_nests_are_not_sanitized(monkeypatch):
     import tdsl.fuzz.case as case
 
     monkeypatch.setattr(case, "SANITIZE_MAX_LINES", 1)
-    task = {"id": 0, "seed": 7, "index": 3, "target": "c", "sanitize": True}
+    task = {"id": 0, "seed": 7, "index": 2, "target": "c", "sanitize": True}
     res = run_task(task, lambda m: None)
     assert res["class"] == "exact", res
     assert res["sanitize_skipped"] == f"a {res['nest_lines']}-line loop nest"

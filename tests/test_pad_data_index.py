@@ -68,7 +68,7 @@ def test_inlined_producer_at_a_data_dependent_index_uses_the_clamped_dims(backen
     in1 = td.input("in1", {y: H}, td.int16)
     s0 = td.compute("s0", {y: H}, in1[y] * td.minimum(in1[y], y))
     s1 = td.compute("s1", {y: H}, td.clamp(in1)[y + 1])
-    s2 = td.compute("s2", {y: H}, td.min(s0[td.pad(s1, -1)[k]], over={k: (0, y + 1)}))
+    s2 = td.compute("s2", {y: H}, td.min(td.clamp(s0)[td.pad(s1, -1)[k]], over={k: (0, y + 1)}))
     s = td.schedule(s2).compute_inline(s0).compute_at(s1, s2, "y")
     a = np.array([3, -2, 5, 1, 7, -9, 200], dtype=np.int16)
     want = td.evaluate(s2, in1=a)
@@ -76,3 +76,21 @@ def test_inlined_producer_at_a_data_dependent_index_uses_the_clamped_dims(backen
     s0_np = a.astype(np.int32) * np.minimum(a, np.arange(len(a)))
     np.testing.assert_array_equal(want, [s0_np[clamped[: i + 1]].min() for i in range(len(a))])
     np.testing.assert_array_equal(td.build(s, target=backend)(in1=a), want)
+
+
+def test_inlined_producer_read_out_of_range_is_an_argument_error(backend):
+    # the read of the inlined stage is gone from the kernel, its range check is not
+    H = td.size("H")
+    y, k = td.dims("y k")
+    in1 = td.input("in1", {y: H}, td.int16)
+    s0 = td.compute("s0", {y: H}, in1[y] * td.minimum(in1[y], y))
+    s2 = td.compute("s2", {y: H}, td.min(s0[in1[k] - 1], over={k: (0, y + 1)}))
+    s = td.schedule(s2).compute_inline(s0)
+    f = td.build(s, target=backend)
+    good = np.array([3, 2, 5, 1, 7, 6, 4], dtype=np.int16)
+    np.testing.assert_array_equal(f(in1=good), td.evaluate(s2, in1=good))
+    bad = good.copy()
+    bad[4] = 0  # index -1
+    for run in (lambda: td.evaluate(s2, in1=bad), lambda: f(in1=bad)):
+        with pytest.raises(td.ArgumentError, match="index -1"):
+            run()

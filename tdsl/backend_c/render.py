@@ -236,8 +236,15 @@ class _Renderer:
             if self.layout:
                 self._workspace_prologue()
             first = len(w.lines)
-            self.stmt(self.func.body)
-            w.line("return 0;")
+            status = self.func.status
+            if status is None:
+                self.stmt(self.func.body)
+                w.line("return 0;")
+            else:  # the kernel's own status: 0 unless the body sets it
+                with w.binding(("buf", status.name), status.name) as name:
+                    w.line(f"{ctype(status.dtype)} {name}[1] = {{0}};")
+                    self.stmt(self.func.body)
+                    w.line(f"return {name}[0];")
             w.close()
         if self.status is not None:
             w.lines.insert(first, f"{w.INDENT}int {self.status} = 0;")

@@ -19,8 +19,11 @@ def free_names(stmt: Stmt, bound=frozenset()) -> tuple[list[str], list[str]]:
 
 
 def all_buffers(func: LoweredFunc) -> list[str]:
-    """Names of the arguments, then of the temps in order of allocation."""
+    """Names of the arguments, the function's status, then of the temps in order of
+    allocation."""
     names = [b.name for b in func.inputs + func.outputs]
+    if func.status is not None:
+        names.append(func.status.name)
     for s in walk_stmts(func.body):
         if isinstance(s, Allocate) and s.buffer.name not in names:
             names.append(s.buffer.name)

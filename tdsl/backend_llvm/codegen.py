@@ -138,8 +138,15 @@ class _ModuleEmitter:
         for arg, var in zip(fn.args[len(buffers) :], func.sizes, strict=True):
             arg.name = var.name
             em.scope[var.name] = arg
-        em.stmt(func.body)
-        em.b.ret(ir.Constant(I32, 0))
+        if func.status is None:
+            em.stmt(func.body)
+            em.b.ret(ir.Constant(I32, 0))
+        else:  # the kernel's own status: 0 unless the body sets it
+            status = em.alloca(I32, func.status.name, align=4)
+            em.b.store(ir.Constant(I32, 0), status)
+            em.ptrs[func.status.name] = status
+            em.stmt(func.body)
+            em.b.ret(em.b.load(status, typ=I32))
         em.finish()
 
     def unique_base(self, base: str) -> str:

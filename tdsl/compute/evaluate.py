@@ -13,10 +13,12 @@ is a Python int (one point) or an int64 array (many points at once).
   integers, and reading a plain tensor out of range raises DefinitionError.
   Both sides of a `td.where` are evaluated everywhere, so an access guarded
   only by a `where` must still be in range: use a `td.clamp` or `td.pad` view;
-- a data-dependent or otherwise non-affine index is computed in its own dtype
-  and clamped into [0, extent - 1] of a plain tensor;
+- a data-dependent or otherwise non-affine index is computed in its own dtype; out of
+  [0, extent - 1] of a plain tensor it is an ArgumentError naming the tensor, the index
+  and the point (numpy's IndexError), and through a view it reads what the view says;
 - `td.clamp(t)` repeats the edge element; `td.pad(t, v)` reads `v` wherever
-  any index is out of range;
+  any index is out of range; `td.mirror`, `td.mirror_interior` and `td.wrap` read
+  as numpy's pad modes symmetric, reflect and wrap;
 - a stage is computed at all the points of its grid at once. A reduction
   starts from the identity of its operator and visits its points one at a
   time in lexicographic order (first axis outermost), combining in the
@@ -33,7 +35,7 @@ is a Python int (one point) or an int64 array (many points at once).
   assigning the value to the target element. The value and indices read the
   current state of every tensor, the target included, so consumers see the
   stage after all its updates. Indices follow the rules above: an affine
-  target or read index out of range raises, a data-dependent one is clamped.
+  target or read index out of range raises, and so does a data-dependent one.
 
 One shortcut, which never changes a result: the points of a row of an
 update (its innermost `over` dim, the outer ones fixed) are computed at once,
@@ -64,6 +66,7 @@ from .expr import (
     Binary,
     Call,
     Cast,
+    Checked,
     Compare,
     Const,
     Dim,
@@ -215,7 +218,7 @@ def _row(pts: _Points, u: Update, lo: int, hi: int) -> bool:
         idx, _ = pts.locate(u.target(), write=True)
         vals = pts.value(u.value)
         reads = pts.reads
-    except DefinitionError:
+    except (DefinitionError, ArgumentError):
         return False
     finally:
         pts.shape, pts.reads = (), None
@@ -291,6 +294,11 @@ class _Points:
                 v = astype(self.value(a), d)
             case Reduce():
                 v = self.inline_reduction(e)
+            case Checked(a, n):
+                v, size = self.value(a), int(self.index(n))
+                if np.any((v < 0) | (v >= size)):
+                    raise ArgumentError(f"{self.owner}: the index {a!r} is out of 0..{size - 1}")
+                v = np.clip(v, 0, size - 1).astype(v.dtype)
             case _:
                 raise AssertionError(f"cannot evaluate {e!r} in {self.owner}")
         assert v.dtype == e.dtype.np, f"{e!r}: evaluated to {v.dtype}, not {e.dtype.name}"
@@ -345,8 +353,9 @@ class _Points:
 
     def locate(self, e: Access, write: bool = False) -> tuple[tuple, np.ndarray | bool | None]:
         """The index tuple `e` reads (or writes), in range, and for a `td.pad` view where
-        it is inside the tensor (None: everywhere). An affine index of a plain tensor
-        out of range raises; any other is clamped."""
+        it is inside the tensor (None: everywhere). An index of a plain tensor out of
+        range raises (DefinitionError when affine, ArgumentError when data-dependent); a
+        view's is clamped, or remapped by a mirror or wrap view."""
         view = e.tensor if isinstance(e.tensor, BoundaryView) else None
         shape = self.arrays[_base(e.tensor)].shape
         idx: list = []
@@ -360,12 +369,16 @@ class _Points:
                 if not 0 <= v < n:
                     if view is None and self.is_affine(ix):
                         self._out_of_range(e, pos, v, n, write)
+                    if view is None:
+                        self._bad_index(e, pos, v, n, write)
                     if view is not None and view.mode == "pad":
                         inside = False
                     v = min(max(v, 0), n - 1)
             elif v.min() < 0 or v.max() >= n:
                 if view is None and self.is_affine(ix):
                     self._out_of_range(e, pos, v, n, write)  # unless every bad point is masked
+                if view is None:
+                    self._bad_index(e, pos, v, n, write)
                 if view is not None and view.mode == "pad":
                     ok = (v >= 0) & (v < n)
                     inside = ok if inside is None else inside & ok
@@ -373,12 +386,14 @@ class _Points:
             idx.append(v)
         return tuple(idx), inside
 
-    def _out_of_range(self, e: Access, pos: int, v, n: int, write: bool) -> None:
+    def _bad_point(self, e: Access, pos: int, v, n: int) -> str | None:
+        """Where (index, axis, point) an index `v` of `e` out of [0, n) is taken; None when
+        every such point is masked."""
         bad = np.broadcast_to((v < 0) | (v >= n), self.shape)
         if self.mask is not None:
             bad = bad & self.mask
         if not bad.any():
-            return
+            return None
         point = tuple(int(c) for c in np.argwhere(bad)[0]) if self.shape else ()
 
         def at(x) -> int:
@@ -386,8 +401,30 @@ class _Points:
 
         shown = ", ".join(f"{d.name}={at(self.at[d])}" for d in self.dims if d in self.at)
         t = e.tensor  # a plain tensor: views never raise
-        where = (f"index {at(v)} on axis {pos} (dim {t.dims[pos].name} of {t.name}) at "
-                 f"{shown}; valid indices are 0..{n - 1}")
+        return (f"index {at(v)} on axis {pos} (dim {t.dims[pos].name} of {t.name}) at "
+                f"{shown}; valid indices are 0..{n - 1}")
+
+    def _bad_index(self, e: Access, pos: int, v, n: int, write: bool) -> None:
+        """A data-dependent index out of range: the call's data is wrong (numpy raises
+        IndexError); ArgumentError naming the tensor, the index and the point."""
+        where = self._bad_point(e, pos, v, n)
+        if where is None:
+            return
+        t = e.tensor
+        if write:
+            raise ArgumentError(
+                f"{self.owner}: the target {e!r} writes {t.name} at a data-dependent {where}. "
+                f"Fix the data, or bound the index in the algorithm (e.g. td.minimum(i, n - 1))")
+        raise ArgumentError(
+            f"{self.owner}: {e!r} reads {t.name} at a data-dependent {where}. Fix the data, "
+            f"or index a view that defines such indices: td.clamp({t.name}) reads the nearest "
+            f"element, td.pad({t.name}, value) a constant, td.wrap({t.name}) wraps around")
+
+    def _out_of_range(self, e: Access, pos: int, v, n: int, write: bool) -> None:
+        where = self._bad_point(e, pos, v, n)
+        if where is None:
+            return
+        t = e.tensor
         if write:
             raise DefinitionError(
                 f"{self.owner}: the target {e!r} is out of range: {where}. Shrink the bounds "

@@ -278,6 +278,21 @@ class Cast(Expr):
     dtype: DType
 
 
+@_node
+class Checked(Expr):
+    """An index `a` that must lie in [0, extent): what lowering writes for a data-dependent
+    index of a plain tensor that compute_inline substituted away. Its value is `a` clamped
+    into range; a kernel reports an `a` out of range (INDEX_OUT_OF_RANGE), and td.evaluate
+    raises ArgumentError, as for the read it stands for."""
+
+    a: Expr
+    extent: Expr
+
+    @property
+    def dtype(self) -> DType:
+        return self.a.dtype
+
+
 @dataclass(frozen=True, eq=False, slots=True)
 class Axis:
     """A reduction dimension ranging over [lo, hi)."""
@@ -545,6 +560,8 @@ def children(e: Expr) -> tuple[Expr, ...]:
             return args
         case Select(c, a, b):
             return (c, a, b)
+        case Checked(a, n):
+            return (a, n)
         case Reduce(_, body, axes):
             return (body, *(x for ax in axes for x in (ax.lo, ax.hi)))
     raise TypeError(f"not an expression node: {e!r}")
@@ -575,6 +592,8 @@ def rebuild(e: Expr, kids: tuple[Expr, ...]) -> Expr:
             return Call(fn, kids, d)
         case Select(_, _, _, d):
             return Select(kids[0], kids[1], kids[2], d)
+        case Checked():
+            return Checked(kids[0], kids[1])
         case Reduce(op, _, axes, d):
             new_axes = tuple(
                 Axis(ax.dim, kids[1 + 2 * n], kids[2 + 2 * n]) for n, ax in enumerate(axes)

@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
-from .expr import Access, Binary, Call, Cast, Compare, Const, Dim, Expr, Reduce, Select, Size, Unary
+from .expr import (
+    Access,
+    Binary,
+    Call,
+    Cast,
+    Checked,
+    Compare,
+    Const,
+    Dim,
+    Expr,
+    Reduce,
+    Select,
+    Size,
+    Unary,
+)
 
 _PREC = {"or": 1, "xor": 2, "and": 3, "cmp": 4, "add": 5, "sub": 5, "mul": 6, "truediv": 6,
          "floordiv": 6, "mod": 6}
@@ -39,6 +53,8 @@ def show(e: Expr, prec: int = 0) -> str:
             return f"td.{fn}({', '.join(show(a) for a in args)})"
         case Cast(a, d):
             return f"td.cast({show(a)}, {d!r})"
+        case Checked(a, n):
+            return f"checked({show(a)}, {show(n)})"
         case Select(c, a, b):
             return f"td.where({show(c)}, {show(a)}, {show(b)})"
         case Reduce(op, body, axes):

@@ -7,7 +7,10 @@ A lowered function becomes a native function
 arrays first (inputs, then outputs, in `LoweredFunc` order, each a pointer to
 the first element of a C-contiguous array of the buffer's dtype), then the
 sizes in `LoweredFunc.sizes` order. It returns a status (`STATUS`): 0, or a
-failure that left the outputs unspecified. Host C, portable C and LLVM
+failure that left the outputs unspecified: OUT_OF_MEMORY, or INDEX_OUT_OF_RANGE
+when a data-dependent index of a plain tensor fell outside it (every such access
+is clamped, so nothing is read or written outside an array, and the kernel runs
+to its end). Host C, portable C and LLVM
 kernels all follow it; the modules the backends return offer `call`
 (arguments checked here first) and `run` (unchecked, for a caller that has
 checked them already, as `Kernel` has through the algorithm's binding).
@@ -34,7 +37,10 @@ from .rewrite import walk_stmts
 
 OK = 0
 OUT_OF_MEMORY = 1
-STATUS = {OK: "success", OUT_OF_MEMORY: "out of memory while allocating an intermediate buffer"}
+INDEX_OUT_OF_RANGE = 2
+STATUS = {OK: "success", OUT_OF_MEMORY: "out of memory while allocating an intermediate buffer",
+          INDEX_OUT_OF_RANGE: "a data-dependent index was out of its tensor's range (the "
+                              "access read or wrote the nearest element instead)"}
 
 
 def may_fail(s: Stmt) -> bool:

@@ -284,6 +284,11 @@ class LoweredFunc:
     inputs and outputs are buffers (kind "input"/"output") in declaration
     order; sizes are index Vars in alphabetical order. A buffer name names one
     buffer throughout the function.
+
+    `status`, when given, is a one-element int32 temp buffer the function itself
+    holds: 0 when it starts, set by the body to a status of `abi.STATUS` (every
+    writer stores the same code, so writes from parallel iterations agree), and
+    returned at the end when nothing failed before.
     """
 
     name: str
@@ -291,6 +296,7 @@ class LoweredFunc:
     outputs: tuple[Buffer, ...]
     sizes: tuple[Var, ...]
     body: Stmt
+    status: Buffer | None = None
 
     def __str__(self) -> str:
         from .printer import show

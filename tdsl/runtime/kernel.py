@@ -14,11 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..compute.binding import allocate_outputs, bind_arguments
+from ..compute.evaluate import evaluate
 from ..compute.work import flops
 from ..display import code_html, details, escape, rate_text, seconds_text, table
 from ..errors import ArgumentError, RuntimeFailure
 from ..lower import ir
-from ..lower.abi import STATUS
+from ..lower.abi import INDEX_OUT_OF_RANGE, STATUS
 
 
 @dataclass(frozen=True)
@@ -132,9 +133,21 @@ class Kernel:
 
     def _run(self, arrays, sizes) -> None:
         status = self._module.run(arrays, sizes)  # checked by bind_arguments
+        if status == INDEX_OUT_OF_RANGE:
+            raise self._index_error(arrays, sizes)
         if status:
             raise RuntimeFailure(
                 f"kernel {self.lowered.name} failed: {STATUS.get(status, f'status {status}')}")
+
+    def _index_error(self, arrays, sizes) -> ArgumentError:
+        """The call's data has a data-dependent index out of range: td.evaluate on the
+        same inputs names the tensor, the index and the first point in order."""
+        inputs = dict(zip(self._inputs, arrays))
+        try:
+            evaluate(self.pipeline.outputs, **inputs, **dict(zip(self._sizes, sizes)))
+        except ArgumentError as e:
+            return ArgumentError(f"kernel {self.lowered.name}: {e}")
+        return ArgumentError(f"kernel {self.lowered.name}: {STATUS[INDEX_OUT_OF_RANGE]}")
 
     def _positional(self, args: tuple) -> None:
         if args:

@@ -31,6 +31,8 @@ bytes, else on the heap; or, for a target that takes a workspace from its caller
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .. import ir
 from ..rewrite import Rewriter, walk_exprs, walk_stmts
 
@@ -153,7 +155,7 @@ class _PlaceStorage(Rewriter):
 def place_storage(func: ir.LoweredFunc, workspace: bool = False) -> ir.LoweredFunc:
     """`func` with every allocation that has no storage yet given one (`storage_of`)."""
     body = _PlaceStorage(workspace).visit(func.body)
-    return ir.LoweredFunc(func.name, func.inputs, func.outputs, func.sizes, body)
+    return replace(func, body=body)
 
 
 def place_allocations(func: ir.LoweredFunc, temps: list[tuple[ir.Buffer, tuple[str, ...]]],
@@ -169,5 +171,5 @@ def place_allocations(func: ir.LoweredFunc, temps: list[tuple[ir.Buffer, tuple[s
         total = _uses(body, buf.name)
         if total:
             body = _place(body, buf, total)
-    placed = ir.LoweredFunc(func.name, func.inputs, func.outputs, func.sizes, body)
+    placed = replace(func, body=body)
     return place_storage(placed, workspace)

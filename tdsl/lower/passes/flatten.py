@@ -20,6 +20,8 @@ their shapes (allocation sizes and the argument check read them).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .. import ir
 from ..layout import flat_index
 from ..rewrite import Rewriter
@@ -39,5 +41,4 @@ class _Flatten(Rewriter):
 
 def flatten(func: ir.LoweredFunc) -> ir.LoweredFunc:
     """`func` with every buffer access a single row-major offset (see the module)."""
-    return ir.LoweredFunc(func.name, func.inputs, func.outputs, func.sizes,
-                          _Flatten().visit(func.body))
+    return replace(func, body=_Flatten().visit(func.body))

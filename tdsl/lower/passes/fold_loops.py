@@ -21,6 +21,8 @@ Every other loop, and every other statement, is left as it was.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ... import dtypes as dt
 from .. import ir
 from ..rewrite import Rewriter
@@ -50,4 +52,4 @@ class _Fold(Rewriter):
 def fold_loops(func: ir.LoweredFunc) -> ir.LoweredFunc:
     """`func` with every loop of at most one iteration folded (see the module docstring)."""
     body = _Fold().visit(func.body)
-    return ir.LoweredFunc(func.name, func.inputs, func.outputs, func.sizes, body)
+    return replace(func, body=body)

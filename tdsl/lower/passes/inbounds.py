@@ -154,6 +154,8 @@ class _Checker(Terms):
         super().__init__()
         self.func = func
         self.extents: dict[str, list[isl.PwAff]] = {}
+        if func.status is not None:  # held by the function itself
+            self.extents[func.status.name] = [self.term(e) for e in func.status.shape]
 
     # ------------------------------------------------------------ walk
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
 from ... import dtypes as dt
 from .. import ir
@@ -382,5 +383,4 @@ class _Legalise(Rewriter):
 def legalise(func: ir.LoweredFunc) -> ir.LoweredFunc:
     """`func` in core operations only (see the module)."""
     taken = {v.name for v in func.sizes} | bound_names(func.body)
-    return ir.LoweredFunc(func.name, func.inputs, func.outputs, func.sizes,
-                          _Legalise(taken).visit(func.body))
+    return replace(func, body=_Legalise(taken).visit(func.body))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
 from ... import dtypes as dt
 from .. import ir
@@ -385,5 +386,4 @@ def _solve(op: ir.CompareOp, k: int, c: int) -> Range | None:
 
 
 def simplify(func: ir.LoweredFunc) -> ir.LoweredFunc:
-    return ir.LoweredFunc(func.name, func.inputs, func.outputs, func.sizes,
-                          _Simplify().visit(func.body))
+    return replace(func, body=_Simplify().visit(func.body))

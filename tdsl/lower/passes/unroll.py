@@ -8,6 +8,8 @@ its trip count: `max_extent` plain copies when it runs all of them, else
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ... import dtypes as dt
 from .. import ir
 from ..rewrite import Rewriter, substitute
@@ -47,4 +49,4 @@ def full_trip_test(loop: ir.For) -> ir.Compare:
 
 def unroll(func: ir.LoweredFunc) -> ir.LoweredFunc:
     body = _Unroll().visit(func.body)
-    return ir.LoweredFunc(func.name, func.inputs, func.outputs, func.sizes, body)
+    return replace(func, body=body)

@@ -15,6 +15,8 @@ buffer; a loop is duplicated only while it stays below a size limit.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ... import dtypes as dt
 from .. import ir
 from ..rewrite import Rewriter, bound_names, walk_exprs, walk_stmts
@@ -64,4 +66,4 @@ class _Unswitch(Rewriter):
 
 def unswitch(func: ir.LoweredFunc) -> ir.LoweredFunc:
     body = _Unswitch().visit(func.body)
-    return ir.LoweredFunc(func.name, func.inputs, func.outputs, func.sizes, body)
+    return replace(func, body=body)

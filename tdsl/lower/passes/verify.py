@@ -138,7 +138,8 @@ class _Verifier(ScopedVisitor):
 def _declared_buffers(func: ir.LoweredFunc) -> None:
     """The arguments and allocations: each of a known kind, each name one buffer."""
     seen: dict[str, ir.Buffer] = {}
-    for b in func.inputs + func.outputs + tuple(
+    status = (func.status,) if func.status is not None else ()
+    for b in func.inputs + func.outputs + status + tuple(
             s.buffer for s in walk_stmts(func.body) if isinstance(s, ir.Allocate)):
         _known(b.kind, _BUFFER_KINDS, f"buffer {b.name} of kind")
         if seen.setdefault(b.name, b) is not b and seen[b.name] != b:
@@ -174,7 +175,8 @@ def verify(func: ir.LoweredFunc, pending: frozenset[str] = frozenset(),
     until then) and `placed=False` lets allocations go without their storage."""
     _declared_buffers(func)
     _ranks(func)
-    v = _Verifier(scope=(x.name for x in func.sizes), buffers=pending)
+    held = pending | ({func.status.name} if func.status is not None else set())
+    v = _Verifier(scope=(x.name for x in func.sizes), buffers=held)
     v.placed = placed
     for b in func.inputs + func.outputs:
         for e in b.shape:

@@ -23,6 +23,7 @@ from ...compute.tensor import BoundaryView, Stage, Tensor, Update, identity, is_
 from ...errors import ScheduleError, TdslError
 from ...schedule.state import Schedulable
 from .. import ir
+from ..abi import INDEX_OUT_OF_RANGE
 from ..rewrite import Substitute as _Substitute
 from ..rewrite import free_vars
 from .access import functions_map
@@ -52,6 +53,9 @@ class Converter:
         self.bound_vars = {n: ir.Var(n) for g in model.groups.values() for n, _ in g.bounds}
         self._offsets: dict[tuple[str, Tensor], list[ir.Expr | None]] = {}
         self._fresh = 0
+        # the kernel's status, set when a data-dependent index is out of range
+        self.status = ir.Buffer("tdsl_status", dt.int32, (ir.index_const(1),), "temp")
+        self.checked = False
 
     # ---------------------------------------------------------- nodes
 
@@ -449,8 +453,21 @@ class _StmtWriter:
                 raw.append(self.index(ix))
             else:
                 last = ir.Binary("sub", self.index(e), ir.index_const(1), dt.index)
-                raw.append(_clamp(ir.Cast(self.value(ix), dt.index), last))
+                v = ir.Cast(self.value(ix), dt.index)
+                self.check_index(v, last)
+                raw.append(_clamp(v, last))
         return self._relative(base, raw)
+
+    def check_index(self, v: ir.Expr, last: ir.Expr) -> None:
+        """A data-dependent index outside [0, last]: the kernel returns INDEX_OUT_OF_RANGE
+        (the access itself is clamped). The test runs before the statement, or before the
+        step of the inline reduction that reads it."""
+        bad = ir.Binary("or", ir.Compare("lt", v, ir.index_const(0)), ir.Compare("gt", v, last),
+                        dt.bool_)
+        flag = ir.Store(self.conv.status, (ir.index_const(0),),
+                        ir.Const(INDEX_OUT_OF_RANGE, dt.int32))
+        self.scopes[-1][0].append(ir.If(bad, flag))
+        self.conv.checked = True
 
     def load(self, acc: cx.Access) -> ir.Expr:
         t = acc.tensor
@@ -500,6 +517,11 @@ class _StmtWriter:
                 return ir.Cast(self.value(a), d)
             case cx.Reduce():
                 return self.reduction(e)
+            case cx.Checked(a, n):
+                at = ir.Cast(self.value(a), dt.index)
+                last = ir.Binary("sub", self.index(n), ir.index_const(1), dt.index)
+                self.check_index(at, last)
+                return ir.Cast(_clamp(at, last), a.dtype)
         raise AssertionError(f"unexpected expression {e!r}")
 
 
@@ -593,7 +615,10 @@ def _remap(mode: str, v: ir.Expr, ext: ir.Expr) -> ir.Expr:
         far = ir.Select(ir.Compare("lt", m, ext), m, back, dt.index)
     inside = ir.Binary("and", ir.Compare("ge", v, ir.index_const(0)), ir.Compare("lt", v, ext),
                        dt.bool_)
-    return ir.Select(inside, v, far, dt.index)
+    # `far` is in range already; the clamp lets the inbounds check prove it (a remainder
+    # by a size is beyond its quasi-affine reasoning)
+    last = ir.Binary("sub", ext, ir.index_const(1), dt.index)
+    return ir.Select(inside, v, _clamp(far, last), dt.index)
 
 
 def _clamp(v: ir.Expr, last: ir.Expr) -> ir.Expr:
@@ -661,6 +686,7 @@ def convert(model: Model, ast: isl.AstNode, vectors: dict[Statement, Vector], na
         tuple(buffers[t] for t in pipeline.outputs),
         tuple(ir.Var(p) for p in model.params),
         body,
+        conv.status if conv.checked else None,
     )
     temps = []
     for stage in pipeline.stages:

@@ -78,10 +78,10 @@ def effective_exprs(pipeline: Pipeline, inlined: set[Stage]
         if base not in inlined:
             return None
         if not isinstance(t, BoundaryView):
-            # a data-dependent index reads the clamped element (affine ones are proven in
-            # bounds), so the producer's dims take the clamped values too
-            idx = tuple(i if is_affine_index(i) else c
-                        for i, c in zip(n.indices, _clamped(n.indices, base.shape)))
+            # a data-dependent index must be in range (affine ones are proven so): the
+            # producer's dims take its clamped value, and the kernel reports one out of range
+            idx = tuple(i if is_affine_index(i) else cx.Checked(i, cx.cast(e, dt.int32))
+                        for i, e in zip(n.indices, base.shape))
             return value_at(base, idx)
         if t.mode in ("mirror", "mirror_interior", "wrap"):
             return value_at(base, _remapped(t.mode, n.indices, base.shape))
