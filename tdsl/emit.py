@@ -33,6 +33,7 @@ from .compute.printer import show
 from .compute.tensor import Pipeline
 from .errors import ArgumentError, TdslError
 from .lower import ir, lower_schedule
+from .lower.abi import INDEX_OUT_OF_RANGE
 from .lower.passes.legalise import legalise_expr
 from .lower.poly.from_ast import index_expr
 from .lower.printer import expr as ir_text
@@ -149,13 +150,18 @@ def _returns(func: ir.LoweredFunc, c: CSource, conditions: list[str]) -> list[st
         codes.append(f"{ERR_SIZES} when a size is invalid: {why};")
     if ws:
         codes.append(f"{ERR_WORKSPACE} when workspace is NULL or not aligned to {ws.align} bytes;")
+    refusals = len(codes) - 1
+    if func.status is not None:
+        codes.append(f"{INDEX_OUT_OF_RANGE} when a data-dependent index was outside its array: that "
+                     "access used the nearest element, and the outputs are written;")
     codes[-1] = codes[-1][:-1] + "."
     lines = ["Returns"]
     for code in codes:
         wrapped = textwrap.wrap(code, 84, initial_indent="  ", subsequent_indent="    ")
         lines += [line.replace("\0", " ") for line in wrapped]
-    if len(codes) > 1:
-        lines.append("Nothing is written unless the result is 0.")
+    if refusals:
+        lines.append(f"Nothing is written when the result is {ERR_SIZES}"
+                     + (f" or {ERR_WORKSPACE}." if ws else "."))
     shared = " and workspace" if ws else ""
     lines += ["Calls share no state: concurrent calls are safe when each has its own",
               f"outputs{shared}."]

@@ -94,3 +94,35 @@ def test_inlined_producer_read_out_of_range_is_an_argument_error(backend):
     for run in (lambda: td.evaluate(s2, in1=bad), lambda: f(in1=bad)):
         with pytest.raises(td.ArgumentError, match="index -1"):
             run()
+
+
+@pytest.mark.parametrize("where", ["parallel", "vectorized", "inline reduction", "update"])
+def test_kernel_reports_a_data_dependent_index_out_of_range(backend, threads, where):
+    threads(2)
+    y, x, v, k = td.dims("y x v k")
+    img = td.input("img", {y: 37, x: 19}, td.int32)
+    lut = td.input("lut", {v: 16}, td.float32)
+    if where == "update":
+        out = td.compute("out", {v: 16}, td.cast(0, td.int32))
+        td.update(out[img[y, x]], out[img[y, x]] + 1, over={y: 37, x: 19})
+        s = td.schedule(out)
+    else:
+        body = (td.sum(lut[img[y, k]], over={k: 19}) if where == "inline reduction"
+                else lut[img[y, x]] * 2)
+        out = td.compute("out", {y: 37, x: 19}, body + x)
+        s = td.schedule(out).parallel(out, "y")
+        if where == "vectorized":
+            s = s.split(out, "x", 4).vectorize(out, "x_i")
+    f = td.build(s, target=backend)
+    rng = np.random.default_rng(5)
+    good = rng.integers(0, 16, (37, 19), dtype=np.int32)
+    table = rng.standard_normal(16).astype(np.float32)
+    args = {"img": good} if where == "update" else {"img": good, "lut": table}
+    np.testing.assert_allclose(f(**args), td.evaluate(out, **args), rtol=1e-5)
+    bad = good.copy()
+    bad[30, 11] = 16
+    args["img"] = bad
+    with pytest.raises(td.ArgumentError, match="index 16 .* valid indices are 0..15"):
+        f(**args)
+    np.testing.assert_allclose(f(**{**args, "img": good}), td.evaluate(out, **{**args, "img": good}),
+                               rtol=1e-5)  # the status of one call does not stay

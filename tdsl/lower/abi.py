@@ -37,7 +37,7 @@ from .rewrite import walk_stmts
 
 OK = 0
 OUT_OF_MEMORY = 1
-INDEX_OUT_OF_RANGE = 2
+INDEX_OUT_OF_RANGE = 3  # 2 is the portable entry point's refusal of a workspace
 STATUS = {OK: "success", OUT_OF_MEMORY: "out of memory while allocating an intermediate buffer",
           INDEX_OUT_OF_RANGE: "a data-dependent index was out of its tensor's range (the "
                               "access read or wrote the nearest element instead)"}
