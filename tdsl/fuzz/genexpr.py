@@ -100,6 +100,8 @@ def access(g, ctx, name=None, view="random"):
     if idx and g.chance(0.08) and pick_tensor(g, ints=True):
         pos = int(g.rng.integers(len(idx)))  # a data-dependent index among affine ones
         idx[pos] = access(g, ctx, pick_tensor(g, ints=True))[0]
+        if v is None and g.chance(0.5):  # a plain one out of range is an ArgumentError
+            v = "clamp"
         if v != "clamp" and v is not None and "pad-data-index" in g.exclude:
             v = "clamp"
     return ["a", name, v, idx], t["dtype"], t["exact"]
@@ -113,7 +115,9 @@ def lut_access(g, ctx):
     if g.chance(0.3):
         node = ["b", "+", node, scalar(g, g.tensors[src]["dtype"])]
     t = g.tensors["lut"]
-    v = None if g.chance(0.6) else view_for(g, "lut")
+    v = view_for(g, "lut")
+    if v is None and g.chance(0.5):  # a plain one out of range is an ArgumentError
+        v = "clamp"
     if v not in (None, "clamp") and "pad-data-index" in g.exclude:
         v = "clamp"
     return ["a", "lut", v, [node]], t["dtype"], t["exact"]
