@@ -32,7 +32,27 @@ from .compute import (
     wrap,
 )
 from .compute.evaluate import evaluate
-from .compute.expr import cast, ceil, cos, exp, floor, log, sin, sqrt, tanh
+from .compute.expr import (
+    atan2,
+    cast,
+    ceil,
+    cos,
+    erf,
+    exp,
+    exp2,
+    floor,
+    isinf,
+    isnan,
+    log,
+    log2,
+    pow,
+    round,
+    rsqrt,
+    saturating_cast,
+    sin,
+    sqrt,
+    tanh,
+)
 from .dtypes import bool_, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32
 from .emit import emit_c
 from .errors import (
@@ -77,7 +97,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ArgumentError", "CacheRead", "CacheWrite", "CompileError", "ComputeAt", "ComputeInline", "DefinitionError", "Fuse",
     "Kernel", "Knob", "Layout", "MissingDependency", "OutOfBoundsError", "Parallel", "Reorder", "RFactor", "RuntimeFailure", "Schedule", "ScheduleError", "Split",
-    "StoreAt", "TdslError", "TuneResult", "TuningError", "Template", "Tile", "Timing", "Unroll", "Vectorize", "abs", "argmax", "argmin", "autoschedule", "autotemplate", "bool_", "build",
+    "StoreAt", "TdslError", "TuneResult", "TuningError", "Template", "Tile", "Timing", "Unroll", "Vectorize", "abs", "argmax", "argmin", "atan2", "erf", "exp2", "isinf", "isnan", "log2", "pow", "round", "rsqrt", "saturating_cast", "autoschedule", "autotemplate", "bool_", "build",
     "cast", "ceil", "clamp", "compute", "cos", "dim", "dims", "dtypes", "emit_c", "evaluate", "exp", "explore",
     "float32", "float64", "floor", "input", "int8", "knob", "int16", "int32", "int64", "log", "lower",
     "max", "maximum", "min", "minimum", "mirror", "mirror_interior", "pad", "plot_iteration_space", "prod", "schedule", "set_compile_timeout", "sin", "size", "sqrt", "sum",

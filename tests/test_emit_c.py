@@ -107,9 +107,9 @@ def _int16_edges(rng) -> np.ndarray:
 
 
 def int_ops() -> td.Schedule:
-    """Six outputs of five integer dtypes: wrapping, floor division and modulo by
-    zero and by -1, abs, min/max, invert and narrowing casts; no sizes, one
-    intermediate (a constant workspace)."""
+    """Seven outputs of five integer dtypes: wrapping, floor division and modulo by
+    zero and by -1, abs, min/max, invert, narrowing and saturating casts, shifts; no
+    sizes, one intermediate (a constant workspace)."""
     n = td.dim("n")
     a = td.input("a", {n: 24}, td.int8)
     b = td.input("b", {n: 24}, td.int8)
@@ -124,7 +124,9 @@ def int_ops() -> td.Schedule:
     inv = ~td.cast(t[n], td.uint32) // 7 + td.minimum(td.cast(a[n], td.uint32), 5)
     ou = td.compute("ou", {n: 24}, inv)
     tr = td.compute("tr", {n: 24}, td.cast(t[n], td.int8) - td.cast(-t[n], td.int16))
-    return td.schedule((o8, o16, o32, o64, ou, tr))
+    # shifts by any count (numpy shifts everything out), saturating casts
+    sh = td.compute("sh", {n: 24}, (a[n] << (b[n] % 11)) ^ td.saturating_cast(t[n] >> (a[n] % 40), td.int8))
+    return td.schedule((o8, o16, o32, o64, ou, tr, sh))
 
 
 def fused_at() -> td.Schedule:

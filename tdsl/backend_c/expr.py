@@ -44,7 +44,9 @@ _BITWISE = {"and": "&", "or": "|", "xor": "^"}
 _WRAPPING = {"add": "+", "sub": "-", "mul": "*"}
 _HELPER_OPS = ("min", "max")  # on ints and index; float min/max are legalised
 _TRUNCATING = {"tdiv": "/", "trem": "%"}
-_LIBM = ("exp", "log", "sqrt", "sin", "cos", "tanh", "floor", "ceil")
+_LIBM = ("exp", "log", "sqrt", "sin", "cos", "tanh", "floor", "ceil", "exp2", "log2", "erf")
+_LIBM_NAME = {"round": "rint"}  # rint rounds halves to even in the default rounding mode
+_LIBM_2 = ("copysign", "atan2", "pow")
 _INT64_MIN = -(2**63)
 
 
@@ -145,6 +147,11 @@ class ExprEmitter:
             return self._helper(op, t, e.a, e.b)
         if op in _TRUNCATING and t.is_int:  # the divisor is safe: exact in C's types
             return binary(_TRUNCATING[op], self(e.a), self(e.b))
+        if op == "shl" and t.is_int:  # in the unsigned type: no overflow, then wrap back
+            shifted = binary("<<", cast(wrap_ctype(t), self(e.a)), self(e.b))
+            return cast(ctype(t), shifted)
+        if op in ("ashr", "lshr") and t.is_int:  # the count is in [0, bits)
+            return cast(ctype(t), binary(">>", self(e.a), self(e.b)))
         if op == "trem" and t.is_float:
             self.use_header("math.h")
             return call("fmodf" if t.bits == 32 else "fmod", self(e.a), self(e.b))
@@ -225,16 +232,18 @@ class ExprEmitter:
             name = helpers.bitcast_name(a.dtype, t)
             self.use_helper(name)
             return call(name, self(a))
-        if fn == "copysign" and t.is_float and len(e.args) == 2:
+        if fn in _LIBM_2 and t.is_float and len(e.args) == 2:
             self.use_header("math.h")
-            return call(f"copysign{'f' if t.bits == 32 else ''}", *(self(a) for a in e.args))
+            return call(f"{fn}{'f' if t.bits == 32 else ''}", *(self(a) for a in e.args))
         if len(e.args) != 1:
             raise TypeError(f"{fn} takes one argument, got {len(e.args)}")
         (a,) = e.args
-        if t.is_float and (fn in _LIBM or fn == "abs") and not (fn == "exp" and t.bits == 32):
+        if t.is_float and (fn in _LIBM or fn in _LIBM_NAME or fn == "abs") and not (
+                fn == "exp" and t.bits == 32):
             self.use_header("math.h")
             suffix = "f" if t.bits == 32 else ""
-            return call(f"{'fabs' if fn == 'abs' else fn}{suffix}", self(a))
+            name = "fabs" if fn == "abs" else _LIBM_NAME.get(fn, fn)
+            return call(f"{name}{suffix}", self(a))
         raise TypeError(f"the loop IR has no call {fn} on {t!r} (not legalised?)")
 
     def cast(self, a: Expr, to: DType) -> CExpr:

@@ -38,6 +38,8 @@ BINARY_PREC = {
     "%": Prec.MULTIPLICATIVE,
     "+": Prec.ADDITIVE,
     "-": Prec.ADDITIVE,
+    "<<": Prec.SHIFT,
+    ">>": Prec.SHIFT,
     "<": Prec.RELATIONAL,
     "<=": Prec.RELATIONAL,
     ">": Prec.RELATIONAL,

@@ -87,7 +87,7 @@ _HEAP = {"malloc": ("tdsl_malloc", PTR, I64), "free": ("tdsl_free", VOID, PTR)}
 # Functions generated code, or LLVM's lowering of it, may call.
 _LIBM = "exp exp2 expm1 log log2 log10 log1p sin cos tan sinh cosh tanh asin acos atan atan2"
 _LIBM += " sqrt cbrt floor ceil trunc round rint nearbyint fabs fmod pow ldexp copysign fmin fmax"
-_LIBM += " fma sincos hypot"
+_LIBM += " fma sincos hypot erf"
 _RESERVED = frozenset(
     {f"{fn}{suffix}" for fn in _LIBM.split() for suffix in ("", "f")}
     | {"malloc", "free", "memset", "memcpy", "memmove", "memcmp", "bcmp"}

@@ -114,6 +114,9 @@ INT_BINARY = {
     "xor": Op("xor"),
     "tdiv": Op("sdiv"),
     "trem": Op("srem"),
+    "shl": Op("shl"),  # counts in [0, bits): legalised
+    "ashr": Op("ashr"),
+    "lshr": Op("lshr"),
 }
 UNSIGNED_BINARY = {**INT_BINARY, "tdiv": Op("udiv"), "trem": Op("urem")}
 
@@ -165,11 +168,15 @@ FLOAT_INTRINSICS = {
     "floor": "llvm.floor",
     "ceil": "llvm.ceil",
     "abs": "llvm.fabs",
+    "exp2": "llvm.exp2",
+    "log2": "llvm.log2",
+    "round": "llvm.rint",
 }
 
 # From libm, resolved by the JIT; declared free of side effects so that loops
 # calling them still vectorize.
-LIBM = {"tanh": {32: "tanhf", 64: "tanh"}}
+LIBM = {"tanh": {32: "tanhf", 64: "tanh"}, "erf": {32: "erff", 64: "erf"},
+        "atan2": {32: "atan2f", 64: "atan2"}}
 
 
 # ---------------------------------------------------------------- semantics
@@ -233,8 +240,13 @@ def call(b: ir.IRBuilder, fn: str, dtype: DType, *args: ir.Value) -> ir.Value:
     argument (of another dtype) as a `dtype`."""
     if fn == "bitcast":
         return b.bitcast(args[0], lltype(dtype))
-    if dtype.is_float and fn == "copysign":
-        return intrinsic(b, "llvm.copysign", *args)
+    if dtype.is_float and fn in ("copysign", "pow"):
+        return intrinsic(b, f"llvm.{fn}", *args)
+    if dtype.is_float and fn == "atan2":
+        name = LIBM[fn][dtype.bits]
+        x = args[0]
+        decl = declare(b.module, name, x.type, [x.type, x.type], attrs=("nounwind", "readnone"))
+        return b.call(decl, list(args))
     if dtype.is_float and len(args) == 1 and not (fn == "exp" and dtype.bits == 32):
         (x,) = args
         if fn in FLOAT_INTRINSICS:

@@ -75,6 +75,7 @@ from .expr import (
     Select,
     Size,
     Unary,
+    erf_values,
     free_dims,
     walk,
 )
@@ -287,7 +288,7 @@ class _Points:
             case Unary("invert", a):
                 v = np.invert(self.value(a))
             case Call(fn, args):
-                v = NUMPY_CALL[fn](*(self.value(a) for a in args))
+                v = _call(fn, [self.value(a) for a in args])
             case Select(c, a, b):
                 v = np.where(self.value(c), self.value(a), self.value(b))
             case Cast(a, d):
@@ -295,14 +296,18 @@ class _Points:
             case Reduce():
                 v = self.inline_reduction(e)
             case Checked(a, n):
-                v, size = self.value(a), int(self.index(n))
-                if np.any((v < 0) | (v >= size)):
-                    raise ArgumentError(f"{self.owner}: the index {a!r} is out of 0..{size - 1}")
-                v = np.clip(v, 0, size - 1).astype(v.dtype)
+                v = self.checked(a, n)
             case _:
                 raise AssertionError(f"cannot evaluate {e!r} in {self.owner}")
         assert v.dtype == e.dtype.np, f"{e!r}: evaluated to {v.dtype}, not {e.dtype.name}"
         return v
+
+    def checked(self, a: Expr, n: Expr):
+        """An index that must be in [0, n) (see `expr.Checked`), clamped."""
+        v, size = self.value(a), int(self.index(n))
+        if np.any((v < 0) | (v >= size)):
+            raise ArgumentError(f"{self.owner}: the index {a!r} is out of 0..{size - 1}")
+        return np.clip(v, 0, size - 1).astype(v.dtype)
 
     def inline_reduction(self, red: Reduce):
         """A reduction inside an expression, at every point: a full reduction per point,
@@ -432,6 +437,11 @@ class _Points:
         raise DefinitionError(
             f"{self.owner}: {e!r} reads {t.name} out of range: {where}. Read through "
             f"td.clamp({t.name}) or td.pad({t.name}, value), or shrink {self.extents}")
+
+
+def _call(fn: str, args: list):
+    """numpy's function `fn` (the error function, which numpy lacks, elementwise)."""
+    return erf_values(args[0]) if fn == "erf" else NUMPY_CALL[fn](*args)  # type: ignore[index]
 
 
 def remap(mode: str, v, n: int):

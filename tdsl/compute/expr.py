@@ -97,11 +97,22 @@ class Expr:
         return unary("neg", self)
 
     def __pow__(self, o):
-        raise DefinitionError(
-            f"** is not supported on the tdsl expression {self!r}; multiply it out "
-            "(e * e) or use td.exp(b * td.log(e))")
+        return power(self, o)
 
-    __rpow__ = __pow__
+    def __rpow__(self, o):
+        return power(o, self)
+
+    def __lshift__(self, o):
+        return binary("lshift", self, o)
+
+    def __rlshift__(self, o):
+        return binary("lshift", o, self)
+
+    def __rshift__(self, o):
+        return binary("rshift", self, o)
+
+    def __rrshift__(self, o):
+        return binary("rshift", o, self)
 
     def __pos__(self):
         return self
@@ -222,10 +233,11 @@ class Access(Expr):
 
 # numpy's operations of those names (the tables NUMPY_BINARY, NUMPY_COMPARE, NUMPY_CALL)
 BinaryOp = Literal["add", "sub", "mul", "truediv", "floordiv", "mod", "min", "max",
-                   "and", "or", "xor"]
+                   "and", "or", "xor", "lshift", "rshift"]
 CompareOp = Literal["eq", "ne", "lt", "le", "gt", "ge"]
 UnaryOp = Literal["neg", "invert"]
-CallFn = Literal["exp", "log", "sqrt", "sin", "cos", "tanh", "floor", "ceil", "abs"]
+CallFn = Literal["exp", "log", "sqrt", "sin", "cos", "tanh", "floor", "ceil", "abs",
+                 "exp2", "log2", "round", "erf", "atan2", "pow"]
 ReduceOp = Literal["sum", "prod", "max", "min"]
 
 
@@ -331,6 +343,8 @@ NUMPY_BINARY: dict[BinaryOp, np.ufunc] = {
     "and": np.bitwise_and,
     "or": np.bitwise_or,
     "xor": np.bitwise_xor,
+    "lshift": np.left_shift,
+    "rshift": np.right_shift,
 }
 NUMPY_COMPARE: dict[CompareOp, np.ufunc] = {
     "eq": np.equal,
@@ -350,13 +364,30 @@ NUMPY_CALL: dict[CallFn, np.ufunc] = {
     "floor": np.floor,
     "ceil": np.ceil,
     "abs": np.abs,
+    "exp2": np.exp2,
+    "log2": np.log2,
+    "round": np.rint,  # np.round(x) with no decimals: half to even, as rint
+    "erf": np.exp,  # numpy has no erf: its result dtype is exp's (see `erf_values`)
+    "atan2": np.arctan2,
+    "pow": np.power,
 }
+
+
+def erf_values(x: np.ndarray):
+    """The error function elementwise, in x's float dtype (math.erf, correctly rounded to
+    float64 in practice, then rounded to x's dtype)."""
+    import math
+
+    arr = np.asarray(x)
+    out = np.vectorize(math.erf, otypes=[np.float64])(arr.astype(np.float64))
+    return out.astype(arr.dtype)[()] if arr.ndim == 0 else out.astype(arr.dtype)
 # what numpy computes for an operation on two bools
 _ON_BOOL: dict[BinaryOp, BinaryOp] = {"add": "or", "mul": "and", "min": "and", "max": "or"}
 _SYMBOL = {
     "add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
-    "and": "&", "or": "|", "xor": "^",
+    "and": "&", "or": "|", "xor": "^", "lshift": "<<", "rshift": ">>",
 }
+_INTEGER_ONLY = ("and", "or", "xor", "lshift", "rshift")
 
 
 def const(value, dtype: DType | None = None) -> Expr:
@@ -434,7 +465,7 @@ def common_dtype(a, b) -> DType:
 def binary(op: BinaryOp, a, b) -> Expr:
     a, b = _operand(a), _operand(b)
     _check_scalar_range(a, b)
-    if op in ("and", "or", "xor"):
+    if op in _INTEGER_ONLY:
         floats = [x for x in (a, b) if isinstance(x, float) or isinstance(x, Expr) and x.dtype.is_float]
         if floats:
             raise DefinitionError(
@@ -445,7 +476,7 @@ def binary(op: BinaryOp, a, b) -> Expr:
         res = dt.numpy_result(NUMPY_BINARY[op], [_probe(a), _probe(b)])
     except DefinitionError as e:
         raise DefinitionError(f"{a!r} {_SYMBOL.get(op, op)} {b!r}: {e}") from None
-    if op in ("and", "or", "xor") and res.is_float:
+    if op in _INTEGER_ONLY and res.is_float:
         raise DefinitionError(f"{op} needs integer or bool operands, got {res!r}")
     operand = res if op != "truediv" else res
     if res.is_bool:  # numpy: bool + bool is logical or, bool * bool is logical and
@@ -476,13 +507,42 @@ def unary(op: UnaryOp, a) -> Expr:
 def call(fn: CallFn, *args) -> Expr:
     operands = [_operand(x) for x in args]
     ops = [x if isinstance(x, Expr) else const(x) for x in operands]
-    try:
-        res = dt.numpy_result(NUMPY_CALL[fn], [o.dtype for o in ops])
+    try:  # Python scalars are weak (NEP 50): td.pow(x, 3.0) of a float32 x is float32
+        res = dt.numpy_result(NUMPY_CALL[fn], [_probe(o) for o in operands])
     except DefinitionError as e:
         raise DefinitionError(f"td.{fn}({', '.join(map(repr, ops))}): {e}") from None
     if fn == "abs":
         return Call(fn, tuple(ops), res)
-    return Call(fn, tuple(_coerce(o, res) for o in ops), res)
+    return Call(fn, tuple(_coerce(o, res) for o in operands), res)
+
+
+def power(a, b) -> Expr:
+    """`a ** b` as numpy's power. On floats, libm's pow. On integers the exponent must be
+    a Python int of at least 0 (numpy refuses negative integer powers): the power is
+    multiplied out (square and multiply), wrapping as numpy's does."""
+    a, b = _operand(a), _operand(b)
+    ints = [x for x in (a, b) if isinstance(x, Expr) and not x.dtype.is_float
+            or isinstance(x, (int, bool)) and not isinstance(x, float)]
+    if len(ints) == 2:
+        if isinstance(b, Expr) or isinstance(b, bool):
+            raise DefinitionError(
+                f"{a!r} ** {b!r}: an integer power needs a Python int exponent; cast to a "
+                "float dtype for a computed one (td.cast(x, td.float64) ** e)")
+        if b < 0:
+            raise DefinitionError(f"{a!r} ** {b}: integers to negative integer powers are not "
+                                  "allowed (as in numpy); cast to a float dtype first")
+        base = a if isinstance(a, Expr) else const(a)
+        res = dt.numpy_result(np.power, [base.dtype, b])
+        base = _coerce(base, res)
+        out: Expr = const(1, res)
+        while b:
+            if b & 1:
+                out = base if isinstance(out, Const) and out.value == 1 else binary("mul", out, base)
+            b >>= 1
+            if b:
+                base = binary("mul", base, base)
+        return out
+    return call("pow", a, b)
 
 
 def cast(e, dtype) -> Expr:
@@ -532,6 +592,63 @@ def _math(fn: CallFn):
     return f
 
 
+def atan2(y, x) -> Expr:
+    """Elementwise arc tangent of y / x in the quadrant of (x, y), as np.arctan2."""
+    return call("atan2", y, x)
+
+
+def pow(a, b) -> Expr:  # noqa: A001 - the public name
+    """Elementwise `a ** b`, as np.power (see `**`)."""
+    return power(a, b)
+
+
+def isnan(x) -> Expr:
+    """Elementwise: is x NaN? (np.isnan; False for integers)."""
+    x = _operand(x)
+    if not isinstance(x, Expr):
+        x = const(x)
+    return compare("ne", x, x) if x.dtype.is_float else const(False)
+
+
+def isinf(x) -> Expr:
+    """Elementwise: is x +inf or -inf? (np.isinf; False for integers)."""
+    x = _operand(x)
+    if not isinstance(x, Expr):
+        x = const(x)
+    return compare("eq", call("abs", x), float("inf")) if x.dtype.is_float else const(False)
+
+
+def rsqrt(x) -> Expr:
+    """Elementwise 1 / sqrt(x), in sqrt's result dtype (1 / np.sqrt(x))."""
+    r = call("sqrt", x)
+    return binary("truediv", const(1.0, r.dtype), r)
+
+
+def saturating_cast(e, dtype) -> Expr:
+    """Convert to `dtype`, first clipping to its range (the quantization idiom): a float
+    beyond an integer dtype's range gives its min or max, NaN gives 0, and the rest
+    converts as td.cast does (floats truncate toward zero)."""
+    d = dt.as_dtype(dtype)
+    e = _operand(e)
+    if not isinstance(e, Expr):
+        e = const(e)
+    if not d.is_int or e.dtype.is_bool:
+        return cast(e, d)
+    info, src = np.iinfo(d.name), e.dtype
+    lo, hi = int(info.min), int(info.max)
+    if src.is_float:  # compare in the float dtype; beyond the range, the bound itself
+        x = e
+        out = where(x <= lo, const(lo, d), where(x >= hi, const(hi, d), cast(x, d)))
+        return where(x != x, const(0, d), out)
+    s_info = np.iinfo(src.name)
+    x = e
+    if s_info.min < lo:
+        x = binary("max", x, lo)
+    if s_info.max > hi:
+        x = binary("min", x, hi)
+    return cast(x, d)
+
+
 exp = _math("exp")
 log = _math("log")
 sqrt = _math("sqrt")
@@ -541,6 +658,19 @@ tanh = _math("tanh")
 floor = _math("floor")
 ceil = _math("ceil")
 abs_ = _math("abs")
+exp2 = _math("exp2")
+log2 = _math("log2")
+erf = _math("erf")
+erf.__doc__ = "Elementwise error function erf(x), in exp's result dtype (float32 stays float32)."
+
+
+def round(x) -> Expr:  # noqa: A001 - the public name
+    """Elementwise round to the nearest integer, halves to even, as np.round(x) (np.rint);
+    the dtype stays (floats stay floats, integers are unchanged)."""
+    x = _operand(x)
+    if not isinstance(x, Expr):
+        x = const(x)
+    return call("round", x) if x.dtype.is_float else x
 
 
 # ---------------------------------------------------------------- traversal

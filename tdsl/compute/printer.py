@@ -18,10 +18,10 @@ from .expr import (
     Unary,
 )
 
-_PREC = {"or": 1, "xor": 2, "and": 3, "cmp": 4, "add": 5, "sub": 5, "mul": 6, "truediv": 6,
-         "floordiv": 6, "mod": 6}
+_PREC = {"or": 1, "xor": 2, "and": 3, "cmp": 4, "lshift": 5, "rshift": 5, "add": 6, "sub": 6,
+         "mul": 7, "truediv": 7, "floordiv": 7, "mod": 7}
 _SYM = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
-        "and": "&", "or": "|", "xor": "^", "eq": "==", "ne": "!=", "lt": "<", "le": "<=",
+        "and": "&", "or": "|", "xor": "^", "lshift": "<<", "rshift": ">>", "eq": "==", "ne": "!=", "lt": "<", "le": "<=",
         "gt": ">", "ge": ">="}
 
 

@@ -195,23 +195,24 @@ def clip(node, bound: float):
 
 def math(g, a):
     node, d, e = as_float(g, a)
-    fn = g.pick(("exp", "log", "sqrt", "sin", "cos", "tanh", "floor", "ceil"))
-    if fn in ("floor", "ceil") and not e:
+    fn = g.pick(("exp", "log", "sqrt", "sin", "cos", "tanh", "floor", "ceil", "exp2", "log2",
+                 "round", "erf"))
+    if fn in ("floor", "ceil", "round") and not e:
         fn = "tanh"
-    if fn == "exp":
+    if fn in ("exp", "exp2"):
         node = clip(node, 20.0)
     elif fn in ("sin", "cos"):
         # a large argument's last bit decides the result: cos(exp(20)) is cos of
         # 485165184 (exp correctly rounded) or of 485165216 (numpy's float32 exp, one
         # ulp off), 0.002 or -0.55 (seed 3002 case 1993)
         node = clip(node, SIN_COS_RANGE)
-    elif fn == "log":
+    elif fn in ("log", "log2"):
         node = ["b", "+", ["u", "abs", node], ["c", 1.0, None]]
     elif fn == "sqrt" and not e:
         node = ["u", "abs", node]
-    if fn not in ("floor", "ceil"):
+    if fn not in ("floor", "ceil", "round"):
         g.tol *= 4
-    return ["f", fn, node], d, e and fn in ("floor", "ceil")
+    return ["f", fn, node], d, e and fn in ("floor", "ceil", "round")
 
 
 def exact_operand(g, ctx, depth):

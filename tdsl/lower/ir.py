@@ -93,18 +93,20 @@ class Load(Expr):
         return self.buffer.dtype
 
 
-# numpy's operations of those names; pdiv and pmod are index only (C semantics: the
-# numerator known non-negative, the divisor a positive constant); tdiv and trem are
-# core operations from the legalise pass (truncating; trem on floats is fmod; the
-# divisor is never 0, nor -1 with a signed MIN numerator)
+# numpy's operations of those names (lshift/rshift: numpy's shifts, any count);
+# pdiv and pmod are index only (C semantics: the numerator known non-negative, the
+# divisor a positive constant); tdiv, trem, shl, ashr and lshr are core operations
+# from the legalise pass (truncating; trem on floats is fmod; the divisor is never
+# 0, nor -1 with a signed MIN numerator; a shift count is in [0, bits))
 BinaryOp = Literal["add", "sub", "mul", "truediv", "floordiv", "mod", "min", "max",
-                   "and", "or", "xor", "pdiv", "pmod", "tdiv", "trem"]
+                   "and", "or", "xor", "lshift", "rshift", "pdiv", "pmod", "tdiv", "trem",
+                   "shl", "ashr", "lshr"]
 CompareOp = Literal["eq", "ne", "lt", "le", "gt", "ge"]
 UnaryOp = Literal["neg", "invert"]  # invert on bool is logical not
 # core, from the legalise pass: copysign (2 args); bitcast (the bits of a float as the
-# int of its width, or back)
+# int of its width, or back). atan2 and pow take 2 args; round is rint (halves to even)
 CallFn = Literal["exp", "log", "sqrt", "sin", "cos", "tanh", "floor", "ceil", "abs",
-                 "copysign", "bitcast"]
+                 "exp2", "log2", "round", "erf", "atan2", "pow", "copysign", "bitcast"]
 
 # the comparison that holds exactly where `op` does not (on integers: NaN aside)
 NEGATED: dict[CompareOp, CompareOp] = {

@@ -252,7 +252,27 @@ def legalise_node(e: ir.Expr, bind: Bind = _no_binding,
             return a  # unsigned ints and bool, and integers kept as they are
         case ir.Call("exp", (a,), t) if t == dt.float32:
             return _exp_f32(a, bind)
+        case ir.Binary("lshift" | "rshift", a, b, t) if t.is_int:
+            return _shift(e.op, a, b, bind)
     return None
+
+
+def _shift(op: str, a: ir.Expr, b: ir.Expr, bind: Bind) -> ir.Expr:
+    """numpy's shifts: a count outside [0, bits) shifts everything out (0, or -1 for a
+    negative signed value shifted right); the core shift sees the count masked into
+    range, so it is defined on every target."""
+    t = a.dtype
+    b = bind(b, "n")
+    inside = _cmp("lt", b, _c(t.bits, t)) if not t.is_signed else _and(
+        _cmp("ge", b, _c(0, t)), _cmp("lt", b, _c(t.bits, t)))
+    count = _bin("and", b, _c(t.bits - 1, t))
+    if op == "lshift":
+        return _select(inside, _bin("shl", a, count), _c(0, t))
+    if not t.is_signed:
+        return _select(inside, _bin("lshr", a, count), _c(0, t))
+    a = bind(a, "x")
+    return _select(inside, _bin("ashr", a, count),
+                   _select(_cmp("lt", a, _c(0, t)), _c(-1, t), _c(0, t)))
 
 
 class _Expressions(Rewriter):

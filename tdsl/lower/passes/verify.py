@@ -40,7 +40,7 @@ _UNARY, _CALL = _vocabulary(ir.UnaryOp), _vocabulary(ir.CallFn)
 _BUFFER_KINDS = _vocabulary(ir.BufferKind)
 
 
-_ARITY = {"copysign": 2}  # every other function takes one argument
+_ARITY = {"copysign": 2, "atan2": 2, "pow": 2}  # every other function takes one argument
 
 
 def _operation(e: ir.Binary | ir.Call) -> None:
