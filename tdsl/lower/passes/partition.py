@@ -11,7 +11,9 @@ iteration when `v` lies in an interval computed from `r`'s least and greatest
 values. The loop becomes three: before the interval, the interval, after it (any
 of them may be empty); in the middle copy those mins, maxes and tests are replaced
 by `e` (or true), so its reads are plain loads, which vectorize as such. The
-middle copy's inner loops are partitioned in turn.
+middle copy's inner loops are partitioned in turn. Only reads inside vectorized
+loops count, a loop is copied only while small (MAX_STATEMENTS), and the copies
+together at most double the function (GROWTH).
 
 Guarantees: the result computes the same values; a min, max or test is replaced
 only inside the interval where it is the identity (or true) for every iteration
@@ -27,7 +29,8 @@ from ... import dtypes as dt
 from .. import ir
 from ..rewrite import Rewriter, _rebuild_expr, expr_children, walk_stmts
 
-MAX_STATEMENTS = 2000  # a loop larger than this is not copied
+MAX_STATEMENTS = 200  # a loop larger than this is not copied
+GROWTH = 2  # nor once the copies would make the function this many times larger
 
 # A linear form: coefficients per variable name, and a constant. An opaque term that
 # reads no variable of interest is kept as an expression with coefficient 1.
@@ -107,9 +110,11 @@ def _ceildiv(a: ir.Expr, b: int) -> ir.Expr:
 class _Finder:
     """The sites of loop `v` (see the module docstring) in a loop body."""
 
-    def __init__(self, v: str, inner: dict[str, tuple[int, int] | None]) -> None:
+    def __init__(self, v: str, inner: dict[str, tuple[int, int] | None],
+                 in_vector: bool = False) -> None:
         self.v = v
         self.inner = inner  # loop var inside -> (least, greatest value), None: unknown
+        self.in_vector = in_vector  # only reads inside a vectorized loop count
 
     def bounds(self, e: ir.Expr) -> tuple[int, ir.Expr, ir.Expr] | None:
         """(a, least r, greatest r) with e = a * v + r, a > 0; None if e is not so. A
@@ -173,16 +178,17 @@ class _Finder:
                     known = (lo, hi - 1)
                 elif lo is not None and mx is not None:
                     known = (lo, lo + mx - 1)
-                inner = _Finder(self.v, {**self.inner, var: known})
-                inner.collect(body, out)
+                vector = self.in_vector or s.kind is ir.ForKind.VECTORIZED
+                _Finder(self.v, {**self.inner, var: known}, vector).collect(body, out)
                 return
             case ir.Let(name, _, body):
-                _Finder(self.v, {**self.inner, name: None}).collect(body, out)
+                _Finder(self.v, {**self.inner, name: None}, self.in_vector).collect(body, out)
                 return
         for x in walk_shallow(s):
             self.collect(x, out)
-        for e in _exprs(s):
-            self.scan(e, out, in_index=False)
+        if self.in_vector:
+            for e in _exprs(s):
+                self.scan(e, out, in_index=False)
 
     def scan(self, e: ir.Expr, out: list[_Site], in_index: bool) -> None:
         match e:
@@ -288,8 +294,9 @@ class _Partition:
     """Top down: a loop with sites is split in three and its interior copy's body is
     partitioned in turn; the copies before and after are left as they are."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget: int) -> None:
         self.count = 0
+        self.budget = budget  # statements the copies may still add
 
     def visit(self, s: ir.Stmt) -> ir.Stmt:
         match s:
@@ -307,11 +314,13 @@ class _Partition:
 
     def loop(self, s: ir.For) -> ir.Stmt:
         sites: list[_Site] = []
+        size = _size(s)
         if (s.kind in (ir.ForKind.SERIAL, ir.ForKind.PARALLEL) and s.reassociate is None
-                and _vectorized(s.body) and _size(s) <= MAX_STATEMENTS):
+                and size <= min(MAX_STATEMENTS, self.budget // 2) and _vectorized(s.body)):
             _Finder(s.var, {}).collect(s.body, sites)
         if not sites:
             return replace(s, body=self.visit(s.body))
+        self.budget -= 2 * size
         self.count += 1
         first, after = f"{s.var}_in{self.count}", f"{s.var}_out{self.count}"
         a: ir.Expr = s.start
@@ -342,4 +351,4 @@ class _Partition:
 
 def partition(func: ir.LoweredFunc) -> ir.LoweredFunc:
     """`func` with loops partitioned around reads through boundary views (see the module)."""
-    return replace(func, body=_Partition().visit(func.body))
+    return replace(func, body=_Partition((GROWTH - 1) * _size(func.body)).visit(func.body))
