@@ -13,7 +13,7 @@ of them may be empty); in the middle copy those mins, maxes and tests are replac
 by `e` (or true), so its reads are plain loads, which vectorize as such. The
 middle copy's inner loops are partitioned in turn. Only reads inside vectorized
 loops count, a loop is copied only while small (MAX_STATEMENTS), and the copies
-together at most double the function (GROWTH).
+together at most double the function (GROWTH), or add MAX_STATEMENTS to a small one.
 
 Guarantees: the result computes the same values; a min, max or test is replaced
 only inside the interval where it is the identity (or true) for every iteration
@@ -30,7 +30,8 @@ from .. import ir
 from ..rewrite import Rewriter, _rebuild_expr, expr_children, walk_stmts
 
 MAX_STATEMENTS = 200  # a loop larger than this is not copied
-GROWTH = 2  # nor once the copies would make the function this many times larger
+GROWTH = 2  # nor once the copies would make the function this many times larger (or add
+# more than MAX_STATEMENTS to a smaller one)
 
 # A linear form: coefficients per variable name, and a constant. An opaque term that
 # reads no variable of interest is kept as an expression with coefficient 1.
@@ -316,11 +317,12 @@ class _Partition:
         sites: list[_Site] = []
         size = _size(s)
         if (s.kind in (ir.ForKind.SERIAL, ir.ForKind.PARALLEL) and s.reassociate is None
-                and size <= min(MAX_STATEMENTS, self.budget // 2) and _vectorized(s.body)):
+                and size <= MAX_STATEMENTS and 2 * size + 3 <= self.budget
+                and _vectorized(s.body)):
             _Finder(s.var, {}).collect(s.body, sites)
         if not sites:
             return replace(s, body=self.visit(s.body))
-        self.budget -= 2 * size
+        self.budget -= 2 * size + 3  # two more copies, two lets and a block
         self.count += 1
         first, after = f"{s.var}_in{self.count}", f"{s.var}_out{self.count}"
         a: ir.Expr = s.start
@@ -351,4 +353,5 @@ class _Partition:
 
 def partition(func: ir.LoweredFunc) -> ir.LoweredFunc:
     """`func` with loops partitioned around reads through boundary views (see the module)."""
-    return replace(func, body=_Partition((GROWTH - 1) * _size(func.body)).visit(func.body))
+    budget = max((GROWTH - 1) * _size(func.body), MAX_STATEMENTS)
+    return replace(func, body=_Partition(budget).visit(func.body))
