@@ -366,3 +366,15 @@ def test_reassociated_reduction_with_a_reduction_in_its_body(backend, threads, h
     a = RNG.integers(-1000, 1000, (6, 32), dtype=np.int32)
     want = (a * a.max(axis=1, keepdims=True) - a.min(axis=1)[np.arange(32) % 6]).sum(axis=1, dtype=np.int32)
     run(s, want, backend, A=a)
+
+
+def test_producer_read_only_by_an_empty_inline_reduction(backend):
+    # fuzz seed 62 case 234: the producer's block at the consumer's loop is empty, and its
+    # origin, an isl expression over nothing, crashed the lowering
+    y, k = td.dims("y k")
+    a = td.input("a", {y: 3}, td.float32)
+    p = td.compute("p", {y: 3}, a[y] * 2)
+    out = td.compute("out", {y: 3}, td.max(p[k], over={k: (1, 1)}) + a[y])
+    s = td.schedule(out).compute_at(p, out, "y")
+    av = np.array([1.0, -2.0, 3.0], np.float32)
+    run(s, np.full(3, -np.inf, np.float32), backend, a=av)

@@ -254,15 +254,22 @@ class Converter:
         outer = s.bands[: box.depth]
         in_scope = {v.name for v in env.values() if isinstance(v, ir.Var)}
         if all(b.var in in_scope for b in outer):
-            return [pwaff_to_ir(lo, [ir.Var(b.var) for b in outer], self.size_vars)
-                    for lo in box.lo]
+            return [_origin(lo, [ir.Var(b.var) for b in outer], self.size_vars) for lo in box.lo]
         out: list[ir.Expr | None] = []
         coord_list = [coords[n] for n in s.isl_names]
         m = functions_map(s.band_values[: box.depth], s.domain)
         for lo in box.lo:
             pa = m.apply_range(isl.Map.from_pw_aff(lo)).as_pw_multi_aff().get_pw_aff(0)
-            out.append(pwaff_to_ir(pa.coalesce(), coord_list, self.size_vars))
+            out.append(_origin(pa.coalesce(), coord_list, self.size_vars))
         return out
+
+
+def _origin(lo: isl.PwAff, args: list[ir.Expr], sizes: Mapping[str, ir.Expr]) -> ir.Expr:
+    """A buffer box's origin; 0 for a box no iteration needs (a producer read only by an
+    inline reduction over an empty range, whose reads never run)."""
+    if lo.domain().is_empty():
+        return ir.index_const(0)
+    return pwaff_to_ir(lo, args, sizes)
 
 
 def _ids(e: isl.AstExpr) -> set[str]:
