@@ -378,3 +378,22 @@ def test_producer_read_only_by_an_empty_inline_reduction(backend):
     s = td.schedule(out).compute_at(p, out, "y")
     av = np.array([1.0, -2.0, 3.0], np.float32)
     run(s, np.full(3, -np.inf, np.float32), backend, a=av)
+
+
+def test_same_inner_reduction_in_two_sibling_reductions(backend):
+    # the inner sum uses k, the dim both outer reductions run over: computed once per
+    # step of each, never taken from the other one's last step
+    i, k, m = td.dims("i k m")
+    A = td.input("A", {i: 4, k: 5}, td.int32)
+    B = td.input("B", {k: 5, m: 6}, td.int32)
+
+    def inner():
+        return td.sum(B[k, m] * k, over=m)
+
+    out = td.compute("out", {i: 4}, td.sum(A[i, k] * inner(), over=k) * 1000
+                     + td.max(A[i, k] + inner(), over=k))
+    a = np.arange(20, dtype=np.int32).reshape(4, 5) - 7
+    b = (np.arange(30, dtype=np.int32).reshape(5, 6) % 7) - 3
+    inn = (b * np.arange(5)[:, None]).sum(axis=1)
+    run(out, ((a * inn).sum(axis=1) * 1000 + (a + inn).max(axis=1)).astype(np.int32), backend,
+        A=a, B=b)

@@ -383,7 +383,9 @@ class _StmtWriter:
         # the code that computes the inline reductions the value reads, per scope: the
         # statement's, then the body of each inline reduction being written, with the
         # dims that scope binds (see `reduction`)
-        self.scopes: list[tuple[list[ir.Stmt], frozenset[cx.Dim]]] = [([], frozenset())]
+        # (each scope also has a number of its own, which keys what was computed in it)
+        self.scopes: list[tuple[list[ir.Stmt], frozenset[cx.Dim], int]] = [([], frozenset(), 0)]
+        self.opened = 0
         self.accumulators: list[ir.Buffer] = []
         self.computed: dict[tuple[object, ...], ir.Load] = {}
 
@@ -403,9 +405,9 @@ class _StmtWriter:
         uses (a reduction that uses none of them is computed once, not per step), and a
         reduction computed already in that scope is not computed again."""
         free = set(cx.free_dims(r))
-        level = max((n for n, (_, bound) in enumerate(self.scopes) if bound & free), default=0)
-        pre = self.scopes[level][0]
-        key = (level, id(pre), _structure(r))
+        level = max((n for n, (_, bound, _) in enumerate(self.scopes) if bound & free), default=0)
+        pre, _, scope = self.scopes[level]
+        key = (scope, _structure(r))
         known = self.computed.get(key)
         if known is not None:
             return known
@@ -421,7 +423,8 @@ class _StmtWriter:
             bounds.append((var, self.index(ax.lo), self.index(ax.hi)))
             self.dims[ax.dim] = ir.Var(var)
         inner: list[ir.Stmt] = []
-        self.scopes.append((inner, frozenset(ax.dim for ax in r.axes)))
+        self.opened += 1
+        self.scopes.append((inner, frozenset(ax.dim for ax in r.axes), self.opened))
         step = ir.Store(buf, at, ir.Binary(_COMBINE[r.op], ir.Load(buf, at), self.value(r.body),
                                            r.dtype))
         self.scopes.pop()
