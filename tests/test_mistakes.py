@@ -151,7 +151,10 @@ M("numpy-exp-of-expression", lambda: np.exp(A[y, x]), D, 'np.exp', 'A[y, x]', 't
 M("numpy-maximum-of-expression", lambda: np.maximum(A[y, x], 0), D, 'np.maximum', 'A[y, x]', 'td.maximum')
 M("numpy-exp-of-tensor", lambda: np.exp(A), D, "tensor 'A'", 'A[y, x]')
 M("numpy-array-times-expression", lambda: np.ones(3) * A[y, x], D, 'numpy array', 'A[y, x]', 'td.input')
-M("power-operator", lambda: A[y, x] ** 2, D, '**', 'A[y, x]', 'e * e')
+M("integer-power-of-an-expression", lambda: td.cast(A[y, x], td.int32) ** td.cast(A[y, x], td.int32),
+  D, '**', 'Python int exponent', 'td.cast(x, td.float64) ** e')
+M("integer-power-negative", lambda: td.cast(A[y, x], td.int32) ** -2, D, '** -2', 'negative integer powers')
+M("shift-of-a-float", lambda: A[y, x] << 2, D, '<<', 'needs integer or bool operands', 'td.cast')
 M("if-on-expression", lambda: bool(A[y, x] > 0), D, 'A[y, x] > 0.0', 'no truth value', 'td.where')
 M("and-on-expressions", lambda: (A[y, x] > 0) and (A[y, x] < 1), D, 'A[y, x] > 0.0', '& | ~')
 M("bitwise-and-on-float", lambda: A[y, x] & 1, D, 'A[y, x] & 1', 'integer or bool operands', 'td.float32')
