@@ -18,8 +18,10 @@ from .expr import (
     Unary,
 )
 
-_PREC = {"or": 1, "xor": 2, "and": 3, "cmp": 4, "lshift": 5, "rshift": 5, "add": 6, "sub": 6,
+# Python's precedence, loosest first: comparisons < | < ^ < & < shifts < + - < * / // % < -x ~x
+_PREC = {"cmp": 1, "or": 2, "xor": 3, "and": 4, "lshift": 5, "rshift": 5, "add": 6, "sub": 6,
          "mul": 7, "truediv": 7, "floordiv": 7, "mod": 7}
+_UNARY = 8
 _SYM = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
         "and": "&", "or": "|", "xor": "^", "lshift": "<<", "rshift": ">>", "eq": "==", "ne": "!=", "lt": "<", "le": "<=",
         "gt": ">", "ge": ">="}
@@ -46,9 +48,9 @@ def show(e: Expr, prec: int = 0) -> str:
             s = f"{show(a, p + 1)} {_SYM[op]} {show(b, p + 1)}"
             return f"({s})" if p < prec else s
         case Unary("neg", a):
-            return f"-{show(a, 7)}"
+            return f"-{show(a, _UNARY)}"
         case Unary(_, a):
-            return f"~{show(a, 7)}"
+            return f"~{show(a, _UNARY)}"
         case Call(fn, args):
             return f"td.{fn}({', '.join(show(a) for a in args)})"
         case Cast(a, d):
