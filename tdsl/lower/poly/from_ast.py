@@ -282,6 +282,25 @@ def _ids(e: isl.AstExpr) -> set[str]:
     return set[str]().union(*(_ids(e.get_op_arg(k)) for k in range(e.get_op_n_arg())))
 
 
+class _Let(ir.Stmt):
+    """A variable for what follows it in a statement's code (`_sequence` makes it a Let
+    around the rest); only in `_StmtWriter`'s lists."""
+
+    __slots__ = ("name", "value")
+
+    def __init__(self, name: str, value: ir.Expr) -> None:
+        self.name = name
+        self.value = value
+
+
+def _sequence(items: list[ir.Stmt]) -> ir.Stmt:
+    """The statements in order, each `_Let` a Let around the ones after it."""
+    for n, item in enumerate(items):
+        if isinstance(item, _Let):
+            return ir.Let(item.name, item.value, _sequence(items[n + 1:]))
+    return items[0] if len(items) == 1 else ir.Block(tuple(items))
+
+
 class _Bind(ir.Stmt):
     """A binder statement met in the AST: the block bounds it sets, for what follows it.
     Only in the statements `Converter.node` returns; `place_binders` replaces it."""
@@ -392,8 +411,7 @@ class _StmtWriter:
     def finish(self, store: ir.Store) -> ir.Stmt:
         """The statement: its inline reductions computed first, each accumulator
         allocated around it (so it is private to every loop around the statement)."""
-        pre = self.scopes[0][0]
-        out: ir.Stmt = store if not pre else ir.Block((*pre, store))
+        out = _sequence([*self.scopes[0][0], store])
         for buf in reversed(self.accumulators):
             out = ir.Allocate(buf, out)
         return out
@@ -428,7 +446,7 @@ class _StmtWriter:
         step = ir.Store(buf, at, ir.Binary(_COMBINE[r.op], ir.Load(buf, at), self.value(r.body),
                                            r.dtype))
         self.scopes.pop()
-        body: ir.Stmt = step if not inner else ir.Block((*inner, step))
+        body = _sequence([*inner, step])
         kind = ir.ForKind.UNROLLED if _small(bounds) else ir.ForKind.SERIAL
         for var, lo, hi in reversed(bounds):
             trip = _trip(lo, hi)
@@ -463,21 +481,27 @@ class _StmtWriter:
                 raw.append(self.index(ix))
             else:
                 last = ir.Binary("sub", self.index(e), ir.index_const(1), dt.index)
-                v = ir.Cast(self.value(ix), dt.index)
-                self.check_index(v, last)
+                v = self.check_index(ir.Cast(self.value(ix), dt.index), last)
                 raw.append(_clamp(v, last))
         return self._relative(base, raw)
 
-    def check_index(self, v: ir.Expr, last: ir.Expr) -> None:
+    def check_index(self, v: ir.Expr, last: ir.Expr) -> ir.Expr:
         """A data-dependent index outside [0, last]: the kernel returns INDEX_OUT_OF_RANGE
-        (the access itself is clamped). The test runs before the statement, or before the
-        step of the inline reduction that reads it."""
+        (the access itself is clamped). The index is bound to a variable and tested
+        before the statement, or before the step of the inline reduction that reads it;
+        the variable (what the access then uses) is returned."""
+        pre = self.scopes[-1][0]
+        if not isinstance(v, (ir.Var, ir.Const)):
+            name = f"tdsl_i{self.conv.fresh()}"
+            pre.append(_Let(name, v))
+            v = ir.Var(name)
         bad = ir.Binary("or", ir.Compare("lt", v, ir.index_const(0)), ir.Compare("gt", v, last),
                         dt.bool_)
         flag = ir.Store(self.conv.status, (ir.index_const(0),),
                         ir.Const(INDEX_OUT_OF_RANGE, dt.int32))
-        self.scopes[-1][0].append(ir.If(bad, flag))
+        pre.append(ir.If(bad, flag))
         self.conv.checked = True
+        return v
 
     def load(self, acc: cx.Access) -> ir.Expr:
         t = acc.tensor
@@ -528,9 +552,8 @@ class _StmtWriter:
             case cx.Reduce():
                 return self.reduction(e)
             case cx.Checked(a, n):
-                at = ir.Cast(self.value(a), dt.index)
                 last = ir.Binary("sub", self.index(n), ir.index_const(1), dt.index)
-                self.check_index(at, last)
+                at = self.check_index(ir.Cast(self.value(a), dt.index), last)
                 return ir.Cast(_clamp(at, last), a.dtype)
         raise AssertionError(f"unexpected expression {e!r}")
 
