@@ -70,6 +70,7 @@ from .limits import set_compile_timeout
 from .lower.picture import plot_iteration_space
 from .runtime import Kernel, Timing
 from .schedule import (
+    Atomic,
     CacheRead,
     CacheWrite,
     ComputeAt,
@@ -95,7 +96,7 @@ from .tune import TuneResult, autoschedule, autotemplate, explore, tune
 __version__ = "0.1.0"
 
 __all__ = [
-    "ArgumentError", "CacheRead", "CacheWrite", "CompileError", "ComputeAt", "ComputeInline", "DefinitionError", "Fuse",
+    "ArgumentError", "Atomic", "CacheRead", "CacheWrite", "CompileError", "ComputeAt", "ComputeInline", "DefinitionError", "Fuse",
     "Kernel", "Knob", "Layout", "MissingDependency", "OutOfBoundsError", "Parallel", "Reorder", "RFactor", "RuntimeFailure", "Schedule", "ScheduleError", "Split",
     "StoreAt", "TdslError", "TuneResult", "TuningError", "Template", "Tile", "Timing", "Unroll", "Vectorize", "abs", "argmax", "argmin", "atan2", "erf", "exp2", "isinf", "isnan", "log2", "pow", "round", "rsqrt", "saturating_cast", "autoschedule", "autotemplate", "bool_", "build",
     "cast", "ceil", "clamp", "compute", "cos", "dim", "dims", "dtypes", "emit_c", "evaluate", "exp", "explore",

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 from ..lower.abi import OUT_OF_MEMORY, may_fail
 from ..lower.ir import (
+    ATOMIC_OLD,
     NEGATED,
     Allocate,
     Block,
@@ -57,7 +58,7 @@ from ..lower.ir import (
     constant_elements,
 )
 from ..lower.layout import element_count
-from ..lower.rewrite import walk_exprs, walk_stmts
+from ..lower.rewrite import atomic_fetch, walk_exprs, walk_stmts
 from . import helpers
 from .expr import ExprEmitter
 from .helpers import ctype
@@ -281,6 +282,8 @@ class _Renderer:
             case Block(stmts):
                 for child in stmts:
                     self.stmt(child)
+            case Store(atomic=True):
+                self.atomic_store(s)
             case Store(buffer, indices, value):
                 self.w.line(f"{self.expr.element(buffer, indices)} = {self.expr(value)};")
             case For():
@@ -296,6 +299,38 @@ class _Renderer:
                 self.allocate(s)
             case _:
                 raise TypeError(f"not a loop-IR statement: {s!r}")
+
+    def atomic_store(self, s: Store) -> None:
+        """An atomic read-modify-write (`Store.atomic`). Inside a parallel region: the
+        atomic integer operation when the value is one, else a compare-and-swap loop
+        (which compares bits, so a NaN element is no obstacle); outside one, and in
+        portable C, which runs parallel loops serially: a load and a store."""
+        w, t = self.w, ctype(s.buffer.dtype)
+        elem = self.expr.element(s.buffer, s.indices)
+        if not (self.in_parallel and self.flavour.openmp):
+            w.open("")
+            with w.binding(("var", ATOMIC_OLD), ATOMIC_OLD) as old:
+                w.line(f"const {t} {old} = {elem};")
+                w.line(f"{elem} = {self.expr(s.value)};")
+            w.close()
+            return
+        fetch = atomic_fetch(s)
+        if fetch is not None:
+            op, operand = fetch
+            w.line(f"__atomic_fetch_{op}(&{elem}, {self.expr(operand)}, __ATOMIC_RELAXED);")
+            return
+        w.open("")
+        p = w.bind(("atomic", "ptr"), "tdsl_p")
+        new = w.bind(("atomic", "new"), "tdsl_new")
+        with w.binding(("var", ATOMIC_OLD), ATOMIC_OLD) as old:
+            w.line(f"{t} *{p} = &{elem};")
+            w.line(f"{t} {old}, {new};")
+            w.line(f"__atomic_load({p}, &{old}, __ATOMIC_RELAXED);")
+            w.open("do")
+            w.line(f"{new} = {self.expr(s.value)};")
+            w.close(f"}} while (!__atomic_compare_exchange({p}, &{old}, &{new}, 1, "
+                    "__ATOMIC_RELAXED, __ATOMIC_RELAXED));")
+        w.close()
 
     def branch(self, s: If) -> None:
         w = self.w

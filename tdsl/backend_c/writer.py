@@ -202,7 +202,7 @@ class CWriter:
 
     def open(self, header: str) -> None:
         """`header {` and a new indented scope; `close` ends it."""
-        self.line(f"{header} {{")
+        self.line(f"{header} {{" if header else "{")
         self.depth += 1
         self._scopes.append((set(), {}))
 

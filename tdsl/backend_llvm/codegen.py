@@ -42,6 +42,7 @@ from llvmlite import ir
 from ..dtypes import index
 from ..lower.abi import OUT_OF_MEMORY
 from ..lower.ir import (
+    ATOMIC_OLD,
     Allocate,
     Block,
     Buffer,
@@ -65,7 +66,7 @@ from ..lower.ir import (
 )
 from ..lower.ir import Binary as BinaryExpr
 from ..lower.ir import Load as LoadExpr
-from ..lower.rewrite import walk_stmts
+from ..lower.rewrite import atomic_fetch, walk_stmts
 from . import ops
 from .captures import all_buffers, free_names
 from .ops import I1, I8, I32, I64, PTR, VOID
@@ -332,6 +333,8 @@ class _FunctionEmitter:
             case Block(stmts=stmts):
                 for x in stmts:
                     self.stmt(x)
+            case Store(atomic=True):
+                self.atomic_store(s)
             case Store(buffer=buf, indices=idx, value=value):
                 value = self.typed(value, buf.dtype)
                 self.annotate(b.store(value, self.address(buf, idx), align=buf.dtype.itemsize), buf)
@@ -352,6 +355,41 @@ class _FunctionEmitter:
                 self.allocate(s)
             case _:
                 raise TypeError(f"unknown loop-IR statement {s!r}")
+
+    def atomic_store(self, s: Store) -> None:
+        """An atomic read-modify-write (`Store.atomic`). In an outlined parallel body:
+        `atomicrmw` when the value is an integer operation it has, else a
+        compare-and-swap loop on the element's bits; elsewhere a load and a store."""
+        b, buf = self.b, s.buffer
+        ty, align = ops.lltype(buf.dtype), buf.dtype.itemsize
+        ptr = self.address(buf, s.indices)
+        if self.failed_flag is None:  # not in a parallel body: nothing runs at once
+            old = self.annotate(b.load(ptr, typ=ty, align=align), buf)
+            with self.bind(self.scope, ATOMIC_OLD, old):
+                new = self.typed(s.value, buf.dtype)
+            self.annotate(b.store(new, ptr, align=align), buf)
+            return
+        fetch = atomic_fetch(s)
+        if fetch is not None:
+            op, operand = fetch
+            b.atomic_rmw(op, ptr, self.typed(operand, buf.dtype), "monotonic")
+            return
+        bits = ir.IntType(buf.dtype.bits)
+        first = b.load_atomic(ptr, "monotonic", align, typ=bits)
+        pre = b.block
+        loop, done = self.new_block("atomic.retry"), self.new_block("atomic.done")
+        b.branch(loop)
+        self.place(loop)
+        seen = b.phi(bits, name="old.bits")
+        seen.add_incoming(first, pre)
+        old = b.bitcast(seen, ty) if buf.dtype.is_float else seen
+        with self.bind(self.scope, ATOMIC_OLD, old):
+            new = self.typed(s.value, buf.dtype)
+        new_bits = b.bitcast(new, bits) if buf.dtype.is_float else new
+        pair = b.cmpxchg(ptr, seen, new_bits, "monotonic", "monotonic")
+        seen.add_incoming(b.extract_value(pair, 0), b.block)
+        b.cbranch(b.extract_value(pair, 1), done, loop)
+        self.place(done)
 
     def branch(self, s: If) -> None:
         cond = self.cond(s.cond)

@@ -10,6 +10,7 @@ scalars are weak (NEP 50), `/` is true division, `//` and `%` floor.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, TypeVar, dataclass_transform
 
@@ -746,6 +747,32 @@ def transform(e: Expr, fn) -> Expr:
 def substitute(e: Expr, mapping: dict) -> Expr:
     """Replace dims (or sizes) by expressions, keyed by the Dim object."""
     return transform(e, lambda n: mapping.get(n) if isinstance(n, (Dim, Size)) else None)
+
+
+def structure(e: Expr, bound: Mapping[Dim, tuple[object, ...]] | None = None
+               ) -> tuple[object, ...]:
+    """A key equal for two expressions exactly when they compute the same thing: the same
+    nodes, dtypes and constants, the same Size and tensor objects, the same free Dim
+    objects, and reduction dims in the same places (whatever their objects)."""
+    bound = bound or {}
+    match e:
+        case Const(v, d):
+            return ("const", type(v).__name__, repr(v), d.name)
+        case Dim():
+            return bound.get(e, ("dim", id(e)))
+        case Size():
+            return ("size", id(e))
+        case Access(t, idx):
+            return ("access", id(t), *(structure(x, bound) for x in idx))
+        case Reduce(op, body, axes, d):
+            inner = dict(bound)
+            bounds = []
+            for ax in axes:
+                bounds.append((structure(ax.lo, inner), structure(ax.hi, inner)))
+                inner[ax.dim] = ("bound", len(inner))
+            return ("reduce", op, d.name, tuple(bounds), structure(body, inner))
+    head = getattr(e, "op", None) or getattr(e, "fn", None)
+    return (type(e).__name__, head, e.dtype.name, *(structure(c, bound) for c in children(e)))
 
 
 def free_dims(e: Expr) -> list[Dim]:

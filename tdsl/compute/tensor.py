@@ -40,6 +40,7 @@ from .expr import (
     const,
     free_dims,
     sizes_in,
+    structure,
     substitute,
     transform,
     walk,
@@ -466,6 +467,34 @@ def check_inline_reductions(e: Expr, scope: list[Dim], what: str) -> None:
                       "{stray}, which are not enclosing dims or earlier reduction dims")
         inner.append(ax.dim)
     check_inline_reductions(e.body, inner, what)
+
+
+# the operations of an update an atomic read-modify-write may apply (numpy's, in the
+# stage's dtype): updates by them commute, so their order does not change the result
+ATOMIC_OPS = ("add", "sub", "mul", "min", "max", "and", "or", "xor")
+
+
+def read_modify_write(value: Expr, target: Access) -> tuple[str, Expr] | None:
+    """`(op, e)` when `value` is `target op e` (or `e op target`, `op` commutative) in
+    the target's dtype, one of ATOMIC_OPS, and neither `e` nor the target's indices read
+    the target's tensor; else None. Such updates of one element commute: applied in any
+    order (and atomically, by threads at once) they give the same element (float sums
+    and products up to rounding)."""
+    if not isinstance(value, Binary) or value.op not in ATOMIC_OPS:
+        return None
+    if value.dtype != target.dtype:
+        return None
+    key = structure(target)
+    if structure(value.a) == key:
+        e = value.b
+    elif structure(value.b) == key and value.op != "sub":
+        e = value.a
+    else:
+        return None
+    tensor = target.tensor
+    if any(tensor in tensors_read(x) for x in (e, *target.indices)):
+        return None
+    return value.op, e
 
 
 def update(target, value, over) -> Update:

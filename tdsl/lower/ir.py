@@ -215,11 +215,25 @@ class Block(Stmt):
     stmts: tuple[Stmt, ...]
 
 
+# the variable an atomic store's value reads: the element's value before the store
+ATOMIC_OLD = "tdsl_old"
+
+
 @_node
 class Store(Stmt):
+    """`buffer[indices] = value`.
+
+    An atomic store (`atomic=True`) is a read-modify-write that threads running it
+    on the same element do not lose: its value is a function of
+    `Var(ATOMIC_OLD, buffer.dtype)`, the element's value before the store, and the
+    element becomes that function of it, as one indivisible step (a compare-and-swap
+    loop, or the target's atomic add). The value reads no other element of `buffer`.
+    """
+
     buffer: Buffer
     indices: tuple[Expr, ...]
     value: Expr
+    atomic: bool = False
 
 
 @_node

@@ -69,8 +69,8 @@ def _lines(s: ir.Stmt, ind: int, out: list[str]) -> None:
         case ir.Block(stmts):
             for x in stmts:
                 _lines(x, ind, out)
-        case ir.Store(buf, idx, v):
-            out.append(f"{pad}{buf.name}[{', '.join(expr(i) for i in idx)}] = {expr(v)}")
+        case ir.Store(buf, idx, v, atomic):
+            out.append(f"{pad}{'atomic ' if atomic else ''}{buf.name}[{', '.join(expr(i) for i in idx)}] = {expr(v)}")
         case ir.Let(name, v, body):
             out.append(f"{pad}let {name} = {expr(v)}")
             _lines(body, ind, out)

@@ -9,6 +9,7 @@ for "unchanged", and untouched subtrees are shared, not copied.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import Literal, cast
 
 from . import ir
 
@@ -75,8 +76,8 @@ class Rewriter:
                 new = ir.If(ve(c), vs(t), vs(e) if e is not None else None)
             case ir.Block(stmts):
                 new = ir.Block(tuple(vs(x) for x in stmts))
-            case ir.Store(buf, idx, v):
-                new = ir.Store(buf, tuple(ve(i) for i in idx), ve(v))
+            case ir.Store(buf, idx, v, atomic):
+                new = ir.Store(buf, tuple(ve(i) for i in idx), ve(v), atomic)
             case ir.Let(name, v, body):
                 new = ir.Let(name, ve(v), vs(body))
             case ir.Allocate(buf, body, storage):
@@ -190,10 +191,18 @@ class ScopedVisitor:
             case ir.Block(stmts):
                 for x in stmts:
                     self.visit(x)
-            case ir.Store(_, idx, value):
+            case ir.Store(_, idx, value, atomic):
                 for i in idx:
                     ve(i)
-                ve(value)
+                if atomic:  # the value reads the element's old value
+                    outside = self.scope
+                    self.scope = outside | {ir.ATOMIC_OLD}
+                    try:
+                        ve(value)
+                    finally:
+                        self.scope = outside
+                else:
+                    ve(value)
             case ir.Allocate(buf, body):
                 for extent in buf.shape:
                     ve(extent)
@@ -236,3 +245,19 @@ def free_vars(s: ir.Stmt) -> set[str]:
     v = _FreeVars()
     v.visit(s)
     return v.found
+
+
+AtomicFetchOp = Literal["add", "sub", "and", "or", "xor"]
+
+
+def atomic_fetch(s: ir.Store) -> tuple[AtomicFetchOp, ir.Expr] | None:
+    """(op, operand) when the atomic store `s` is `element = old op operand`, an integer
+    operation targets have as one atomic instruction (two's complement, wrapping as
+    numpy does), the operand not reading old; else None (a compare-and-swap loop)."""
+    v = s.value
+    if not (s.atomic and isinstance(v, ir.Binary) and v.op in ("add", "sub", "and", "or", "xor")
+            and v.dtype.is_int and v.a == ir.Var(ir.ATOMIC_OLD, v.dtype)):
+        return None
+    if ir.ATOMIC_OLD in expr_vars(v.b):
+        return None
+    return cast(AtomicFetchOp, v.op), v.b

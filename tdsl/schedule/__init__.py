@@ -2,6 +2,7 @@
 
 from .knob import Knob, knob
 from .primitives import (
+    Atomic,
     ComputeAt,
     ComputeInline,
     Fuse,
@@ -20,7 +21,7 @@ from .state import LDim, LFuse, LInner, Loop, LoopExpr, LOuter, Placement, State
 from .template import Template
 
 __all__ = [
-    "CacheRead", "CacheWrite", "Layout", "RFactor", "ComputeAt", "ComputeInline", "Fuse", "LDim", "LFuse", "LInner", "LOuter", "Loop", "LoopExpr",
+    "Atomic", "CacheRead", "CacheWrite", "Layout", "RFactor", "ComputeAt", "ComputeInline", "Fuse", "LDim", "LFuse", "LInner", "LOuter", "Loop", "LoopExpr",
     "Parallel", "Placement", "Primitive", "Reorder", "Schedule", "Split", "State", "StoreAt",
     "Template", "Tile", "Unroll", "Vectorize", "Knob", "knob", "schedule",
 ]

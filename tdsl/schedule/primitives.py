@@ -12,7 +12,7 @@ from dataclasses import Field, dataclass, fields
 from typing import TYPE_CHECKING, ClassVar
 
 from ..compute import Dim, Stage, Update
-from ..compute.tensor import Tensor
+from ..compute.tensor import Tensor, read_modify_write
 from ..errors import ScheduleError
 from .state import LFuse, LInner, Loop, LoopKind, LOuter, Placement, State, with_kind
 
@@ -427,6 +427,44 @@ class Parallel(Primitive):
         _mark(self, st, "parallel", False)
 
 
+@dataclass(frozen=True)
+class Atomic(Primitive):
+    """Run an update as atomic read-modify-writes, so its loops may run in parallel
+    (and in any order) although two iterations update the same element.
+
+    For an update `y[idx] = y[idx] op e` (op one of + - * min max & | ^ in y's dtype,
+    `e` and `idx` not reading y), e.g. a histogram:
+
+    Before:                                after atomic(hist.u0), parallel(hist.u0, "y"):
+        for y in 0 .. 480:                     for y in 0 .. 480:  # parallel
+          for x in 0 .. 640:                     for x in 0 .. 640:
+            hist[img[y, x]] =                      atomic hist[img[y, x]] =
+                hist[img[y, x]] + 1                    hist[img[y, x]] + 1
+
+    Each element's updates then apply in no fixed order: exact for integers, min
+    and max; float sums and products round as in another order. Atomic updates run
+    in parallel loops, not as vector lanes. Where lanes or threads often hit one
+    element, `rfactor` of the update (private partial results, merged after) is
+    faster.
+    """
+
+    stage: StageRef
+    method: ClassVar[str] = "atomic"
+
+    def apply(self, st: State) -> None:
+        u = _stage(self, st, self.stage)
+        if not isinstance(u, Update):
+            raise _err(self, f"{u.name} is a stage; atomic applies to an update of one "
+                             f"(td.update), e.g. {u.name}.u0")
+        if read_modify_write(u.value, u.target()) is None:
+            t = u.target()
+            raise _err(self, f"the value of {u.name} is {u.value!r}; an atomic update reads "
+                             f"its target only as `{t!r} op e` with op one of + - * min max & "
+                             f"| ^ in {u.dtype!r} and e not reading {u.stage.name} (cast e to "
+                             f"{u.dtype!r} if it has another dtype)")
+        st.atomic.add(u)
+
+
 def _producer(prim, st: State, stage) -> Stage:
     stage = _stage(prim, st, stage)
     if isinstance(stage, Update):
@@ -560,6 +598,6 @@ class StoreAt(Primitive):
 
 PRIMITIVES: dict[str, type[Primitive]] = {
     c.__name__: c
-    for c in (Split, Tile, Reorder, Fuse, Vectorize, Unroll, Parallel, ComputeInline, ComputeAt,
-              StoreAt)
+    for c in (Split, Tile, Reorder, Fuse, Vectorize, Unroll, Parallel, Atomic, ComputeInline,
+              ComputeAt, StoreAt)
 }

@@ -16,6 +16,7 @@ from ..errors import ScheduleError
 from .knob import knobs_in
 from .primitives import (
     PRIMITIVES,
+    Atomic,
     ComputeAt,
     ComputeInline,
     Fuse,
@@ -146,6 +147,9 @@ class Schedule:
 
     def parallel(self, stage, loop, reassociate: bool = False) -> Schedule:
         return self.append(Parallel(self._stage(stage), loop, reassociate))
+
+    def atomic(self, stage) -> Schedule:
+        return self.append(Atomic(self._stage(stage)))
 
     def compute_inline(self, stage) -> Schedule:
         return self.append(ComputeInline(self._stage(stage)))
@@ -294,7 +298,7 @@ class Schedule:
         return "(" + head + "".join(f"\n   .{c}" for c in calls) + ")"
 
 
-PRIMITIVE_METHODS = ("split", "tile", "reorder", "fuse", "vectorize", "unroll", "parallel",
+PRIMITIVE_METHODS = ("split", "tile", "reorder", "fuse", "vectorize", "unroll", "parallel", "atomic",
                      "compute_inline", "compute_at", "store_at", "cache_write", "cache_read",
                      "rfactor", "layout")
 
@@ -392,8 +396,8 @@ def _method_call(p: Primitive) -> str:
         case Fuse(stage, outer, inner, name):
             extra = f", name={name!r}" if name else ""
             return f"fuse({_ref(stage)}, {outer!r}, {inner!r}{extra})"
-        case ComputeInline(stage):
-            return f"compute_inline({_ref(stage)})"
+        case ComputeInline(stage) | Atomic(stage):
+            return f"{p.method}({_ref(stage)})"
         case ComputeAt(stage, consumer, loop) | StoreAt(stage, consumer, loop):
             return f"{p.method}({_ref(stage)}, {_ref(consumer)}, {loop!r})"
         case CacheWrite(stage, name):

@@ -100,6 +100,7 @@ class State:
     # stages the user defined that a restaging primitive replaced -> their replacement
     current: dict = field(default_factory=dict)
     layout: dict = field(default_factory=dict)  # stage -> storage order (positions of its dims)
+    atomic: set = field(default_factory=set)  # updates run as atomic read-modify-writes
 
     @classmethod
     def initial(cls, pipeline: Pipeline) -> State:
@@ -111,7 +112,8 @@ class State:
 
     def copy(self) -> State:
         return State(self.pipeline, dict(self.loops), dict(self.compute), dict(self.store),
-                     set(self.touched), dict(self.current), dict(self.layout))
+                     set(self.touched), dict(self.current), dict(self.layout),
+                     set(self.atomic))
 
     def resolve(self, stage):
         """The scheduled stage meant by `stage`: a stage (or update) object of this pipeline,

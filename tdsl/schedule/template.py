@@ -154,6 +154,9 @@ class Template:
     def parallel(self, *args: Any, **kwargs: Any) -> Template:
         return self.then("parallel", args, kwargs)
 
+    def atomic(self, *args: Any, **kwargs: Any) -> Template:
+        return self.then("atomic", args, kwargs)
+
     def compute_inline(self, *args: Any, **kwargs: Any) -> Template:
         return self.then("compute_inline", args, kwargs)
 

@@ -35,7 +35,7 @@ class _Flatten(Rewriter):
 
     def stmt(self, s: ir.Stmt) -> ir.Stmt | None:
         if isinstance(s, ir.Store):
-            return ir.Store(s.buffer, (flat_index(s.buffer, s.indices),), s.value)
+            return replace(s, indices=(flat_index(s.buffer, s.indices),))
         return None
 
 

@@ -382,9 +382,9 @@ class _Legalise(Rewriter):
             case ir.If(c, t, e):
                 (c,), lets = self._own(c)
                 new = ir.If(c, self.visit(t), None if e is None else self.visit(e))
-            case ir.Store(buf, idx, v):
+            case ir.Store(buf, idx, v, atomic):
                 (*own, v), lets = self._own(*idx, v)
-                new = ir.Store(self.buffer(buf), tuple(own), v)
+                new = ir.Store(self.buffer(buf), tuple(own), v, atomic)
             case ir.Let(name, v, body):
                 (v,), lets = self._own(v)
                 with self._nonnegative(name, v):

@@ -13,13 +13,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import cast
 
 import islpy as isl
 
 from ... import dtypes as dt
 from ...compute import expr as cx
 from ...compute.printer import show
-from ...compute.tensor import BoundaryView, Stage, Tensor, Update, identity, is_affine_index
+from ...compute.tensor import (
+    BoundaryView,
+    Stage,
+    Tensor,
+    Update,
+    identity,
+    is_affine_index,
+    read_modify_write,
+)
 from ...errors import ScheduleError, TdslError
 from ...schedule.state import Schedulable
 from .. import ir
@@ -221,6 +230,8 @@ class Converter:
         if isinstance(stage, Update):  # an "assign" statement
             target = self.model.targets[stage]
             buf = self.buffers[stage.stage]
+            if stage in self.model.schedule.state.atomic:
+                return self._atomic(w, stage, target, buf)
             value = w.value(self.model.exprs[stage])
             return w.finish(ir.Store(buf, w.indices_for(target), value))
         idx = w.store_indices()
@@ -235,6 +246,22 @@ class Converter:
             step = ir.Binary(_COMBINE[red.op], acc, w.value(red.body), red.dtype)
             return w.finish(ir.Store(buf, idx, step))
         return w.finish(ir.Store(buf, idx, w.value(self.model.exprs[stage])))
+
+    def _atomic(self, w: _StmtWriter, u: Update, target: cx.Access, buf: ir.Buffer) -> ir.Stmt:
+        """An atomic update (`Schedule.atomic`): its operand computed and bound first,
+        then the element updated by it in one atomic store."""
+        found = read_modify_write(self.model.exprs[u], target)
+        assert found is not None, f"atomic({u.name}) was checked to update its target"
+        op, e = found
+        operand = w.value(e)
+        pre = w.scopes[0][0]
+        if not isinstance(operand, (ir.Var, ir.Const)):
+            name = f"tdsl_e{self.fresh()}"
+            pre.append(_Let(name, operand))
+            operand = ir.Var(name, operand.dtype)
+        old = ir.Var(ir.ATOMIC_OLD, buf.dtype)
+        value = ir.Binary(cast(ir.BinaryOp, op), old, operand, buf.dtype)
+        return w.finish(ir.Store(buf, w.indices_for(target), value, atomic=True))
 
     def fresh(self) -> int:
         """A number no other inline reduction of this kernel has."""
@@ -425,7 +452,7 @@ class _StmtWriter:
         free = set(cx.free_dims(r))
         level = max((n for n, (_, bound, _) in enumerate(self.scopes) if bound & free), default=0)
         pre, _, scope = self.scopes[level]
-        key = (scope, _structure(r))
+        key = (scope, cx.structure(r))
         known = self.computed.get(key)
         if known is not None:
             return known
@@ -577,32 +604,6 @@ def _small(bounds: list[tuple[str, ir.Expr, ir.Expr]]) -> bool:
             return False
         total *= trip
     return total <= UNROLL_INLINE
-
-
-def _structure(e: cx.Expr, bound: Mapping[cx.Dim, tuple[object, ...]] | None = None
-               ) -> tuple[object, ...]:
-    """A key equal for two expressions exactly when they compute the same thing: the same
-    nodes, dtypes and constants, the same Size and tensor objects, the same free Dim
-    objects, and reduction dims in the same places (whatever their objects)."""
-    bound = bound or {}
-    match e:
-        case cx.Const(v, d):
-            return ("const", type(v).__name__, repr(v), d.name)
-        case cx.Dim():
-            return bound.get(e, ("dim", id(e)))
-        case cx.Size():
-            return ("size", id(e))
-        case cx.Access(t, idx):
-            return ("access", id(t), *(_structure(x, bound) for x in idx))
-        case cx.Reduce(op, body, axes, d):
-            inner = dict(bound)
-            bounds = []
-            for ax in axes:
-                bounds.append((_structure(ax.lo, inner), _structure(ax.hi, inner)))
-                inner[ax.dim] = ("bound", len(inner))
-            return ("reduce", op, d.name, tuple(bounds), _structure(body, inner))
-    head = getattr(e, "op", None) or getattr(e, "fn", None)
-    return (type(e).__name__, head, e.dtype.name, *(_structure(c, bound) for c in cx.children(e)))
 
 
 def index_expr(e: cx.Expr, dims: Mapping[cx.Dim, ir.Expr]) -> ir.Expr:

@@ -49,6 +49,9 @@ class _Access:
     write: bool
     text: str
     rel: isl.Map  # statement instance -> element
+    # an access of an atomic update to its target (its read-modify-write): the
+    # statement's instances may update one element in any order, at once
+    atomic: bool = False
 
 
 def _writes_and_reads(model: Model, g: Group) -> tuple[Stage, list[_Access]]:
@@ -59,8 +62,13 @@ def _writes_and_reads(model: Model, g: Group) -> tuple[Stage, list[_Access]]:
         if s.role == "assign":
             assert isinstance(owner, Update)  # what an assign statement computes
             target = model.targets[owner]
-            out.append(_Access(s, True, repr(target), access_map(s, target)))
+            atomic = owner in model.schedule.state.atomic
+            out.append(_Access(s, True, repr(target), access_map(s, target), atomic))
             srcs = [model.exprs[owner], *target.indices]
+            if atomic:  # its value reads the target only as the element it updates
+                out.extend(_Access(s, False, repr(acc), access_map(s, acc), True)
+                           for acc in reads(model.exprs[owner], tensor))
+                continue
         else:
             own = cx.Access(tensor, tuple(s.dims[: len(tensor.dims)]))
             out.append(_Access(s, True, repr(own), access_map(s, own)))
@@ -151,18 +159,21 @@ def _check_group(model: Model, g: Group, vectors: dict[Statement, Vector]) -> No
         for b in accesses:
             if not (a.write or b.write):
                 continue
+            commute = a.atomic and b.atomic and a.stmt is b.stmt
             same = isl.UnionMap.from_map(a.rel).apply_range(isl.UnionMap.from_map(b.rel).reverse())
             dep = same.intersect(before)
             if dep.is_empty():
                 continue
             bad = dep.intersect(backwards)
-            if not bad.is_empty():
+            if not commute and not bad.is_empty():
                 loops = " ".join(lp.name for lp in model.schedule.state.loops[g.stage])
                 raise ScheduleError(
                     f"the loop order of {name} ({loops}) reverses a {_pair(a, b, tensor, bad, stmts)}"
                     f", but this schedule runs the second first; keep the loops that carry this "
                     f"dependence in their original order")
             for k, band in marked:
+                if commute and band.kind == "parallel":
+                    continue
                 bad = dep.intersect(carried[k])
                 if not bad.is_empty():
                     how = "in parallel" if band.kind == "parallel" else "as vector lanes"
