@@ -146,7 +146,9 @@ def test_atomic_round_trips_through_json():
     sched = td.schedule(hist).atomic(u).parallel(u, "y")
     again = td.Schedule.from_json(sched.to_json(), hist)
     assert again == sched
-    assert "atomic(hist.u0)" in repr(sched) or "atomic" in sched.primitives[0].describe()
+    assert sched.primitives[0].describe() == "atomic(hist.u0)"
+    with pytest.raises(td.ScheduleError, match=r"is an update.*atomic\(hist.u0\).*rfactor"):
+        td.schedule(hist).parallel(u, "y", reassociate=True)
 
 
 def test_serial_atomic_update_is_a_plain_read_modify_write():
@@ -181,3 +183,92 @@ def test_portable_c_runs_atomic_updates_serially(tmp_path):
     (tmp_path / "inputs.bin").write_bytes(a.tobytes())
     (tmp_path / "driver.c").write_text(driver_source(e))
     build_and_run(e, "asan", tool("gcc"), SANITIZE, env=ASAN_ENV)
+
+
+# ---------------------------------------------------------------- rfactor of updates
+
+
+@pytest.mark.parametrize("factor", [2, 3, 4])
+def test_rfactor_histogram_in_parallel(backend, threads, factor):
+    """Private partial histograms per share of the rows (37 rows: the last share is
+    short for 2 and 4), computed in parallel, then merged."""
+    threads(2)
+    _, hist, u = histogram()
+    a, bins = image()
+    sched = td.schedule(hist).rfactor(u, "y", factor).parallel("hist_rf.u0", "y_i")
+    assert sched.loops("hist_rf.u0") == ["y_i", "y_o", "x"]
+    assert sched.loops(u) == ["b", "y_i"]  # the merge took the update's place
+    want = np.bincount(a.ravel() % bins, minlength=bins).astype(np.int32)
+    k = td.build(sched, target=backend)
+    for _ in range(3):
+        np.testing.assert_array_equal(k(img=a), want)
+    assert len(hist.updates) == 1  # the algorithm is as written
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "max", "min", "and", "xor"])
+def test_rfactor_of_each_operation(backend, threads, op):
+    threads(2)
+    n, m = 61, 5
+    i, j = td.dims("i j")
+    idx = td.input("idx", {i: n}, td.int32)
+    w = td.input("w", {i: n}, td.int16)
+    out = td.compute("out", {j: m}, td.cast(j * 7 - 3, td.int16))
+    t = out[idx[i]]
+    value = {"add": lambda: t + w[i], "sub": lambda: t - w[i], "max": lambda: td.maximum(w[i], t),
+             "min": lambda: td.minimum(t, w[i]), "and": lambda: t & w[i],
+             "xor": lambda: w[i] ^ t}[op]
+    u = td.update(t, value(), over={i: n})
+    ix = RNG.integers(0, m, n).astype(np.int32)
+    wv = RNG.integers(-30000, 30000, n).astype(np.int16)
+    want = (np.arange(m) * 7 - 3).astype(np.int16)
+    ufunc = {"add": np.add, "sub": np.subtract, "max": np.maximum, "min": np.minimum,
+             "and": np.bitwise_and, "xor": np.bitwise_xor}[op]
+    ufunc.at(want, ix, wv)
+    np.testing.assert_array_equal(td.evaluate(out, idx=ix, w=wv), want)
+    sched = td.schedule(out).rfactor(u, "i", 4, name="part").parallel("part.u0", "i_i")
+    np.testing.assert_array_equal(td.build(sched, target=backend)(idx=ix, w=wv), want)
+
+
+def test_rfactor_of_an_update_with_dependent_bounds(backend):
+    """A triangular update domain: the split loop's bounds use an earlier loop, and a
+    later loop's bounds use the split one."""
+    n = 11
+    i, j, r, c = td.dims("i j r c")
+    A = td.input("A", {i: n, j: n}, td.float64)
+    col = td.compute("col", {j: n}, td.cast(0 * j, td.float64))
+    u = td.update(col[c], col[c] + A[r, c], over={r: (2, n), c: (0, r)})
+    a = RNG.standard_normal((n, n))
+    want = np.array([sum(a[rr, cc] for rr in range(2, n) if cc < rr) for cc in range(n)])
+    for loop in ("r", "c"):
+        sched = td.schedule(col).rfactor(u, loop, 3)
+        np.testing.assert_allclose(td.build(sched, target=backend)(A=a), want, rtol=1e-12)
+
+
+def test_rfactor_of_an_update_is_checked():
+    _, hist, u = histogram()
+    with pytest.raises(td.ScheduleError, match="is not a loop of hist.u0; its loops are: y x"):
+        td.schedule(hist).rfactor(u, "b", 2)
+    with pytest.raises(td.ScheduleError, match="already scheduled; apply rfactor first"):
+        td.schedule(hist).split(u, "x", 4).rfactor(u, "y", 2)
+    with pytest.raises(td.ScheduleError, match="already scheduled; apply rfactor first"):
+        td.schedule(hist).atomic(u).rfactor(u, "y", 2)
+    with pytest.raises(td.ScheduleError, match="loop name 'b' is taken"):
+        td.schedule(hist).rfactor(u, "y", 2, names=("y_o", "b"))
+    with pytest.raises(td.ScheduleError, match="at least 2"):
+        td.schedule(hist).rfactor(u, "y", 1)
+    i, j = td.dims("i j")
+    idx = td.input("idx", {i: 8}, td.int32)
+    out = td.compute("out", {j: 4}, td.cast(0 * j, td.int32))
+    v = td.update(out[idx[i]], out[idx[i]] * 2 + 1, over={i: 8})
+    with pytest.raises(td.ScheduleError, match="rfactor of an update needs"):
+        td.schedule(out).rfactor(v, "i", 2)
+
+
+def test_rfactor_of_an_update_round_trips_through_json(backend):
+    _, hist, u = histogram()
+    a, bins = image()
+    sched = td.schedule(hist).rfactor(u, "y", 2).parallel("hist_rf.u0", "y_i").atomic(u)
+    again = td.Schedule.from_json(sched.to_json(), hist)
+    assert again == sched
+    want = np.bincount(a.ravel() % bins, minlength=bins).astype(np.int32)
+    np.testing.assert_array_equal(td.build(again, target=backend)(img=a), want)

@@ -352,7 +352,9 @@ class Update(_Value):
     is schedulable like a stage; its loops are its `over` dims.
     """
 
-    def __init__(self, target, value, over):
+    def __init__(self, target, value, over, *, _replaces: Update | None = None):
+        # `_replaces`: a schedule primitive's rewrite of that update, which takes its
+        # place (name and index) in the schedule's pipeline; the stage does not record it
         if not isinstance(target, Access) or isinstance(target.tensor, BoundaryView) or not isinstance(
                 target.tensor, Stage):
             raise DefinitionError(
@@ -360,7 +362,7 @@ class Update(_Value):
                 f"y[r]; got {target!r}")
         stage: Stage = target.tensor
         self.stage = stage
-        self.index = len(stage._recorded)
+        self.index: int = len(stage._recorded) if _replaces is None else _replaces.index
         self.name = f"{stage.name}.u{self.index}"
         what = f"td.update of {stage.name}"
         if not isinstance(over, dict) or not over:
@@ -393,7 +395,8 @@ class Update(_Value):
         self._validate(what)
         self.order = next(_order)
         self._seal()
-        stage._recorded.append(self)  # the stage's record of its updates, never its value
+        if _replaces is None:
+            stage._recorded.append(self)  # the stage's record of its updates, never its value
 
     def _validate(self, what: str) -> None:
         allowed: list[Dim] = []

@@ -349,6 +349,13 @@ def _mark(prim, st: State, kind: LoopKind, need_const: bool) -> None:
                          f"reassociate=True to accumulate partial results per iteration and "
                          f"combine them after the loop (float sums then round differently)")
     if reassociate:
+        if isinstance(stage, Update):
+            raise _err(prim, f"reassociate=True is for the reduction loops of a stage; "
+                             f"{stage.name} is an update, whose loops run in parallel when its "
+                             f"iterations write different elements (the legality check proves "
+                             f"it), or with atomic({stage.name}) when they may update one "
+                             f"element; rfactor({stage.name}, {lp.name!r}, n) gives each of n "
+                             f"threads partial results of its own")
         if not lp.reduction:
             raise _err(prim, f"reassociate=True is for reduction loops; {lp.name} is a loop over "
                              f"{stage.name}'s own dims and needs no reassociation")

@@ -9,16 +9,24 @@ computed at root until a `compute_at` places it, with its dims as loops.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, cast
 
 from .. import dtypes as dt
 from ..compute import Dim, Stage, Update
 from ..compute import expr as cx
-from ..compute.tensor import Input, Tensor, _check_name
+from ..compute.tensor import (
+    Input,
+    Pipeline,
+    ReduceOp,
+    Tensor,
+    _check_name,
+    identity,
+    read_modify_write,
+)
 from ..errors import DefinitionError
 from .primitives import Primitive, StageRef, _err, _stage
 from .restage import new_stage, restage, retarget
-from .state import State
+from .state import ROOT, State, initial_loops
 
 
 def _fresh_stage_name(prim: Primitive, st: State, name) -> str:
@@ -153,6 +161,22 @@ class RFactor(Primitive):
     vectorized or parallelized; this reassociates the reduction (float sums
     round differently from the sequential order). `names` names the new
     (outer, inner) dims, `name` the new stage (default C_rf).
+
+    Of an update `y[idx] = y[idx] op e` (op one of + - * min max & | ^, e not
+    reading y), e.g. a histogram, rfactor(hist.u0, "y", 2):
+        for y in 0 .. 480:                     allocate hist_rf[2, 256]
+          for x in 0 .. 640:                   for y_i in 0 .. 2:
+            hist[img[y, x]] =                    for b in 0 .. 256:
+                hist[img[y, x]] + 1                hist_rf[y_i, b] = 0
+                                               for y_i in 0 .. 2:
+                                                 for y_o in 0 .. 240:
+                                                   for x in 0 .. 640:
+                                                     hist_rf[y_i, img[2 * y_o + y_i, x]] += 1
+                                               for b in 0 .. 256:
+                                                 for y_i in 0 .. 2:
+                                                   hist[b] = hist[b] + hist_rf[y_i, b]
+    The partial results' update (named "hist_rf.u0") can run y_i in parallel,
+    each thread into its own hist_rf[y_i]; hist.u0 is then the merge.
     """
 
     stage: StageRef
@@ -164,6 +188,10 @@ class RFactor(Primitive):
     loop_fields: ClassVar[tuple[str, ...]] = ("loop", "names")
 
     def apply(self, st: State) -> None:
+        found = _stage(self, st, self.stage)
+        if isinstance(found, Update):
+            _rfactor_update(self, st, found)
+            return
         c = _plain_stage(self, st, self.stage)
         red = c.reduction
         axes = red.axes if red is not None else ()
@@ -173,24 +201,9 @@ class RFactor(Primitive):
             raise _err(self, f"{self.loop!r} is not a reduction dim of {c.name}; its reduction "
                              f"dims are: {valid}")
         assert red is not None  # it has the reduction dim found above
-        f = self.factor
-        if isinstance(f, bool) or not isinstance(f, int) or f < 2:
-            raise _err(self, f"the factor must be an int of at least 2, got {f!r}")
+        f = _factor(self)
         k = axes[pos]
-        outer, inner = self.names or (f"{k.dim.name}_o", f"{k.dim.name}_i")
-        taken = {d.name for d in c.loop_dims} - {k.dim.name}
-        for n in (outer, inner):  # strings already: names is a loop field
-            if n in taken or outer == inner:
-                raise _err(self, f"loop name {n!r} is taken; pick others with names=")
-        ko, kv = Dim(outer), Dim(inner)
-        zero = isinstance(k.lo, cx.Const) and k.lo.value == 0
-        at = ko * f + kv if zero else k.lo + ko * f + kv  # the original reduction index
-        sub = {k.dim: at if at.dtype == dt.int32 else cx.Cast(at, dt.int32)}
-        if isinstance(k.lo, cx.Const) and isinstance(k.hi, cx.Const) and (
-                k.hi.value - k.lo.value) % f == 0:
-            hi = cx.const((k.hi.value - k.lo.value) // f, dt.int64)
-        else:  # the last block of kv lanes may be partly empty
-            hi = ((k.hi if zero else k.hi - k.lo) - kv + (f - 1)) // f
+        ko, kv, sub, hi = _split_axis(self, k, {d.name for d in c.loop_dims})
         new_axes = tuple(
             cx.Axis(ko, cx.const(0, dt.int64), hi) if n == pos else
             cx.Axis(ax.dim, cx.substitute(ax.lo, sub), cx.substitute(ax.hi, sub))
@@ -202,6 +215,101 @@ class RFactor(Primitive):
         total = cx.Reduce(red.op, rf[(*c.dims, kv)], (cx.Axis(kv, cx.const(0, dt.int64),
                                                               cx.const(f, dt.int64)),), red.dtype)
         restage(st, self.describe(), {c: total}, fresh_loops=(c,))
+
+
+def _factor(prim: RFactor) -> int:
+    f = prim.factor
+    if isinstance(f, bool) or not isinstance(f, int) or f < 2:
+        raise _err(prim, f"the factor must be an int of at least 2, got {f!r}")
+    return f
+
+
+def _split_axis(prim: RFactor, k: cx.Axis, names: set[str]
+                ) -> tuple[Dim, Dim, dict[Dim, cx.Expr], cx.Expr]:
+    """The dims (outer, inner) that split axis `k` by the factor (`names`: the names
+    taken where they go, k's own aside), k in terms of them, and the outer's extent."""
+    f = prim.factor
+    outer, inner = prim.names or (f"{k.dim.name}_o", f"{k.dim.name}_i")
+    taken = names - {k.dim.name}
+    for n in (outer, inner):  # strings already: names is a loop field
+        if n in taken or outer == inner:
+            raise _err(prim, f"loop name {n!r} is taken; pick others with names=")
+    ko, kv = Dim(outer), Dim(inner)
+    zero = isinstance(k.lo, cx.Const) and k.lo.value == 0
+    at = ko * f + kv if zero else k.lo + ko * f + kv  # the original index
+    sub: dict[Dim, cx.Expr] = {k.dim: at if at.dtype == dt.int32 else cx.Cast(at, dt.int32)}
+    if isinstance(k.lo, cx.Const) and isinstance(k.hi, cx.Const) and (
+            k.hi.value - k.lo.value) % f == 0:
+        hi = cx.const((k.hi.value - k.lo.value) // f, dt.int64)
+    else:  # the last block of kv lanes may be partly empty
+        hi = ((k.hi if zero else k.hi - k.lo) - kv + (f - 1)) // f
+    return ko, kv, sub, hi
+
+
+# the reduction whose identity starts the partial results of an update by each operation
+_STARTS_AS = {"add": "sum", "sub": "sum", "mul": "prod", "min": "min", "max": "max",
+              "or": "sum", "xor": "sum"}
+
+
+def _start(op: str, d: dt.DType):
+    """The value `x op= e` leaves x at when nothing is applied: op's identity."""
+    if op == "and":
+        return True if d.is_bool else -1 if d.is_signed else (1 << d.bits) - 1
+    return identity(cast(ReduceOp, _STARTS_AS[op]), d)
+
+
+def _rfactor_update(prim: RFactor, st: State, u: Update) -> None:
+    """rfactor of an update `y[idx] = y[idx] op e` over loop k: partial results
+    y_rf[..., k_i] over the k_i-th share of k, then y[...] op= each of them."""
+    t = u.target()
+    found = read_modify_write(u.value, t)
+    if found is None:
+        raise _err(prim, f"the value of {u.name} is {u.value!r}; rfactor of an update needs "
+                         f"`{t!r} op e` with op one of + - * min max & | ^ in {u.dtype!r} and e "
+                         f"not reading {u.stage.name}, so partial results can be merged by op")
+    if u in st.touched or u in st.atomic:
+        raise _err(prim, f"{u.name} is already scheduled; apply rfactor first, then schedule "
+                         f"the loops of {u.name} and of the new stage")
+    op, e = found
+    pos = next((n for n, ax in enumerate(u.axes) if ax.dim.name == prim.loop), None)
+    if pos is None:
+        valid = " ".join(ax.dim.name for ax in u.axes)
+        raise _err(prim, f"{prim.loop!r} is not a loop of {u.name}; its loops are: {valid}")
+    f = _factor(prim)
+    y = u.stage
+    k = u.axes[pos]
+    names = {ax.dim.name for ax in u.axes} | {d.name for d in y.dims}
+    ko, kv, sub, hi = _split_axis(prim, k, names)
+    over: dict[Dim, tuple[cx.Expr, cx.Expr]] = {kv: (cx.const(0, dt.int64), cx.const(f, dt.int64))}
+    for n, ax in enumerate(u.axes):
+        over[ko if n == pos else ax.dim] = (
+            (cx.const(0, dt.int64), hi) if n == pos else
+            (cx.substitute(ax.lo, sub), cx.substitute(ax.hi, sub)))
+    name = _fresh_stage_name(prim, st, prim.name or f"{y.name}_rf")
+    # k_i first: the threads that run k_i's values in parallel write apart from each other
+    rf = new_stage(name, y, cx.const(_start(op, y.dtype), y.dtype), y.order - 0.5,
+                   dims=(kv, *y.dims), shape=(cx.const(f, dt.int64), *y.shape))
+    part = rf[(kv, *(cx.substitute(i, sub) for i in u.indices))]
+    partial = Update(part, cx.binary(cast(cx.BinaryOp, op), part, cx.substitute(e, sub)), over)
+    whole = y[y.dims]
+    merge = "add" if op == "sub" else op  # x - e1 - e2 = x + (0 - e1 - e2)
+    every = {d: (cx.const(0, dt.int64), ext) for d, ext in zip(y.dims, y.shape)}
+    every[kv] = (cx.const(0, dt.int64), cx.const(f, dt.int64))
+    merged = Update(whole, cx.binary(cast(cx.BinaryOp, merge), whole, rf[(kv, *y.dims)]), every,
+                    _replaces=u)
+    old = st.pipeline
+    known = {s: old.updates_of(s) for s in old.stages}
+    known[y] = tuple(merged if x is u else x for x in known[y])
+    known[rf] = (partial,)
+    st.pipeline = Pipeline(old.outputs, known=known)
+    del st.loops[u], st.compute[u]
+    st.current[u] = merged
+    for key, v in st.current.items():
+        if v is u:
+            st.current[key] = merged
+    for x in (rf, partial, merged):
+        st.loops[x] = initial_loops(x)
+        st.compute[x] = ROOT
 
 
 @dataclass(frozen=True)

@@ -434,6 +434,8 @@ class _StmtWriter:
         self.opened = 0
         self.accumulators: list[ir.Buffer] = []
         self.computed: dict[tuple[object, ...], ir.Load] = {}
+        # data-dependent indices bound and checked already, by scope, index and extent
+        self.checked: dict[tuple[object, ...], ir.Expr] = {}
 
     def finish(self, store: ir.Store) -> ir.Stmt:
         """The statement: its inline reductions computed first, each accumulator
@@ -508,7 +510,11 @@ class _StmtWriter:
                 raw.append(self.index(ix))
             else:
                 last = ir.Binary("sub", self.index(e), ir.index_const(1), dt.index)
-                v = self.check_index(ir.Cast(self.value(ix), dt.index), last)
+                key = (self.scopes[-1][2], cx.structure(ix), cx.structure(e))
+                v = self.checked.get(key)
+                if v is None:  # not read yet (an update's target is also read)
+                    v = self.checked[key] = self.check_index(
+                        ir.Cast(self.value(ix), dt.index), last)
                 raw.append(_clamp(v, last))
         return self._relative(base, raw)
 
