@@ -318,6 +318,11 @@ def make_stage(g, name):
         make_update(g, name, dims, n)
 
 
+def _scatter_source(g, name):
+    """Integer tensors other than stage `name` (an index into it must not read it)."""
+    return [n for n, t in g.tensors.items() if n != name and kind(t["dtype"]) in "iu"]
+
+
 def make_update(g, name, dims, n):
     t = g.tensors[name]
     # a reduction in the value may read the stage being updated (a triangular solve)
@@ -333,6 +338,13 @@ def make_update(g, name, dims, n):
     elif r < 0.5:  # an anti-dependence: y[d] = y[d + 1] op v
         over[pos] = [d, "0", f"{g.ext_code(d)} - 1"]
         prev = ["a", name, None, [["i", f"{e} + 1" if e == d else e] for e in dims]]
+    elif r < 0.62 and _scatter_source(g, name):  # a scatter: y[.., data, ..] op= v
+        src = g.pick(_scatter_source(g, name))
+        node = access(g, ctx, src)[0]
+        if g.chance(0.6):  # in range; else an index out of range is an ArgumentError
+            node = ["b", "%", node, ["i", g.ext_code(d)]]
+        idx[d] = node
+        prev = ["a", name, None, [idx[e] if e == d else ["i", e] for e in dims]]
     elif r < 0.7 and len(dims) >= 2:  # a triangle of the first two dims
         d0, d1 = dims[0], dims[1]
         over[1] = [d1, "0", f"td.minimum({d0} + 1, {g.ext_code(d1)})"]
@@ -344,6 +356,6 @@ def make_update(g, name, dims, n):
     if kind(dtype) == "f" and kind(t["dtype"]) != "f":  # tdsl converts the value to y's dtype
         node = ["cast", t["dtype"], safe(node, dtype, t["dtype"])] if exact else prev
     t["exact"] = t["exact"] and exact
-    target = [["i", idx[e]] for e in dims]
+    target = [idx[e] if isinstance(idx[e], list) else ["i", idx[e]] for e in dims]
     g.stages.append({"kind": "update", "stage": name, "name": f"{name}.u{n}",
                      "target": target, "value": node, "over": over})

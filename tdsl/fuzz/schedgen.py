@@ -1,7 +1,8 @@
 """Random schedules over every primitive, placed as a hostile user would.
 
 Runs in the child (it asks the schedule for its loops). Four phases: stage-adding
-primitives (cache_write, cache_read, rfactor, layout), loop primitives on every
+primitives (cache_write, cache_read, rfactor of stages and updates, layout; then
+atomic on some updates), loop primitives on every
 schedulable (split, tile, reorder, fuse, vectorize with and without
 reassociate, unroll, parallel), placement of every intermediate (root, inline,
 compute_at, store_at — preferring parallel and fused loops of the consumer,
@@ -27,6 +28,7 @@ class SchedGen:
         self.marked: dict[str, list[str]] = {}  # stage -> parallel/fused loop names
         self.added: list[tuple[str, str]] = []  # (new stage, its consumer)
         self.vectorized: dict[str, list[str]] = {}
+        self.new_updates: list[str] = []  # updates a restaging primitive added
 
     def pick(self, seq):
         return seq[int(self.rng.integers(len(seq)))]
@@ -74,14 +76,22 @@ class SchedGen:
         return found
 
     def all_stages(self):
-        return self.computes() + self.updates() + [a for a, _ in self.added]
+        return self.computes() + self.updates() + self.new_updates + [a for a, _ in self.added]
 
     # ------------------------------------------------------------ phases
 
     def restage(self):
         for n in range(int(self.rng.integers(0, 3))):
-            op = self.pick(("cache_write", "cache_read", "rfactor", "rfactor", "layout"))
+            op = self.pick(("cache_write", "cache_read", "rfactor", "rfactor", "layout",
+                            "rfactor_update"))
             stage = self.pick(self.computes())
+            if op == "rfactor_update" and self.updates():
+                u = self.pick(self.updates())
+                loops = self.loops(u)
+                if loops and self.attempt("rfactor", u, self.pick(loops), self.pick(FACTORS),
+                                          name=f"rf{n}"):
+                    self.new_updates.append(f"rf{n}.u0")
+                continue
             if op == "cache_write" and self.attempt("cache_write", stage, name=f"cw{n}"):
                 self.added.append((f"cw{n}", stage))
             elif op == "cache_read":
@@ -198,6 +208,9 @@ class SchedGen:
 
     def run(self):
         self.restage()
+        for u in self.updates() + self.new_updates:
+            if self.chance(0.3):
+                self.attempt("atomic", u)
         for stage in self.all_stages():
             self.loop_ops(stage, int(self.rng.integers(0, 5)))
         outputs = set(self.spec["outputs"])
