@@ -397,3 +397,22 @@ def test_same_inner_reduction_in_two_sibling_reductions(backend):
     inn = (b * np.arange(5)[:, None]).sum(axis=1)
     run(out, ((a * inn).sum(axis=1) * 1000 + (a + inn).max(axis=1)).astype(np.int32), backend,
         A=a, B=b)
+
+
+def test_code_before_a_checked_index_is_kept(backend):
+    """An inline reduction computed before a data-dependent index is bound and checked:
+    both stay in the statement's code (the reduction was once dropped, and with it the
+    checks of earlier indices, when the index's binding was placed)."""
+    y, k, v = td.dims("y k v")
+    A = td.input("A", {y: 5, k: 7}, td.float32)
+    idx = td.input("idx", {y: 5}, td.int32)
+    lut = td.input("lut", {v: 4}, td.float32)
+    out = td.compute("out", {y: 5}, td.sum(A[y, k], over=k) + lut[idx[y]] - lut[idx[4 - y]])
+    a = RNG.standard_normal((5, 7)).astype(np.float32)
+    ix = np.array([0, 1, 2, 3, 0], np.int32)
+    table = np.arange(4, dtype=np.float32) * 10
+    want = a.sum(axis=1) + table[ix] - table[ix[::-1]]
+    run(out, want, backend, A=a, idx=ix, lut=table)
+    ix[4] = 9  # read as idx[4 - y] at y=0, the first of the two indices checked
+    with pytest.raises(td.ArgumentError, match="index 9"):
+        td.build(td.schedule(out), target=backend)(A=a, idx=ix, lut=table)

@@ -322,10 +322,14 @@ class _Let(ir.Stmt):
 
 def _sequence(items: list[ir.Stmt]) -> ir.Stmt:
     """The statements in order, each `_Let` a Let around the ones after it."""
+    out: list[ir.Stmt] = []
     for n, item in enumerate(items):
         if isinstance(item, _Let):
-            return ir.Let(item.name, item.value, _sequence(items[n + 1:]))
-    return items[0] if len(items) == 1 else ir.Block(tuple(items))
+            assert n + 1 < len(items), f"nothing uses {item.name}"
+            out.append(ir.Let(item.name, item.value, _sequence(items[n + 1:])))
+            break
+        out.append(item)
+    return out[0] if len(out) == 1 else ir.Block(tuple(out))
 
 
 class _Bind(ir.Stmt):
