@@ -126,3 +126,41 @@ def test_kernel_reports_a_data_dependent_index_out_of_range(backend, threads, wh
         f(**args)
     np.testing.assert_allclose(f(**{**args, "img": good}), td.evaluate(out, **{**args, "img": good}),
                                rtol=1e-5)  # the status of one call does not stay
+
+
+def test_assume_in_range_reads_without_a_check(backend):
+    """A promise kept: the kernel matches numpy and its loop has no range test; broken:
+    td.evaluate raises, the kernel reads the edge element (never outside the table)."""
+    y, x, v = td.dims("y x v")
+    img = td.input("img", {y: 37, x: 19}, td.int32)
+    lut = td.input("lut", {v: 16}, td.float32)
+    out = td.compute("out", {y: 37, x: 19}, td.assume_in_range(lut)[img[y, x]] * 2)
+    s = td.schedule(out).split(out, "x", 4).vectorize(out, "x_i")
+    assert "tdsl_status" not in str(td.lower(s))
+    f = td.build(s, target=backend)
+    rng = np.random.default_rng(6)
+    good = rng.integers(0, 16, (37, 19), dtype=np.int32)
+    table = rng.standard_normal(16).astype(np.float32)
+    np.testing.assert_array_equal(f(img=good, lut=table), table[good] * 2)
+    np.testing.assert_array_equal(td.evaluate(out, img=good, lut=table), table[good] * 2)
+    bad = good.copy()
+    bad[3, 4], bad[5, 6] = 99, -7
+    with pytest.raises(td.ArgumentError, match="index 99|index -7"):
+        td.evaluate(out, img=bad, lut=table)
+    got = f(img=bad, lut=table)
+    assert got[3, 4] == table[15] * 2 and got[5, 6] == table[0] * 2
+    assert repr(td.assume_in_range(lut)) == "td.assume_in_range(lut)"
+
+
+def test_assume_in_range_of_an_inlined_producer(backend):
+    y, v = td.dims("y v")
+    idx = td.input("idx", {y: 23}, td.int64)
+    lut = td.input("lut", {v: 9}, td.int32)
+    p = td.compute("p", {v: 9}, lut[v] * 3 + v)
+    out = td.compute("out", {y: 23}, td.assume_in_range(p)[idx[y]] + 1)
+    ix = np.random.default_rng(8).integers(0, 9, 23)
+    table = np.arange(9, dtype=np.int32) * 5
+    want = table[ix] * 3 + ix.astype(np.int32) + 1
+    for s in (td.schedule(out), td.schedule(out).compute_inline(p)):
+        np.testing.assert_array_equal(td.build(s, target=backend)(idx=ix, lut=table), want)
+    assert "tdsl_status" not in str(td.lower(td.schedule(out)))

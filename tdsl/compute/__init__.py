@@ -48,6 +48,7 @@ from .tensor import (
     Update,
     argmax,
     argmin,
+    assume_in_range,
     clamp,
     compute,
     dim,
@@ -69,7 +70,7 @@ from .tensor import (
 __all__ = [
     "Access", "Axis", "Binary", "BoundaryView", "Call", "Cast", "Compare", "Const", "Dim", "Expr",
     "Input", "Pipeline", "Reduce", "Select", "Size", "Stage", "Tensor", "Unary", "Update", "abs_", "argmax", "argmin", "cast",
-    "ceil", "clamp", "compute", "const", "cos", "dim", "dims", "exp", "floor", "identity", "input",
+    "assume_in_range", "ceil", "clamp", "compute", "const", "cos", "dim", "dims", "exp", "floor", "identity", "input",
     "log", "max", "maximum", "min", "minimum", "mirror", "mirror_interior", "pad", "prod", "sin", "size", "sqrt", "sum", "tanh",
     "update", "where", "atan2", "erf", "exp2", "isinf", "isnan", "log2", "pow", "round", "rsqrt", "saturating_cast", "wrap",
 ]

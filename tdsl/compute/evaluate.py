@@ -362,6 +362,8 @@ class _Points:
         range raises (DefinitionError when affine, ArgumentError when data-dependent); a
         view's is clamped, or remapped by a mirror or wrap view."""
         view = e.tensor if isinstance(e.tensor, BoundaryView) else None
+        if view is not None and view.mode == "assume_in_range":
+            view = None  # the promise is checked here, as a plain access is
         shape = self.arrays[_base(e.tensor)].shape
         idx: list = []
         inside: np.ndarray | bool | None = None

@@ -570,6 +570,21 @@ def wrap(t: Tensor) -> BoundaryView:
     return BoundaryView(t, "wrap")
 
 
+def assume_in_range(t: Tensor) -> BoundaryView:
+    """A view of `t` whose indices are promised to be in range: the answer to "this
+    data-dependent index is always valid, do not test it".
+
+    A kernel reads through it with no check: no `ArgumentError`, no test in the loop
+    (which then stays branch-free and vectorizes). A broken promise reads the nearest
+    edge element, as `td.clamp(t)` does, never memory outside `t`; `td.evaluate`, the
+    reference, checks the promise and raises `ArgumentError`.
+
+        lut = td.input("lut", {v: 16}, td.float32)
+        out = td.compute("out", {i: N}, td.assume_in_range(lut)[codes[i] & 15])
+    """
+    return BoundaryView(t, "assume_in_range")
+
+
 def pad(t: Tensor, value=0) -> BoundaryView:
     """A view of `t` whose out-of-range indices read `value`."""
     return BoundaryView(t, "pad", value)

@@ -87,7 +87,7 @@ def effective_exprs(pipeline: Pipeline, inlined: set[Stage]
             return value_at(base, _remapped(t.mode, n.indices, base.shape))
         safe = _clamped(n.indices, base.shape)
         v = value_at(base, safe)
-        if t.mode == "clamp":
+        if t.mode in ("clamp", "assume_in_range"):
             return v
         assert t.value is not None  # a pad view has its value
         return cx.Select(_in_range(n.indices, base.shape), v, t.value, v.dtype)
