@@ -11,17 +11,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import DefinitionError
+from .errors import DefinitionError, MissingDependency
 
 
 @dataclass(frozen=True, slots=True)
 class DType:
-    """An element type: td.float32, td.float64, td.int8 .. td.int64, td.uint8 .. td.uint32,
-    td.bool_. `name` is numpy's name ("float32"), `kind` one of "f" float, "i" signed,
-    "u" unsigned, "b" bool, `bits` the width; `.np` is the numpy dtype.
+    """An element type: td.float32, td.float64, td.float16, td.bfloat16, td.int8 ..
+    td.int64, td.uint8 .. td.uint64, td.bool_. `name` is numpy's name ("float32"),
+    `kind` one of "f" float, "i" signed, "u" unsigned, "b" bool, `bits` the width; `.np`
+    is the numpy dtype.
 
         A = td.input("A", {i: N}, td.float32)
         td.cast(A[i], td.int32)
+
+    float16 and bfloat16 are storage types: each operation on them is computed in
+    float32 and its result rounded to nearest even, as numpy (and ml_dtypes, which
+    provides bfloat16 to numpy: pip install 'tdsl[bfloat16]') compute them.
     """
 
     name: str  # numpy name: "float32", "int8", "bool", ...
@@ -30,7 +35,14 @@ class DType:
 
     @property
     def np(self) -> np.dtype:
+        if self.name == "bfloat16":
+            return np.dtype(_ml_dtypes().bfloat16)
         return np.dtype(self.name)
+
+    @property
+    def is_narrow_float(self) -> bool:
+        """float16 or bfloat16: stored in 16 bits, computed in float32."""
+        return self.kind == "f" and self.bits == 16
 
     @property
     def is_float(self) -> bool:
@@ -56,6 +68,8 @@ class DType:
         return f"td.{self.name if self.name != 'bool' else 'bool_'}"
 
 
+float16 = DType("float16", "f", 16)
+bfloat16 = DType("bfloat16", "f", 16)
 float32 = DType("float32", "f", 32)
 float64 = DType("float64", "f", 64)
 int8 = DType("int8", "i", 8)
@@ -65,13 +79,14 @@ int64 = DType("int64", "i", 64)
 uint8 = DType("uint8", "u", 8)
 uint16 = DType("uint16", "u", 16)
 uint32 = DType("uint32", "u", 32)
+uint64 = DType("uint64", "u", 64)
 bool_ = DType("bool", "b", 8)
 
 # Loop-IR only: 64-bit index arithmetic (loop variables, sizes, offsets),
 # which never wraps in practice and is emitted without wrapping emulation.
 index = DType("index", "i", 64)
 
-ALL = (float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, bool_)
+ALL = (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64, bool_)
 _BY_NAME = {d.name: d for d in ALL}
 
 
@@ -81,6 +96,8 @@ def as_dtype(x) -> DType:
         if x is index:
             return int64
         return x
+    if isinstance(x, str) and x == "bfloat16":
+        return bfloat16
     try:
         name = np.dtype(x).name if x is not None else None  # numpy reads None as float64
     except TypeError:
@@ -91,8 +108,19 @@ def as_dtype(x) -> DType:
     raise DefinitionError(f"unsupported dtype {x!r}; valid dtypes are {valid}")
 
 
+def _ml_dtypes():
+    """ml_dtypes, which gives numpy its bfloat16 (an optional dependency)."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise MissingDependency(
+            "td.bfloat16 needs the package ml_dtypes, which gives numpy its bfloat16: "
+            "pip install 'tdsl[bfloat16]'") from None
+    return ml_dtypes
+
+
 def _probe(a: DType) -> np.ndarray:
-    return np.zeros(0, dtype=a.name)
+    return np.zeros(0, dtype=a.np)
 
 
 def numpy_result(op, operands: list) -> DType:
@@ -100,7 +128,7 @@ def numpy_result(op, operands: list) -> DType:
 
     Each operand is a `DType` (an array of that dtype) or a Python scalar
     (weak, NEP 50). Raises DefinitionError when numpy's answer is not a
-    tdsl dtype (float16, uint64).
+    tdsl dtype (complex, float128).
     """
     args = [_probe(o) if isinstance(o, DType) else o for o in operands]
     with np.errstate(all="ignore"):
@@ -136,6 +164,8 @@ def astype(x, dtype: DType) -> np.ndarray:
     int64's range saturate to its limits. Both backends convert the same way.
     """
     a = np.asarray(x)
+    if a.dtype.name == "bfloat16":  # ml_dtypes' (kind "V"): exact in float32
+        a = a.astype(np.float32)
     if not (a.dtype.kind == "f" and dtype.is_int):
         return a.astype(dtype.np)
     lo, hi = float(np.iinfo(np.int64).min), float(np.iinfo(np.int64).max)

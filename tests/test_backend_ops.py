@@ -54,7 +54,7 @@ from tdsl.lower.passes.allocate import place_storage
 
 BACKENDS = ["c", "llvm"]
 
-INTS = [dt.int8, dt.int16, dt.int32, dt.int64, dt.uint8, dt.uint16, dt.uint32]
+INTS = [dt.int8, dt.int16, dt.int32, dt.int64, dt.uint8, dt.uint16, dt.uint32, dt.uint64]
 FLOATS = [dt.float32, dt.float64]
 ALL = [*FLOATS, *INTS, dt.bool_]
 
@@ -211,8 +211,8 @@ def int_pairs(dtype) -> tuple[np.ndarray, np.ndarray]:
         )
     lo, hi = int(info.min), int(info.max)
     special = sorted(v for v in {lo, lo + 1, -2, -1, 0, 1, 2, 3, 7, hi - 1, hi} if lo <= v <= hi)
-    special_a = np.repeat(special, len(special))
-    special_b = np.tile(special, len(special))
+    special_a = np.repeat(np.array(special, dtype.np), len(special))
+    special_b = np.tile(np.array(special, dtype.np), len(special))
     rng = np.random.default_rng(dtype.bits + (dtype.kind == "u"))
     rand_a = rng.integers(lo, hi, size=5000, endpoint=True, dtype=dtype.np)
     rand_b = rng.integers(lo, hi, size=5000, endpoint=True, dtype=dtype.np)

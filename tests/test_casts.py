@@ -16,7 +16,7 @@ import tdsl as td
 
 VALUES = [-12.06, -1.5, -0.99, 0.99, 300.7, 70000.2, 3e9, -3e9, 5e18, -5e18, 1e19, -9.3e18,
           1e30, np.nan, np.inf, -np.inf]
-INTS = [td.int8, td.uint8, td.int16, td.uint16, td.int32, td.uint32, td.int64]
+INTS = [td.int8, td.uint8, td.int16, td.uint16, td.int32, td.uint32, td.int64, td.uint64]
 
 
 @pytest.mark.parametrize("src", [td.float32, td.float64], ids=lambda d: d.name)

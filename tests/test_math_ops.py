@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import tdsl as td
 
-INTS = [td.int8, td.int16, td.int32, td.int64, td.uint8, td.uint16, td.uint32]
+INTS = [td.int8, td.int16, td.int32, td.int64, td.uint8, td.uint16, td.uint32, td.uint64]
 
 
 def both(out, want, backend, exact=True, rtol=0.0, **arrays):

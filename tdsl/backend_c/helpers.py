@@ -14,6 +14,8 @@ from __future__ import annotations
 from ..dtypes import DType
 
 CTYPE = {
+    "float16": "uint16_t",  # 16-bit floats only move (lower.passes.narrow): their bits
+    "bfloat16": "uint16_t",
     "float32": "float",
     "float64": "double",
     "int8": "int8_t",
@@ -23,12 +25,15 @@ CTYPE = {
     "uint8": "uint8_t",
     "uint16": "uint16_t",
     "uint32": "uint32_t",
+    "uint64": "uint64_t",
     "bool": "uint8_t",
     "index": "int64_t",
 }
 
 # Suffixes name a helper's C type; bool behaves as uint8 and index as int64.
 SUFFIX = {
+    "float16": "f16",
+    "bfloat16": "bf16",
     "float32": "f32",
     "float64": "f64",
     "int8": "i8",
@@ -38,6 +43,7 @@ SUFFIX = {
     "uint8": "u8",
     "uint16": "u16",
     "uint32": "u32",
+    "uint64": "u64",
     "bool": "u8",
     "index": "i64",
 }
@@ -49,7 +55,7 @@ ALLOC = "alloc_temp"
 MUL_SAT, ADD_SAT = "mul_sat_u64", "add_sat_u64"  # sizing a workspace without overflow
 TO_INT64 = {"f32": "toi64_f32", "f64": "toi64_f64"}  # float -> int64, defined everywhere
 # a float's bits as the int of its width and back: bitcast_i32_f32, bitcast_f32_i32, ...
-BITCASTS = (("f32", "i32"), ("f32", "u32"), ("f64", "i64"))
+BITCASTS = (("f32", "i32"), ("f32", "u32"), ("f64", "i64"), ("f16", "u16"), ("bf16", "u16"))
 BITCAST = frozenset(n for f, i in BITCASTS for n in (f"bitcast_{i}_{f}", f"bitcast_{f}_{i}"))
 NAMES = frozenset({f"{op}_{s}" for op in OPS for s in _SUFFIX_CTYPE if s[0] != "f"}
                   | {ALLOC, MUL_SAT, ADD_SAT, *TO_INT64.values()} | BITCAST)

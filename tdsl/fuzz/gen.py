@@ -35,8 +35,8 @@ from __future__ import annotations
 import numpy as np
 
 DTYPES = ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-          "bool")
-INTS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32")
+          "uint64", "bool")
+INTS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 FLOATS = ("float32", "float64")
 AWKWARD = (1, 1, 2, 3, 4, 5, 7, 8, 11, 13, 16, 17, 31)
 MATH = ("exp", "log", "sqrt", "sin", "cos", "tanh", "floor", "ceil")

@@ -12,7 +12,7 @@ from .gen import FLOATS, INTS, kind, promote
 CMP = ("<", "<=", ">", ">=", "==", "!=")
 RANGES = {"int8": (-128, 127), "int16": (-32768, 32767), "uint8": (0, 255),
           "uint16": (0, 65535), "int32": (-1e6, 1e6), "int64": (-1e6, 1e6),
-          "uint32": (0, 1e6)}
+          "uint32": (0, 1e6), "uint64": (0, 1e6)}
 
 
 class Ctx:
@@ -241,7 +241,7 @@ def where(g, ctx, depth):
 def cast(g, a):
     node, d, e = a
     target = g.pick(("float32", "float64", "int8", "int16", "int32", "int64", "uint8",
-                     "uint16", "uint32", "bool"))
+                     "uint16", "uint32", "uint64", "bool"))
     if kind(d) == "f" and kind(target) != "f" and not e:
         target = g.pick(FLOATS)
     return ["cast", target, safe(node, d, target)], target, e
