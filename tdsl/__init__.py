@@ -54,7 +54,21 @@ from .compute.expr import (
     sqrt,
     tanh,
 )
-from .dtypes import bool_, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32
+from .dtypes import (
+    bfloat16,
+    bool_,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
 from .emit import emit_c
 from .errors import (
     ArgumentError,
@@ -101,7 +115,7 @@ __all__ = [
     "Kernel", "Knob", "Layout", "MissingDependency", "OutOfBoundsError", "Parallel", "Reorder", "RFactor", "RuntimeFailure", "Schedule", "ScheduleError", "Split",
     "StoreAt", "TdslError", "TuneResult", "TuningError", "Template", "Tile", "Timing", "Unroll", "Vectorize", "abs", "argmax", "argmin", "atan2", "erf", "exp2", "isinf", "isnan", "log2", "pow", "round", "rsqrt", "saturating_cast", "autoschedule", "autotemplate", "bool_", "build",
     "assume_in_range", "cast", "ceil", "clamp", "compute", "cos", "dim", "dims", "dtypes", "emit_c", "evaluate", "exp", "explore",
-    "float32", "float64", "floor", "input", "int8", "knob", "int16", "int32", "int64", "log", "lower",
+    "bfloat16", "float16", "float32", "float64", "floor", "input", "int8", "knob", "int16", "int32", "int64", "log", "lower",
     "max", "maximum", "min", "minimum", "mirror", "mirror_interior", "pad", "plot_iteration_space", "prod", "schedule", "set_compile_timeout", "sin", "size", "sqrt", "sum",
-    "tanh", "tune", "uint8", "uint16", "uint32", "update", "where", "wrap",
+    "tanh", "tune", "uint8", "uint16", "uint32", "uint64", "update", "where", "wrap",
 ]

@@ -59,11 +59,13 @@ _COMPARISON = {Prec.EQUALITY, Prec.RELATIONAL}
 
 def _clarify(prec: Prec, operand: CExpr, op: str) -> bool:
     """Parentheses C does not need but readers (and gcc's -Wparentheses) want:
-    `(a & b) | c`, `(a + b) & c`, `(a < b) == c`, `(a && b) || c`."""
+    `(a & b) | c`, `(a + b) & c`, `(a < b) == c`, `(a && b) || c`, `(a + b) >> c`."""
     if operand.op is None:
         return False
     if prec in _COMPARISON:
         return operand.prec in _COMPARISON
+    if prec == Prec.SHIFT:
+        return operand.prec == Prec.ADDITIVE
     if operand.op == op:
         return False
     return prec in _BITWISE or prec == Prec.LOR

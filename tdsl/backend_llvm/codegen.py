@@ -382,10 +382,10 @@ class _FunctionEmitter:
         self.place(loop)
         seen = b.phi(bits, name="old.bits")
         seen.add_incoming(first, pre)
-        old = b.bitcast(seen, ty) if buf.dtype.is_float else seen
+        old = b.bitcast(seen, ty) if ty != bits else seen
         with self.bind(self.scope, ATOMIC_OLD, old):
             new = self.typed(s.value, buf.dtype)
-        new_bits = b.bitcast(new, bits) if buf.dtype.is_float else new
+        new_bits = b.bitcast(new, bits) if ty != bits else new
         pair = b.cmpxchg(ptr, seen, new_bits, "monotonic", "monotonic")
         seen.add_incoming(b.extract_value(pair, 0), b.block)
         b.cbranch(b.extract_value(pair, 1), done, loop)

@@ -31,6 +31,8 @@ VOID = ir.VoidType()
 
 
 def lltype(dtype: DType) -> ir.Type:
+    if dtype.is_narrow_float:  # only moved (lower.passes.narrow): its bits
+        return ir.IntType(16)
     if dtype.is_float:
         return F32 if dtype.bits == 32 else F64
     return ir.IntType(dtype.bits)
@@ -239,7 +241,8 @@ def call(b: ir.IRBuilder, fn: str, dtype: DType, *args: ir.Value) -> ir.Value:
     """A math function of arguments of dtype `dtype`; `bitcast` reads the bits of its
     argument (of another dtype) as a `dtype`."""
     if fn == "bitcast":
-        return b.bitcast(args[0], lltype(dtype))
+        to = lltype(dtype)
+        return args[0] if args[0].type == to else b.bitcast(args[0], to)
     if dtype.is_float and fn in ("copysign", "pow"):
         return intrinsic(b, f"llvm.{fn}", *args)
     if dtype.is_float and fn == "atan2":

@@ -31,6 +31,9 @@ effects, and the operations left in them cannot trap. Buffer shapes and
 expressions outside a function (`legalise_expr`) are rewritten without
 bindings, the operands repeated.
 
+float16 and bfloat16 are computed in float32 and rounded back (`passes.narrow`),
+so no operation on them is left.
+
 Guarantees: the result computes the same values; no `Binary` floordiv or mod,
 no float `min`/`max`, no `Call` abs of an int, floor or ceil of an int or
 bool, and no float32 `exp` is left in the function (bodies and the shapes of
@@ -58,7 +61,8 @@ from ..fastexp import (
     MAGIC_BITS,
     TAYLOR,
 )
-from ..rewrite import Rewriter, bound_names
+from ..rewrite import Rewriter, bound_names, expr_vars
+from .narrow import narrow_node
 
 Bind = Callable[[ir.Expr, str], ir.Expr]
 
@@ -238,6 +242,9 @@ def legalise_node(e: ir.Expr, bind: Bind = _no_binding,
     `e` is core. `bind(value, role)` may bind a value used more than once to a variable;
     `nonnegative(x)` says whether integer `x` is known to be at least 0 (a floor division
     of it by a positive constant is then a truncating one: `pdiv` on index)."""
+    narrow = narrow_node(e, bind, lambda n: legalise_node(n, bind, nonnegative) or n)
+    if narrow is not None:
+        return narrow
     match e:
         case ir.Binary("floordiv" | "mod", a, b, t) if t.is_int:
             return _int_divmod(e.op, a, b, bind, nonnegative)
@@ -323,8 +330,8 @@ class _Legalise(Rewriter):
         self.exprs = _Expressions(self._bind, self.buffer)
 
     def _bind(self, value: ir.Expr, role: str) -> ir.Expr:
-        if isinstance(value, (ir.Var, ir.Const)):
-            return value
+        if isinstance(value, (ir.Var, ir.Const)) or ir.ATOMIC_OLD in expr_vars(value):
+            return value  # (an atomic store's old value is bound inside the store only)
         for name, bound in self.pending:  # the same operand bound for another expansion
             if bound == value:
                 return ir.Var(name, value.dtype)
