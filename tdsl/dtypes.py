@@ -134,6 +134,11 @@ def numpy_result(op, operands: list) -> DType:
     with np.errstate(all="ignore"):
         try:
             res = op(*args)
+        except np.exceptions.DTypePromotionError:
+            shown = ", ".join(repr(o) for o in operands)
+            raise DefinitionError(
+                f"numpy has no common dtype for {getattr(op, '__name__', op)}({shown}); cast "
+                "an operand first (td.cast(x, td.float32))") from None
         except (OverflowError, TypeError) as e:
             raise DefinitionError(str(e)) from None
     name = np.asarray(res).dtype.name

@@ -240,3 +240,17 @@ def test_uint64_beyond_int64(backend):
     check(out, want, backend, A=a, B=b)
     mixed = td.compute("mixed", {i: 64}, A[i] + td.cast(i, td.int64))  # numpy: float64
     assert mixed.dtype == td.float64
+
+
+def test_bfloat16_with_wide_ints_computes_as_numpy_ufuncs_do(backend):
+    """numpy has no common type for bfloat16 and int32 (np.result_type refuses), but its
+    ufuncs compute them in float64: so does tdsl, comparisons included."""
+    (i,) = td.dims("i")
+    A, B = td.input("A", {i: N}, td.bfloat16), td.input("B", {i: N}, td.int32)
+    out = td.compute("out", {i: N}, td.where(A[i] < B[i], A[i] + B[i], A[i] * 2))
+    assert out.dtype == td.float64
+    a = values(td.bfloat16)
+    b = RNG.integers(-100, 100, N).astype(np.int32)
+    with np.errstate(all="ignore"):
+        want = np.where(np.less(a, b), np.add(a, b), (a * 2).astype(np.float64))
+    check(out, want, backend, A=a, B=b)

@@ -456,8 +456,17 @@ def _check_scalar_range(a, b):
 def common_dtype(a, b) -> DType:
     try:
         name = np.result_type(
-            *(np.zeros(0, x.dtype.name) if isinstance(x, Expr) else x for x in (a, b))
+            *(np.zeros(0, x.dtype.np) if isinstance(x, Expr) else x for x in (a, b))
         ).name
+    except np.exceptions.DTypePromotionError:
+        # ml_dtypes' bfloat16 with float16 or a wide int: numpy's ufuncs (a comparison,
+        # a sum) still compute them, in the type their loop takes
+        try:
+            return dt.numpy_result(np.add, [_probe(a), _probe(b)])
+        except DefinitionError:
+            raise DefinitionError(
+                f"numpy has no common dtype for {a!r} and {b!r}; cast an operand first "
+                "(td.cast(x, td.float32))") from None
     except TypeError as e:
         raise DefinitionError(str(e)) from None
     return dt.as_dtype(name)

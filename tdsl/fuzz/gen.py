@@ -34,8 +34,14 @@ from __future__ import annotations
 
 import numpy as np
 
+try:  # numpy's bfloat16
+    import ml_dtypes  # noqa: F401
+
+    NARROW: tuple[str, ...] = ("float16", "bfloat16")
+except ImportError:
+    NARROW = ("float16",)
 DTYPES = ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-          "uint64", "bool")
+          "uint64", "bool", *NARROW)
 INTS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 FLOATS = ("float32", "float64")
 AWKWARD = (1, 1, 2, 3, 4, 5, 7, 8, 11, 13, 16, 17, 31)
@@ -48,7 +54,7 @@ def promote(a: str, b: str) -> str:
 
 
 def kind(d: str) -> str:
-    return np.dtype(d).kind
+    return "f" if d in NARROW else np.dtype(d).kind
 
 
 class Gen:

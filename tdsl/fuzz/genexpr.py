@@ -7,7 +7,7 @@ what "exact" means.
 
 from __future__ import annotations
 
-from .gen import FLOATS, INTS, kind, promote
+from .gen import FLOATS, INTS, NARROW, kind, promote
 
 CMP = ("<", "<=", ">", ">=", "==", "!=")
 RANGES = {"int8": (-128, 127), "int16": (-32768, 32767), "uint8": (0, 255),
@@ -147,7 +147,21 @@ def expr(g, ctx, depth):
     return binary(g, expr(g, ctx, depth - 1), leaf(g, ctx))
 
 
+def fit(a, b):
+    """Operands numpy can combine: a bfloat16 next to a type ml_dtypes does not promote
+    it with (float16, ints wider than 8 bits) is cast to float32 first."""
+    try:
+        promote(a[1], b[1])
+    except TypeError:
+        if a[1] == "bfloat16":
+            a = (["cast", "float32", a[0]], "float32", a[2])
+        else:
+            b = (["cast", "float32", b[0]], "float32", b[2])
+    return a, b
+
+
 def binary(g, a, b, scalar_rhs=False):
+    a, b = fit(a, b)
     (na, da, ea), (nb, db, eb) = a, b
     r = da if scalar_rhs else promote(da, db)
     k = kind(r)
@@ -225,7 +239,7 @@ def exact_operand(g, ctx, depth):
 
 
 def compare(g, ctx, depth):
-    a, b = exact_operand(g, ctx, depth), exact_operand(g, ctx, depth)
+    a, b = fit(exact_operand(g, ctx, depth), exact_operand(g, ctx, depth))
     if "bool" in (a[1], b[1]) and a[1] != b[1]:
         b = (scalar(g, a[1]), a[1], True)
         return ["cmp", g.pick(CMP), a[0], b[0]], "bool", True
@@ -234,14 +248,14 @@ def compare(g, ctx, depth):
 
 def where(g, ctx, depth):
     cond = compare(g, ctx, depth)
-    (na, da, ea), (nb, db, eb) = expr(g, ctx, depth - 1), expr(g, ctx, depth - 1)
+    (na, da, ea), (nb, db, eb) = fit(expr(g, ctx, depth - 1), expr(g, ctx, depth - 1))
     return ["w", cond[0], na, nb], promote(da, db), ea and eb
 
 
 def cast(g, a):
     node, d, e = a
     target = g.pick(("float32", "float64", "int8", "int16", "int32", "int64", "uint8",
-                     "uint16", "uint32", "uint64", "bool"))
+                     "uint16", "uint32", "uint64", "bool", *NARROW))
     if kind(d) == "f" and kind(target) != "f" and not e:
         target = g.pick(FLOATS)
     return ["cast", target, safe(node, d, target)], target, e

@@ -3,8 +3,8 @@
 Integers and bools must be equal. Floats are compared with an absolute
 tolerance of `base * tol * scale`, where scale is at least 1 and the largest
 finite magnitude of any input or stage of the case (a difference of two large
-intermediates may be small and carry their rounding error): `base` is 1e-5 for float32
-and 1e-12 for float64, and `tol` is the case's error growth (the generator
+intermediates may be small and carry their rounding error): `base` is 1e-5 for float32,
+1e-12 for float64, 1e-3 for float16 and 8e-3 for bfloat16, and `tol` is the case's error growth (the generator
 multiplies it by the length of every float reduction and by 4 for every math
 call), so reassociated sums and libm-versus-numpy differences pass while a
 wrong element does not. NaN must be NaN where numpy has NaN, and infinities
@@ -15,14 +15,20 @@ from __future__ import annotations
 
 import numpy as np
 
-BASE = {np.dtype("float32"): 1e-5, np.dtype("float64"): 1e-12}
+BASE = {"float16": 1e-3, "bfloat16": 8e-3, "float32": 1e-5, "float64": 1e-12}
+
+
+def is_float(d: np.dtype) -> bool:
+    """Whether arrays of `d` hold floats (ml_dtypes' bfloat16 has numpy kind "V")."""
+    return d.kind == "f" or d.name == "bfloat16"
 
 
 def magnitude(arrays) -> float:
     """The largest finite magnitude in float arrays (1 at least)."""
     m = 1.0
     for a in arrays:
-        if isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.size:
+        if isinstance(a, np.ndarray) and is_float(a.dtype) and a.size:
+            a = a.astype(np.float64)
             finite = a[np.isfinite(a)]
             m = max(m, float(np.max(np.abs(finite), initial=0.0)))
     return m
@@ -33,11 +39,11 @@ def mismatch(got: np.ndarray, want: np.ndarray, tol: float, base=None,
     """None when `got` matches `want`, else a description of the first differences."""
     if got.shape != want.shape or got.dtype != want.dtype:
         return f"shape/dtype {got.shape} {got.dtype}, expected {want.shape} {want.dtype}"
-    if want.dtype.kind == "f":
-        finite = np.isfinite(want)
-        scale = max(scale, magnitude([want]))
-        atol = (base if base is not None else BASE[want.dtype]) * tol * scale
+    if is_float(want.dtype):
         g, w = got.astype(np.float64), want.astype(np.float64)
+        finite = np.isfinite(w)
+        scale = max(scale, magnitude([want]))
+        atol = (base if base is not None else BASE[want.dtype.name]) * tol * scale
         with np.errstate(all="ignore"):
             same = (g == w) | (np.isnan(g) & np.isnan(w)) | (
                 finite & np.isfinite(g) & (np.abs(g - w) <= atol))
@@ -57,9 +63,12 @@ def identical(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def float_base(spec) -> float:
-    """The tolerance base of a case: float32's when any tensor is float32."""
+    """The tolerance base of a case: that of its least precise float type."""
     text = repr(spec.get("inputs")) + repr(spec.get("stages"))
-    return BASE[np.dtype("float32")] if "float32" in text else BASE[np.dtype("float64")]
+    for name in ("bfloat16", "'float16'", "float32"):
+        if name in text:
+            return BASE[name.strip("'")]
+    return BASE["float64"]
 
 
 def check_results(outputs, got, want, tol, base, scale=1.0) -> str | None:

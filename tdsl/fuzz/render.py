@@ -17,10 +17,10 @@ from .oracle import float_base
 ARRAYS = '''
 def make_array(rng, shape, dtype, special):
     """Random input data: small values, sometimes extremes, NaN and infinities."""
-    dt = np.dtype(dtype)
+    dt = td.dtypes.as_dtype(dtype).np  # (bfloat16: ml_dtypes')
     if dt.kind == "b":
         return rng.integers(0, 2, size=shape).astype(bool)
-    if dt.kind == "f":
+    if dt.kind == "f" or dt.name == "bfloat16":
         a = rng.uniform(-4, 4, size=shape).astype(dt)
         if special and a.size:
             flat = a.reshape(-1)
@@ -223,7 +223,8 @@ def main(target=TARGET):
         got = got if isinstance(got, tuple) else (got,)
         for out, g in zip(outputs, got):
             want = td.evaluate(out, **arrays)
-            if want.dtype.kind == "f":
+            if want.dtype.kind == "f" or want.dtype.name == "bfloat16":
+                want = want.astype(np.float64)
                 scale = max(SCALE, float(np.max(np.abs(want[np.isfinite(want)]), initial=0)))
                 tol = BASE * TOL * scale
                 same = np.isclose(got_f := g.astype(np.float64), want, rtol=0, atol=tol,
@@ -252,6 +253,6 @@ def reproducer(spec, finding: dict) -> str:
     doc = ("tdsl fuzz finding.\n\n" + "\n".join(head) + "\n\n" + detail.strip()[:3000]).strip()
     return ('"""' + doc + '\n"""\n\n' + program(spec, schedule=True)
             + f"\nTARGET = {finding.get('target', 'c')!r}\nTOL = {spec['tol']!r}\n"
-            + f"BASE = {float_base(spec)!r}  # float32's when any tensor is float32\n"
+            + f"BASE = {float_base(spec)!r}  # that of the least precise float type\n"
             + f"SCALE = {spec.get('scale', 1.0)!r}  # largest magnitude of any stage\n"
             + f"SPEC = {json.dumps(spec)!r}\n" + MAIN)
