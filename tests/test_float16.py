@@ -254,3 +254,36 @@ def test_bfloat16_with_wide_ints_computes_as_numpy_ufuncs_do(backend):
     with np.errstate(all="ignore"):
         want = np.where(np.less(a, b), np.add(a, b), (a * 2).astype(np.float64))
     check(out, want, backend, A=a, B=b)
+
+
+@pytest.mark.parametrize("view", [None, td.clamp, td.wrap, td.mirror])
+def test_uint64_index_beyond_int64(backend, view):
+    """A uint64 index of 2**63 or more reads as int64's largest value: clamped to the
+    last element, out of range for a plain read (ArgumentError), remapped from it by a
+    view (once it wrapped negative in the kernels and read the first element)."""
+    (i,) = td.dims("i")
+    n = td.dim("n")
+    ix = td.input("ix", {i: 6}, td.uint64)
+    t = td.input("t", {n: 17}, td.float32)
+    read = (view(t) if view else t)[ix[i]]
+    out = td.compute("out", {i: 6}, read * 2)
+    top = np.iinfo(np.uint64).max
+    idx = np.array([0, 16, top, 1 << 63, (1 << 63) - 1, 5], np.uint64)
+    table = np.arange(17, dtype=np.float32)
+    f = td.build(td.schedule(out), target=backend)
+    if view is None:
+        with pytest.raises(td.ArgumentError, match=str((1 << 63) - 1)):
+            td.evaluate(out, ix=idx, t=table)
+        with pytest.raises(td.ArgumentError):
+            f(ix=idx, t=table)
+        return
+    big = (1 << 63) - 1
+    at = {td.clamp: min(big, 16), td.wrap: big % 17,
+          td.mirror: (lambda m: m if m < 17 else 33 - m)(big % 34)}[view]
+    want = table[[0, 16, at, at, at, 5]] * 2
+    np.testing.assert_array_equal(td.evaluate(out, ix=idx, t=table), want)
+    np.testing.assert_array_equal(f(ix=idx, t=table), want)
+    inlined = td.compute("p", {n: 17}, t[n] * 2)
+    out2 = td.compute("out2", {i: 6}, view(inlined)[ix[i]])
+    s = td.schedule(out2).compute_inline(inlined)
+    np.testing.assert_array_equal(td.build(s, target=backend)(ix=idx, t=table), want)

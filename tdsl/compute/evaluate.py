@@ -321,10 +321,14 @@ class _Points:
         return acc[()] if acc.ndim == 0 else acc
 
     def index(self, e: Expr):
-        """An integer index or bound, exact: a Python int or an int64 array."""
+        """An integer index or bound, exact: a Python int or an int64 array. A uint64
+        index beyond int64's range counts as int64's largest value (out of range of any
+        tensor; a view remaps that value), as in the kernels."""
         if self.is_affine(e):
             return self.affine(e)
         v = self.value(e)
+        if np.asarray(v).dtype == np.uint64:
+            v = np.minimum(v, np.uint64(np.iinfo(np.int64).max))
         return int(v) if np.ndim(v) == 0 else v.astype(np.int64)
 
     def affine(self, e: Expr):

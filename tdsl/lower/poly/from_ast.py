@@ -518,7 +518,7 @@ class _StmtWriter:
                 v = self.checked.get(key)
                 if v is None:  # not read yet (an update's target is also read)
                     v = self.checked[key] = self.check_index(
-                        ir.Cast(self.value(ix), dt.index), last)
+                        _as_index(self.value(ix)), last)
                 raw.append(_clamp(v, last))
         return self._relative(base, raw)
 
@@ -549,7 +549,7 @@ class _StmtWriter:
         raw, inside = [], []
         for ix, ext in zip(acc.indices, exts):
             last = ir.Binary("sub", ext, ir.index_const(1), dt.index)
-            v = self.index(ix) if is_affine_index(ix) else ir.Cast(self.value(ix), dt.index)
+            v = self.index(ix) if is_affine_index(ix) else _as_index(self.value(ix))
             if t.mode == "pad":  # affine or data-dependent, outside is the pad value
                 inside.append(ir.Binary("and", ir.Compare("ge", v, ir.index_const(0)),
                                         ir.Compare("lt", v, ext), dt.bool_))
@@ -590,7 +590,7 @@ class _StmtWriter:
                 return self.reduction(e)
             case cx.Checked(a, n):
                 last = ir.Binary("sub", self.index(n), ir.index_const(1), dt.index)
-                at = self.check_index(ir.Cast(self.value(a), dt.index), last)
+                at = self.check_index(_as_index(self.value(a)), last)
                 return ir.Cast(_clamp(at, last), a.dtype)
         raise AssertionError(f"unexpected expression {e!r}")
 
@@ -663,6 +663,14 @@ def _remap(mode: str, v: ir.Expr, ext: ir.Expr) -> ir.Expr:
     # by a size is beyond its quasi-affine reasoning)
     last = ir.Binary("sub", ext, ir.index_const(1), dt.index)
     return ir.Select(inside, v, _clamp(far, last), dt.index)
+
+
+def _as_index(v: ir.Expr) -> ir.Expr:
+    """A data-dependent index as an index value: a uint64 beyond int64's range is
+    int64's largest value (out of range of every tensor), as `td.evaluate` reads it."""
+    if v.dtype == dt.uint64:
+        v = ir.Binary("min", v, ir.Const((1 << 63) - 1, dt.uint64), dt.uint64)
+    return ir.Cast(v, dt.index)
 
 
 def _clamp(v: ir.Expr, last: ir.Expr) -> ir.Expr:

@@ -9,8 +9,17 @@ from ...errors import ScheduleError
 from ...schedule.state import Schedulable
 
 
+def _signed(i: cx.Expr) -> cx.Expr:
+    """A uint64 index as an int64, beyond int64's range its largest value (as the kernels
+    and td.evaluate read it); numpy would compute a uint64 next to an int in float64."""
+    if i.dtype != dt.uint64:
+        return i
+    return cx.cast(cx.minimum(i, cx.const((1 << 63) - 1, dt.uint64)), dt.int64)
+
+
 def _clamped(idx: tuple[cx.Expr, ...], shape: tuple[cx.Expr, ...]) -> tuple[cx.Expr, ...]:
-    return tuple(cx.minimum(cx.maximum(i, 0), cx.cast(e, dt.int32) - 1) for i, e in zip(idx, shape))
+    return tuple(cx.minimum(cx.maximum(_signed(i), 0), cx.cast(e, dt.int32) - 1)
+                 for i, e in zip(idx, shape))
 
 
 def _remapped(mode: str, idx: tuple[cx.Expr, ...], shape: tuple[cx.Expr, ...]
@@ -19,6 +28,7 @@ def _remapped(mode: str, idx: tuple[cx.Expr, ...], shape: tuple[cx.Expr, ...]
     out = []
     for i, e in zip(idx, shape):
         n = cx.cast(e, dt.int32)
+        i = _signed(i)
         if mode == "wrap":
             out.append(i % n)
             continue
@@ -29,7 +39,8 @@ def _remapped(mode: str, idx: tuple[cx.Expr, ...], shape: tuple[cx.Expr, ...]
 
 
 def _in_range(idx: tuple[cx.Expr, ...], shape: tuple[cx.Expr, ...]) -> cx.Expr:
-    conds: list[cx.Expr] = [(i >= 0) & (i < cx.cast(e, dt.int32)) for i, e in zip(idx, shape)]
+    conds: list[cx.Expr] = [(_signed(i) >= 0) & (_signed(i) < cx.cast(e, dt.int32))
+                            for i, e in zip(idx, shape)]
     out = conds[0]
     for c in conds[1:]:
         out = out & c
