@@ -272,3 +272,11 @@ def test_rfactor_of_an_update_round_trips_through_json(backend):
     assert again == sched
     want = np.bincount(a.ravel() % bins, minlength=bins).astype(np.int32)
     np.testing.assert_array_equal(td.build(again, target=backend)(img=a), want)
+
+
+def test_cache_read_into_a_stage_with_updates_is_refused():
+    """The image is read by the histogram's update only: a cache_read into it would have
+    added a stage nothing reads (silently), so it is refused by name."""
+    img, hist, _ = histogram()
+    with pytest.raises(td.ScheduleError, match=r"hist has updates \(hist.u0\)"):
+        td.schedule(hist).cache_read(img, [hist], "ic")

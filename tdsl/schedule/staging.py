@@ -133,6 +133,10 @@ class CacheRead(Primitive):
             if c not in readers:
                 names = ", ".join(r.name for r in readers) or "none"
                 raise _err(self, f"{c.name} does not read {t.name}; its readers are: {names}")
+            if st.pipeline.updates_of(c):
+                names = ", ".join(u.name for u in st.pipeline.updates_of(c))
+                raise _err(self, f"{c.name} has updates ({names}), so what it reads cannot be "
+                                 "restaged; cache_read applies to stages without updates")
         name = _fresh_stage_name(self, st, self.name or f"{t.name}_cache")
         first = min(c.order for c in consumers)
         copy = new_stage(name, t, t[tuple(t.dims)], first - 0.5)
