@@ -61,7 +61,7 @@ def _combine(draw, a, b, dtype):
 def pipelines(draw) -> Case:
     dtype = draw(st.sampled_from(DTYPES))
     kind = draw(st.sampled_from(["elementwise", "reduce", "stencil", "chain3", "stencils",
-                                 "matmul", "inline", "solve"]))
+                                 "matmul", "inline", "solve", "gather", "scatter"]))
     symbolic = draw(st.booleans())
     h, w = draw(st.sampled_from(IMAGE_EXTENTS)), draw(st.sampled_from(IMAGE_EXTENTS))
     seed = draw(st.integers(0, 2**16))
@@ -125,6 +125,27 @@ def pipelines(draw) -> Case:
         td.update(out[y, x], _combine(draw, out[y, x], td.sum(out[y, k] * scale, over={k: (0, x)}),
                                       dtype), over={y: H, x: W})
         stages = [out]
+    elif kind == "gather":  # a data-dependent index into a table, and edges remapped
+        a = inp("a", {y: H, x: W}, (h, w))
+        n = td.dim("n")
+        lut = inp("lut", {n: 13}, (13,))
+        ix = inp("ix", {y: H, x: W}, (h, w), td.int32)
+        view = draw(st.sampled_from([td.mirror, td.mirror_interior, td.wrap, td.clamp]))
+        dy, dx = draw(st.integers(-3, 3)), draw(st.integers(-3, 3))
+        g = td.compute("g", {y: H, x: W}, _combine(draw, lut[ix[y, x] % 13],
+                                                    view(a)[y + dy, x + dx], dtype))
+        out = td.compute("out", {y: H, x: W}, _combine(draw, g[y, x], td.clamp(g)[y, x - 1],
+                                                      dtype))
+        stages = [g, out]
+    elif kind == "scatter":  # a histogram-like update: elements hit by several iterations
+        a = inp("a", {y: H, x: W}, (h, w))
+        ix = inp("ix", {y: H, x: W}, (h, w), td.int32)
+        out = td.compute("out", {x: W}, td.cast(x * 3 - 5, dtype))
+        at = out[ix[y, x] % W]
+        # exact in any order, so atomic and rfactored runs equal td.evaluate bit for bit
+        td.update(at, at + a[y, x] if dtype.is_int else td.maximum(at, a[y, x]),
+                  over={y: H, x: W})
+        stages = [out]
     else:
         K = draw(st.sampled_from(EXTENTS))
         a = inp("a", {y: H, k: K}, (h, K))
@@ -160,6 +181,30 @@ def _loop_ops(draw, s, stage):
         except td.ScheduleError:
             pass  # an invalid pick; the primitive's own checks are tested elsewhere
     return s
+
+
+def _update_ops(draw, s, u):
+    """Maybe make update `u` atomic, or rfactor it (then maybe run its partial results in
+    parallel), then loop primitives on it; kept only when legal (an update's dependences
+    are proven when it is built, not when a primitive is applied)."""
+    how = draw(st.sampled_from(["loops", "atomic", "rfactor", "none"]))
+    try:
+        if how == "atomic":
+            t = _loop_ops(draw, s.atomic(u), u)
+        elif how == "rfactor":
+            loop = draw(st.sampled_from(s.loops(u)))
+            t = s.rfactor(u, loop, draw(st.sampled_from([2, 3, 4])), name="part")
+            if draw(st.booleans()):
+                t = t.parallel("part.u0", f"{loop}_i")
+            t = _loop_ops(draw, t, "part.u0")
+        elif how == "loops":
+            t = _loop_ops(draw, s, u)
+        else:
+            return s
+        t.check()
+        return t
+    except td.ScheduleError:
+        return s
 
 
 def _fuse_ops(draw, s, stage):
@@ -254,6 +299,8 @@ def schedules(draw, case: Case, fused: bool = False):
         if fused:
             s = _fuse_ops(draw, s, stage)
         s = _loop_ops(draw, s, stage)
+        for u in stage.updates:
+            s = _update_ops(draw, s, u)
     for stage in case.stages[:-1]:
         where = draw(st.sampled_from(["root", "inline", "at", "at_store"]
                                      + (["at", "at_store"] if fused else [])))
@@ -274,6 +321,7 @@ def schedules(draw, case: Case, fused: bool = False):
 
 
 def _reads(stage):
-    from tdsl.compute.tensor import tensors_read
+    """What a stage's definition and updates read."""
+    from tdsl.compute.tensor import stage_reads
 
-    return tensors_read(stage.expr)
+    return stage_reads(stage, stage.updates)

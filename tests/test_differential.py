@@ -22,6 +22,7 @@ ALLOWED_REJECTIONS = (
     "reassociate=True needs every iteration",  # a reassociated loop with its stage's loops inside
     "trip count is not bounded",  # unroll/vectorize of a block loop whose block size is symbolic
     "exceeded its",  # the lowering budget (tdsl.lower.poly.budget), e.g. for deeply fused blocks
+    "outside the loop that computes them",  # isl's generator hoisted a nested block's bounds
 )
 
 
