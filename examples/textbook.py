@@ -82,8 +82,36 @@ def mlp(batch=32, n_in=64, hidden=128, n_out=10):
     return s, arrays, np.argmax(h_np @ arrays["W2"] + arrays["b2"], axis=1)
 
 
+def histogram(h=240, w=320):
+    """hist[img[y, x]] += 1: rows counted in parallel, each thread into a partial
+    histogram of its own (rfactor of the update), merged after."""
+    y, x, v = td.dims("y x v")
+    img = td.input("img", {y: h, x: w}, td.uint8)
+    hist = td.compute("hist", {v: 256}, td.cast(0 * v, td.int32))
+    pixel = td.cast(img[y, x], td.int32)
+    count = td.update(hist[pixel], hist[pixel] + 1, over={y: h, x: w})
+    s = td.schedule(hist).rfactor(count, "y", 2).parallel("hist_rf.u0", "y_i")
+    image = rng.integers(0, 256, (h, w), dtype=np.uint8)
+    return s, dict(img=image), np.bincount(image.ravel(), minlength=256).astype(np.int32)
+
+
+def mixed_precision_matmul(n=48):
+    """float16 operands, a float32 sum, a float16 result: each product and the sum in
+    float32, one rounding at the end."""
+    i, j, k = td.dims("i j k")
+    A = td.input("A", {i: n, k: n}, td.float16)
+    B = td.input("B", {k: n, j: n}, td.float16)
+    C = td.compute("C", {i: n, j: n},
+                   td.cast(td.sum(td.cast(A[i, k], td.float32) * B[k, j], over=k), td.float16))
+    a, b = (rng.standard_normal((n, n)).astype(np.float16) for _ in range(2))
+    want = (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16)
+    s = td.schedule(C).split(C, "j", 16).vectorize(C, "j_i").parallel(C, "i")
+    return s, dict(A=a, B=b), want
+
+
 KERNELS = {"gemm": gemm, "correlation": correlation, "forward_substitution": forward_substitution,
-           "cholesky": cholesky, "mlp": mlp}
+           "cholesky": cholesky, "mlp": mlp, "histogram": histogram,
+           "mixed_precision_matmul": mixed_precision_matmul}
 
 
 def check(name: str, target: str) -> str:
@@ -93,8 +121,9 @@ def check(name: str, target: str) -> str:
     if want.dtype.kind in "iub":
         np.testing.assert_array_equal(got, want)
     else:
-        np.testing.assert_allclose(got, want, rtol=1e-4 if got.dtype == np.float32 else 1e-9,
-                                   atol=1e-4)
+        tol = {2: 2e-3, 4: 1e-4}.get(got.dtype.itemsize, 1e-9)
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol,
+                                   atol=tol)
     return f"{name:22s} {target:5s} matches numpy"
 
 
