@@ -32,11 +32,11 @@ def test_every_primitive_method_has_its_record_class():
 
 
 def test_dtype_constants_are_documented_by_their_class():
-    assert CONSTANTS == {"bool_", "float32", "float64", "int8", "int16", "int32", "int64",
-                         "uint8", "uint16", "uint32"}
+    assert CONSTANTS == {"bool_", "float16", "bfloat16", "float32", "float64", "int8", "int16",
+                         "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
     doc = inspect.getdoc(td.dtypes.DType) or ""
     assert not doc.startswith("DType("), "DType has only the docstring dataclass generates"
-    assert "td.float32" in doc
+    assert "td.float32" in doc and "td.bfloat16" in doc
 
 
 @pytest.mark.parametrize("name", sorted(set(td.__all__) - CONSTANTS))

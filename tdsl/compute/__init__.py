@@ -61,6 +61,7 @@ from .tensor import (
     mirror_interior,
     pad,
     prod,
+    reduce,
     size,
     sum,
     update,
@@ -71,6 +72,6 @@ __all__ = [
     "Access", "Axis", "Binary", "BoundaryView", "Call", "Cast", "Compare", "Const", "Dim", "Expr",
     "Input", "Pipeline", "Reduce", "Select", "Size", "Stage", "Tensor", "Unary", "Update", "abs_", "argmax", "argmin", "cast",
     "assume_in_range", "ceil", "clamp", "compute", "const", "cos", "dim", "dims", "exp", "floor", "identity", "input",
-    "log", "max", "maximum", "min", "minimum", "mirror", "mirror_interior", "pad", "prod", "sin", "size", "sqrt", "sum", "tanh",
+    "log", "max", "maximum", "min", "minimum", "mirror", "mirror_interior", "pad", "prod", "reduce", "sin", "size", "sqrt", "sum", "tanh",
     "update", "where", "atan2", "erf", "exp2", "isinf", "isnan", "log2", "pow", "round", "rsqrt", "saturating_cast", "wrap",
 ]

@@ -62,6 +62,7 @@ from .expr import (
     NUMPY_BINARY,
     NUMPY_CALL,
     NUMPY_COMPARE,
+    Acc,
     Access,
     Binary,
     Call,
@@ -71,6 +72,8 @@ from .expr import (
     Const,
     Dim,
     Expr,
+    Item,
+    Pack,
     Reduce,
     Select,
     Size,
@@ -146,17 +149,41 @@ def _define(stage: Stage, arrays: dict[Tensor, np.ndarray], sizes: dict[str, int
 
 
 def _reduce(pts: _Points, red: Reduce, level: int, acc: np.ndarray) -> None:
-    """Visit the reduction points of axes[level:] in order, where `pts.mask` holds."""
-    if level == len(red.axes):
+    """Accumulate `red.body` into `acc` at each reduction point, in order."""
+
+    def step() -> None:
         body = pts.value(red.body)
         _COMBINE[red.op](acc, body, out=acc, where=True if pts.mask is None else pts.mask)
+
+    _points(pts, red.axes, level, step)
+
+
+def _fold(pts: _Points, red: Reduce, accs: list[np.ndarray]) -> None:
+    """A general reduction's steps at each point, in order: every new value from the
+    values so far, then all of them stored."""
+    pack = red.body
+    assert isinstance(pack, Pack)
+
+    def step() -> None:
+        new = [pts.value(v) for v in pack.steps]
+        for a, v in zip(accs, new):
+            np.copyto(a, v, where=True if pts.mask is None else pts.mask)
+
+    _points(pts, red.axes, 0, step)
+
+
+def _points(pts: _Points, axes: tuple, level: int, step) -> None:
+    """Visit the reduction points of axes[level:] in order, where `pts.mask` holds, and
+    call `step` at each."""
+    if level == len(axes):
+        step()
         return
-    ax, mask = red.axes[level], pts.mask
+    ax, mask = axes[level], pts.mask
     lo, hi = pts.index(ax.lo), pts.index(ax.hi)
     if mask is None and np.ndim(lo) == 0 and np.ndim(hi) == 0:  # a box: no masking
         for v in range(int(lo), int(hi)):
             pts.at[ax.dim] = v
-            _reduce(pts, red, level + 1, acc)
+            _points(pts, axes, level + 1, step)
         return
     active = np.broadcast_to(lo < hi, pts.shape)
     if mask is not None:
@@ -168,7 +195,7 @@ def _reduce(pts: _Points, red: Reduce, level: int, acc: np.ndarray) -> None:
             inside = active & (lo <= v) & (v < hi)
             if inside.any():
                 pts.at[ax.dim], pts.mask = v, inside
-                _reduce(pts, red, level + 1, acc)
+                _points(pts, axes, level + 1, step)
     pts.mask = mask
 
 
@@ -259,6 +286,7 @@ class _Points:
         self.mask: np.ndarray | None = None
         self.reads: list[np.ndarray] | None = None
         self._affine: dict[Expr, bool] = {}
+        self.accs: dict[int, list[np.ndarray]] = {}  # general reductions' values so far
 
     def is_affine(self, e: Expr) -> bool:
         """`is_affine_index(e)`, remembered per node."""
@@ -283,18 +311,16 @@ class _Points:
                 v = np.int32(self.sizes[name])
             case Compare(op, a, b):
                 v = NUMPY_COMPARE[op](self.value(a), self.value(b))
-            case Unary("neg", a):
-                v = np.negative(self.value(a))
-            case Unary("invert", a):
-                v = np.invert(self.value(a))
+            case Unary(op, a):
+                v = (np.negative if op == "neg" else np.invert)(self.value(a))
             case Call(fn, args):
                 v = _call(fn, [self.value(a) for a in args])
             case Select(c, a, b):
                 v = np.where(self.value(c), self.value(a), self.value(b))
             case Cast(a, d):
                 v = astype(self.value(a), d)
-            case Reduce():
-                v = self.inline_reduction(e)
+            case Item() | Acc() | Reduce():
+                v = self.reduction(e)
             case Checked(a, n):
                 v = self.checked(a, n)
             case _:
@@ -319,6 +345,32 @@ class _Points:
             self.at.pop(ax.dim, None)
         self.at.update(saved)
         return acc[()] if acc.ndim == 0 else acc
+
+    def reduction(self, e: Item | Acc | Reduce):
+        """A reduction's value inside an expression (see `inline_reduction`, `fold`)."""
+        match e:
+            case Item(red, index):
+                return self.fold(red)[index]
+            case Acc(token, index):
+                return self.accs[token][index]
+        assert isinstance(e, Reduce)
+        return self.inline_reduction(e)
+
+    def fold(self, red: Reduce) -> list:
+        """A general reduction (`td.reduce`) at every point: its values start where the
+        start values say and take each step's new values, point after point in order."""
+        pack = red.body
+        assert isinstance(pack, Pack)
+        accs = [np.array(np.broadcast_to(self.value(v), self.shape), dtype=v.dtype.np)
+                for v in pack.starts]
+        saved = {ax.dim: self.at[ax.dim] for ax in red.axes if ax.dim in self.at}
+        self.accs[pack.token] = accs
+        _fold(self, red, accs)
+        del self.accs[pack.token]
+        for ax in red.axes:
+            self.at.pop(ax.dim, None)
+        self.at.update(saved)
+        return [a[()] if a.ndim == 0 else a for a in accs]
 
     def index(self, e: Expr):
         """An integer index or bound, exact: a Python int or an int64 array. A uint64

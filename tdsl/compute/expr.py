@@ -239,7 +239,8 @@ CompareOp = Literal["eq", "ne", "lt", "le", "gt", "ge"]
 UnaryOp = Literal["neg", "invert"]
 CallFn = Literal["exp", "log", "sqrt", "sin", "cos", "tanh", "floor", "ceil", "abs",
                  "exp2", "log2", "round", "erf", "atan2", "pow"]
-ReduceOp = Literal["sum", "prod", "max", "min"]
+# "fold": a general reduction (`td.reduce`), whose body is a `Pack`
+ReduceOp = Literal["sum", "prod", "max", "min", "fold"]
 
 
 @_node
@@ -325,6 +326,55 @@ class Reduce(Expr):
     axes: tuple[Axis, ...]
     dtype: DType
     name: str | None = None
+
+
+@_node
+class Acc(Expr):
+    """In a general reduction's step (`td.reduce`): component `index` of the value so far
+    of the reduction `token` names."""
+
+    token: int
+    index: int
+    dtype: DType
+
+
+@_node
+class Pack(Expr):
+    """The body of a general reduction (`Reduce` "fold", `td.reduce`): each component's
+    start value (an expression of the enclosing dims, computed before the reduction),
+    then each component's step, the new value from the `Acc` values so far."""
+
+    items: tuple[Expr, ...]
+    token: int
+
+    @property
+    def size(self) -> int:
+        return len(self.items) // 2
+
+    @property
+    def starts(self) -> tuple[Expr, ...]:
+        return self.items[: self.size]
+
+    @property
+    def steps(self) -> tuple[Expr, ...]:
+        return self.items[self.size:]
+
+    @property
+    def dtype(self) -> DType:
+        return self.items[0].dtype
+
+
+@_node
+class Item(Expr):
+    """Component `index` of a general reduction's result (`td.reduce`)."""
+
+    fold: Reduce
+    index: int
+
+    @property
+    def dtype(self) -> DType:
+        assert isinstance(self.fold.body, Pack)
+        return self.fold.body.items[self.index].dtype
 
 
 # ---------------------------------------------------------------- builders
@@ -704,6 +754,12 @@ def children(e: Expr) -> tuple[Expr, ...]:
             return (a, n)
         case Reduce(_, body, axes):
             return (body, *(x for ax in axes for x in (ax.lo, ax.hi)))
+        case Pack(items):
+            return items
+        case Item(fold):
+            return (fold,)
+        case Acc():
+            return ()
     raise TypeError(f"not an expression node: {e!r}")
 
 
@@ -739,6 +795,11 @@ def rebuild(e: Expr, kids: tuple[Expr, ...]) -> Expr:
                 Axis(ax.dim, kids[1 + 2 * n], kids[2 + 2 * n]) for n, ax in enumerate(axes)
             )
             return Reduce(op, kids[0], new_axes, d, e.name)
+        case Pack(_, token):
+            return Pack(kids, token)
+        case Item(_, index):
+            assert isinstance(kids[0], Reduce)
+            return Item(kids[0], index)
     return e
 
 

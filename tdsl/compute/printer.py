@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .expr import (
+    Acc,
     Access,
     Binary,
     Call,
@@ -12,6 +13,8 @@ from .expr import (
     Const,
     Dim,
     Expr,
+    Item,
+    Pack,
     Reduce,
     Select,
     Size,
@@ -59,7 +62,24 @@ def show(e: Expr, prec: int = 0) -> str:
             return f"checked({show(a)}, {show(n)})"
         case Select(c, a, b):
             return f"td.where({show(c)}, {show(a)}, {show(b)})"
-        case Reduce(op, body, axes):
-            over = ", ".join(f"{ax.dim.name}: ({show(ax.lo)}, {show(ax.hi)})" for ax in axes)
-            return f"td.{op}({show(body)}, over={{{over}}})"
+        case Item() | Acc() | Reduce():
+            return _reduction(e)
     return object.__repr__(e)
+
+
+def _reduction(e: Expr) -> str:
+    match e:
+        case Item(Reduce("fold", Pack() as pack, axes), index):
+            start = ", ".join(show(x) for x in pack.starts)
+            step = ", ".join(show(x) for x in pack.steps)
+            return (f"td.reduce(lambda acc{pack.token}: ({step},), init=({start},), "
+                    f"over={{{_over(axes)}}})[{index}]")
+        case Acc(token, index):
+            return f"acc{token}[{index}]"
+        case Reduce(op, body, axes):
+            return f"td.{op}({show(body)}, over={{{_over(axes)}}})"
+    return object.__repr__(e)
+
+
+def _over(axes) -> str:
+    return ", ".join(f"{ax.dim.name}: ({show(ax.lo)}, {show(ax.hi)})" for ax in axes)

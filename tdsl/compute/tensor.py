@@ -19,10 +19,13 @@ import keyword
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from .. import dtypes as dt
 from ..dtypes import DType
 from ..errors import DefinitionError
 from .expr import (
+    Acc,
     Access,
     Axis,
     Binary,
@@ -30,6 +33,8 @@ from .expr import (
     Const,
     Dim,
     Expr,
+    Item,
+    Pack,
     Reduce,
     ReduceOp,
     Size,
@@ -637,6 +642,17 @@ def _reduce(op: ReduceOp, body, over, dtype, name: str | None = None) -> Reduce:
             f"{what} needs over=: the dim(s) to reduce, e.g. {what}(A[i, k], over=k) or "
             f"over={{k: 512}}")
     body = const(body) if not isinstance(body, Expr) else body
+    axes = _axes(over, body, what)
+    acc = dt.as_dtype(dtype) if dtype is not None else body.dtype
+    if acc.is_bool and op in _IDENTITY:
+        raise DefinitionError(
+            f"{what} over a bool expression: give the accumulator dtype, e.g. {what}(..., dtype=td.int32)"
+        )
+    return Reduce(op, _coerce(body, acc), axes, acc, name)
+
+
+def _axes(over, body: Expr, what: str) -> tuple[Axis, ...]:
+    """The axes `over=` lists (extents left out are those of the tensors `body` indexes)."""
     if isinstance(over, Dim):
         over = (over,)
     if isinstance(over, (tuple, list)):
@@ -659,12 +675,74 @@ def _reduce(op: ReduceOp, body, over, dtype, name: str | None = None) -> Reduce:
             if not b.dtype.is_int:
                 raise DefinitionError(f"{what}: bound {b!r} of {d.name} must be an integer expression")
         axes.append(Axis(d, lo, hi))
-    acc = dt.as_dtype(dtype) if dtype is not None else body.dtype
-    if acc.is_bool and op in _IDENTITY:
-        raise DefinitionError(
-            f"{what} over a bool expression: give the accumulator dtype, e.g. {what}(..., dtype=td.int32)"
-        )
-    return Reduce(op, _coerce(body, acc), tuple(axes), acc, name)
+    return tuple(axes)
+
+
+_fold_tokens = itertools.count()
+
+
+def reduce(update, init, over, dtype=None) -> tuple[Expr, ...]:
+    """A general reduction: several values carried together through the points of
+    `over`, in order, as a fold. `init` gives their start values (numbers, or
+    expressions of the enclosing dims); `update(acc)` is called once, with `acc` the
+    tuple of values so far (expressions), and returns the tuple of new values at a point
+    of `over`, whose dims it may use. The result is the tuple of final values, each an
+    expression that may stand anywhere an expression goes (like `td.sum`).
+
+        # the largest value of x[k] and the first k where it occurs, in one pass
+        best, where = td.reduce(
+            lambda acc: (td.maximum(acc[0], x[k]), td.where(x[k] > acc[0], k, acc[1])),
+            init=(-np.inf, 0), over=k)
+
+    The dtypes are `dtype` (a tuple, one per value), else those of the start values (a
+    Python int is int64, a float float64); each new value is converted to its value's
+    dtype. `over` is as for `td.sum`. Both backends and `td.evaluate` compute it the
+    same way, in order, so integers agree bit for bit.
+    """
+    what = "td.reduce"
+    if not callable(update):
+        raise DefinitionError(f"{what}: update must be a function of the tuple of values so "
+                              f"far, returning the new tuple, e.g. lambda acc: (acc[0] + x[k],)")
+    starts = tuple(init) if isinstance(init, (tuple, list)) else (init,)
+    if not starts:
+        raise DefinitionError(f"{what}: init= must give at least one start value")
+    if dtype is not None:
+        kinds = tuple(dtype) if isinstance(dtype, (tuple, list)) else (dtype,)
+        if len(kinds) != len(starts):
+            raise DefinitionError(f"{what}: {len(kinds)} dtypes for {len(starts)} values")
+        types = tuple(dt.as_dtype(d) for d in kinds)
+    else:
+        types = tuple(_start_dtype(v, what) for v in starts)
+    token = next(_fold_tokens)
+    accs = tuple(Acc(token, k, d) for k, d in enumerate(types))
+    steps = update(accs)
+    steps = tuple(steps) if isinstance(steps, (tuple, list)) else (steps,)
+    if len(steps) != len(starts):
+        raise DefinitionError(f"{what}: update returned {len(steps)} values for the "
+                              f"{len(starts)} of init=")
+    body = Pack(tuple(_coerce(v, d) for v, d in zip(starts + steps, types + types)), token)
+    axes = _axes(over, Pack(tuple(_coerce(v, d) for v, d in zip(steps, types)), token), what)
+    bound = {ax.dim for ax in axes}
+    for v in body.starts:
+        if bound & set(free_dims(v)):
+            raise DefinitionError(f"{what}: the start value {v!r} uses a dim of over=; start "
+                                  "values are computed before the reduction")
+    red = Reduce("fold", body, axes, types[0])
+    return tuple(Item(red, k) for k in range(len(types)))
+
+
+def _start_dtype(v, what: str) -> DType:
+    if isinstance(v, Expr):
+        return v.dtype
+    if isinstance(v, np.generic):
+        return dt.as_dtype(v.dtype)
+    if isinstance(v, bool):
+        return dt.bool_
+    if isinstance(v, int):
+        return dt.int64
+    if isinstance(v, float):
+        return dt.float64
+    raise DefinitionError(f"{what}: start value {v!r} is not a number or an expression")
 
 
 def sum(body, over=None, dtype=None, name=None) -> Reduce:  # noqa: A001

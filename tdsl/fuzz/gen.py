@@ -18,7 +18,9 @@ Expression nodes (first element names the node):
     ["cmp", op, x, y]               < <= > >= == !=
     ["w", cond, x, y]               td.where
     ["cast", dtype, x]
-    ["r", op, body, over, dtype]    td.sum/prod/max/min; over [[dim, lo, hi]...]
+    ["r", op, body, over, dtype]    td.sum/prod/max/min; over [[dim, lo, hi]...]; op
+                                    foldmax/foldmin: the index of a value-and-index
+                                    td.reduce (dtype: the body's)
                                     (lo None: an extent) or ["infer", dim]
     ["i", text]                     an affine index/bound written out (y + 1)
 

@@ -299,6 +299,8 @@ def reduction(g, ctx, depth):
     body = access(g, inner, name, view)
     if g.chance(0.5):
         body = binary(g, body, expr(g, inner, depth - 1))
+    if g.chance(0.12):  # value and index in one pass (td.reduce): the index, exact
+        return ["r", g.pick(("foldmax", "foldmin")), body[0], over, body[1]], "int64", True
     op = g.pick(("sum", "sum", "prod", "max", "min"))
     dtype = None
     if body[1] == "bool" and op in ("sum", "prod"):

@@ -68,10 +68,30 @@ def expr(n) -> str:
             return f"td.where({expr(n[1])}, {expr(n[2])}, {expr(n[3])})"
         case "cast":
             return f"td.cast({expr(n[2])}, {dtype_code(n[1])})"
+        case "r" if n[1].startswith("fold"):
+            return fold(n)
         case "r":
             dtype = f", dtype={dtype_code(n[4])}" if n[4] else ""
             return f"td.{n[1]}({expr(n[2])}, over={over(n[3])}{dtype})"
     raise ValueError(f"unknown expression node {n!r}")
+
+
+def fold(n) -> str:
+    """["r", "foldmax" or "foldmin", body, over, body's dtype]: the first index where the
+    body is largest (smallest), with the extreme value, in one td.reduce."""
+    body, d = expr(n[2]), n[4]
+    k = n[3][1] if n[3][0] == "infer" else n[3][0][0]
+    big = n[1] == "foldmax"
+    if d == "bool":
+        start = "False" if big else "True"
+    elif d.startswith(("float", "bfloat")):
+        start = "-np.inf" if big else "np.inf"
+    else:
+        start = f"int(np.iinfo(np.{d}).{'min' if big else 'max'})"
+    pick, cmp = ("td.maximum", ">") if big else ("td.minimum", "<")
+    return (f"td.reduce(lambda acc: ({pick}(acc[0], {body}), td.where({body} {cmp} acc[0], {k}, "
+            f"acc[1])), init=({start}, 0), over={over(n[3])}, dtype=({dtype_code(d)}, "
+            f"td.int64))[1]")
 
 
 def view(name, v) -> str:

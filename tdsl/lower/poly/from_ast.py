@@ -438,6 +438,8 @@ class _StmtWriter:
         self.opened = 0
         self.accumulators: list[ir.Buffer] = []
         self.computed: dict[tuple[object, ...], ir.Load] = {}
+        self.folds: dict[tuple[object, ...], tuple[ir.Load, ...]] = {}
+        self.accs: dict[int, tuple[ir.Load, ...]] = {}  # general reductions being written
         # data-dependent indices bound and checked already, by scope, index and extent
         self.checked: dict[tuple[object, ...], ir.Expr] = {}
 
@@ -488,6 +490,54 @@ class _StmtWriter:
         pre.append(body)
         self.computed[key] = ir.Load(buf, at)
         return self.computed[key]
+
+    def fold(self, r: cx.Reduce) -> tuple[ir.Load, ...]:
+        """A general reduction (`td.reduce`) inside the value, as `reduction` writes an
+        inline one: a one-element accumulator per value, set to its start value, then a
+        loop nest over its axes whose body binds every new value before storing them."""
+        pack = r.body
+        assert isinstance(pack, cx.Pack)
+        free = set(cx.free_dims(r))
+        level = max((n for n, (_, bound, _) in enumerate(self.scopes) if bound & free), default=0)
+        pre, _, scope = self.scopes[level]
+        key = (scope, cx.structure(r))
+        known = self.folds.get(key)
+        if known is not None:
+            return known
+        n = self.conv.fresh()
+        at = (ir.index_const(0),)
+        loads = []
+        for k, start in enumerate(pack.starts):
+            buf = ir.Buffer(f"tdsl_acc{n}_{k}", start.dtype, (ir.index_const(1),), "temp")
+            self.accumulators.append(buf)
+            pre.append(ir.Store(buf, at, self.value(start)))
+            loads.append(ir.Load(buf, at))
+        saved = dict(self.dims)
+        bounds = []
+        for ax in r.axes:  # a bound may use the dims of earlier axes
+            var = f"tdsl_r{n}_{ax.dim.name}"
+            bounds.append((var, self.index(ax.lo), self.index(ax.hi)))
+            self.dims[ax.dim] = ir.Var(var)
+        inner: list[ir.Stmt] = []
+        self.opened += 1
+        self.scopes.append((inner, frozenset(ax.dim for ax in r.axes), self.opened))
+        self.accs[pack.token] = tuple(loads)
+        stores = []
+        for k, step in enumerate(pack.steps):
+            name = f"tdsl_f{n}_{k}"
+            inner.append(_Let(name, self.value(step)))
+            stores.append(ir.Store(loads[k].buffer, at, ir.Var(name, step.dtype)))
+        del self.accs[pack.token]
+        self.scopes.pop()
+        body = _sequence([*inner, *stores])
+        kind = ir.ForKind.UNROLLED if _small(bounds) else ir.ForKind.SERIAL
+        for var, lo, hi in reversed(bounds):
+            trip = _trip(lo, hi)
+            body = ir.For(var, lo, hi, kind, body, trip if kind is ir.ForKind.UNROLLED else None)
+        self.dims = saved
+        pre.append(body)
+        self.folds[key] = tuple(loads)
+        return self.folds[key]
 
     def store_indices(self) -> tuple[ir.Expr, ...]:
         stage = self.s.stage
@@ -586,6 +636,10 @@ class _StmtWriter:
                 return ir.Select(self.value(c), self.value(a), self.value(b), d)
             case cx.Cast(a, d):
                 return ir.Cast(self.value(a), d)
+            case cx.Item(fold, index):
+                return self.fold(fold)[index]
+            case cx.Acc(token, index):
+                return self.accs[token][index]
             case cx.Reduce():
                 return self.reduction(e)
             case cx.Checked(a, n):
