@@ -2,7 +2,7 @@
 
 Runs in the child (it asks the schedule for its loops). Four phases: stage-adding
 primitives (cache_write, cache_read, rfactor of stages and updates, layout; then
-atomic on some updates), loop primitives on every
+fuse_updates and atomic on some updates), loop primitives on every
 schedulable (split, tile, reorder, fuse, vectorize with and without
 reassociate, unroll, parallel), placement of every intermediate (root, inline,
 compute_at, store_at — preferring parallel and fused loops of the consumer,
@@ -208,6 +208,10 @@ class SchedGen:
 
     def run(self):
         self.restage()
+        ups = self.updates()
+        for first, second in zip(ups, ups[1:]):  # consecutive updates of one stage
+            if first.rsplit(".", 1)[0] == second.rsplit(".", 1)[0] and self.chance(0.4):
+                self.attempt("fuse_updates", first, second)
         for u in self.updates() + self.new_updates:
             if self.chance(0.3):
                 self.attempt("atomic", u)

@@ -6,6 +6,7 @@ from .primitives import (
     ComputeAt,
     ComputeInline,
     Fuse,
+    FuseUpdates,
     Parallel,
     Primitive,
     Reorder,
@@ -21,7 +22,7 @@ from .state import LDim, LFuse, LInner, Loop, LoopExpr, LOuter, Placement, State
 from .template import Template
 
 __all__ = [
-    "Atomic", "CacheRead", "CacheWrite", "Layout", "RFactor", "ComputeAt", "ComputeInline", "Fuse", "LDim", "LFuse", "LInner", "LOuter", "Loop", "LoopExpr",
+    "Atomic", "CacheRead", "CacheWrite", "Layout", "RFactor", "ComputeAt", "ComputeInline", "Fuse", "FuseUpdates", "LDim", "LFuse", "LInner", "LOuter", "Loop", "LoopExpr",
     "Parallel", "Placement", "Primitive", "Reorder", "Schedule", "Split", "State", "StoreAt",
     "Template", "Tile", "Unroll", "Vectorize", "Knob", "knob", "schedule",
 ]

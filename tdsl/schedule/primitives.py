@@ -12,6 +12,7 @@ from dataclasses import Field, dataclass, fields
 from typing import TYPE_CHECKING, ClassVar
 
 from ..compute import Dim, Stage, Update
+from ..compute.expr import structure, substitute
 from ..compute.tensor import Tensor, read_modify_write
 from ..errors import ScheduleError
 from .state import LFuse, LInner, Loop, LoopKind, LOuter, Placement, State, with_kind
@@ -77,7 +78,7 @@ class Primitive:
             if f.name == "reassociate":
                 args.append(f"reassociate={v!r}")
                 continue
-            args.append(_shown(v, f.name in ("stage", "consumer")))
+            args.append(_shown(v, f.name in ("stage", "consumer", "second")))
         return f"{self.method}({', '.join(args)})"
 
     def apply(self, st: State) -> None:
@@ -107,6 +108,11 @@ def _stage(prim: Primitive, st: State, stage) -> Stage:
     stage = found
     if st.compute[stage].kind == "inline":
         raise _err(prim, f"stage {stage.name} is inlined (compute_inline) and has no loops of its own")
+    if st.compute[stage].kind == "fused":
+        first = st.compute[stage].consumer
+        assert first is not None  # as fuse_updates places it
+        raise _err(prim, f"{stage.name} runs in the loops of {first.name} (fuse_updates) and has "
+                         f"no loops of its own; schedule {first.name}")
     return stage
 
 
@@ -472,6 +478,67 @@ class Atomic(Primitive):
         st.atomic.add(u)
 
 
+@dataclass(frozen=True)
+class FuseUpdates(Primitive):
+    """Run two updates of one stage in one loop nest: each iteration of `first`, then the
+    same iteration of `second` (the update right after it), where the dependences allow.
+
+    Before (y[i] = y[i] + x[i]; then y[i] = y[i] * y[i - 1]):
+        for i in 0 .. 16:                  after fuse_updates(y.u0, y.u1):
+          y[i] = y[i] + x[i]                   for i in 1 .. 16:
+        for i in 1 .. 16:                        y[i] = y[i] + x[i]
+          y[i] = y[i] * y[i - 1]                 y[i] = y[i] * y[i - 1]
+                                               (with y[0] = y[0] + x[0] before)
+
+    The two must loop over the same domain (the same bounds, dim by dim, in over=), and
+    `second` must not be scheduled yet; afterwards the loops of `first` are the loops of
+    both, and primitives on them (split, parallel, ...) apply to both. Legal only when
+    every dependence between them keeps its direction (checked, like every schedule).
+    """
+
+    stage: StageRef
+    second: StageRef
+    method: ClassVar[str] = "fuse_updates"
+
+    def apply(self, st: State) -> None:
+        first, second = _stage(self, st, self.stage), _stage(self, st, self.second)
+        for u in (first, second):
+            if not isinstance(u, Update):
+                raise _err(self, f"{u.name} is a stage; fuse_updates fuses two updates of one "
+                                 "stage (td.update)")
+        assert isinstance(first, Update) and isinstance(second, Update)
+        ups = st.pipeline.updates_of(first.stage)
+        between = ups[ups.index(first) + 1: ups.index(second)] if second in ups else ()
+        if second.stage is not first.stage or ups.index(second) <= ups.index(first) or any(
+                st.compute[u] != Placement("fused", first) for u in between):
+            order = ", ".join(u.name for u in ups)
+            raise _err(self, f"{second.name} must be the update right after {first.name} (or "
+                             f"after those fused into it already), of the same stage; the "
+                             f"updates of {first.stage.name} are: {order}")
+        if second in st.touched or second in st.atomic:
+            raise _err(self, f"{second.name} is already scheduled; fuse first, then schedule "
+                             f"{first.name}, whose loops both run in")
+        if any(p.kind == "fused" and p.consumer is second for p in st.compute.values()):
+            raise _err(self, f"{second.name} has an update fused into it already")
+        if not same_domain(first, second):
+            show = ", ".join(f"{ax.dim.name}: ({ax.lo!r}, {ax.hi!r})" for ax in second.axes)
+            mine = ", ".join(f"{ax.dim.name}: ({ax.lo!r}, {ax.hi!r})" for ax in first.axes)
+            raise _err(self, f"the updates loop over different domains ({mine} and {show}); "
+                             "fused updates run over the same points")
+        st.compute[second] = Placement("fused", first)
+
+
+def same_domain(a: Update, b: Update) -> bool:
+    """Whether updates `a` and `b` loop over the same points: as many over= dims, and the
+    bounds of each equal once b's dims are named as a's."""
+    if len(a.axes) != len(b.axes):
+        return False
+    rename = {y.dim: x.dim for x, y in zip(a.axes, b.axes)}
+    return all(structure(x.lo) == structure(substitute(y.lo, rename))
+               and structure(x.hi) == structure(substitute(y.hi, rename))
+               for x, y in zip(a.axes, b.axes))
+
+
 def _producer(prim, st: State, stage) -> Stage:
     stage = _stage(prim, st, stage)
     if isinstance(stage, Update):
@@ -605,6 +672,6 @@ class StoreAt(Primitive):
 
 PRIMITIVES: dict[str, type[Primitive]] = {
     c.__name__: c
-    for c in (Split, Tile, Reorder, Fuse, Vectorize, Unroll, Parallel, Atomic, ComputeInline,
-              ComputeAt, StoreAt)
+    for c in (Split, Tile, Reorder, Fuse, Vectorize, Unroll, Parallel, Atomic, FuseUpdates,
+              ComputeInline, ComputeAt, StoreAt)
 }

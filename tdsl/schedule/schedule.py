@@ -20,6 +20,7 @@ from .primitives import (
     ComputeAt,
     ComputeInline,
     Fuse,
+    FuseUpdates,
     Parallel,
     Primitive,
     Reorder,
@@ -147,6 +148,9 @@ class Schedule:
 
     def parallel(self, stage, loop, reassociate: bool = False) -> Schedule:
         return self.append(Parallel(self._stage(stage), loop, reassociate))
+
+    def fuse_updates(self, first, second) -> Schedule:
+        return self.append(FuseUpdates(self._stage(first), self._stage(second)))
 
     def atomic(self, stage) -> Schedule:
         return self.append(Atomic(self._stage(stage)))
@@ -298,7 +302,7 @@ class Schedule:
         return "(" + head + "".join(f"\n   .{c}" for c in calls) + ")"
 
 
-PRIMITIVE_METHODS = ("split", "tile", "reorder", "fuse", "vectorize", "unroll", "parallel", "atomic",
+PRIMITIVE_METHODS = ("split", "tile", "reorder", "fuse", "vectorize", "unroll", "parallel", "atomic", "fuse_updates",
                      "compute_inline", "compute_at", "store_at", "cache_write", "cache_read",
                      "rfactor", "layout")
 
@@ -348,7 +352,7 @@ def _from_dict(rec: dict, pipeline: Pipeline) -> Primitive:
     for k, v in rec.items():
         if k == "type":
             continue
-        if k in ("stage", "consumer", "tensor"):
+        if k in ("stage", "consumer", "tensor", "second"):
             v = _lookup(v, pipeline)
         elif k == "consumers":
             if v is not None and not isinstance(v, list):
@@ -396,6 +400,8 @@ def _method_call(p: Primitive) -> str:
         case Fuse(stage, outer, inner, name):
             extra = f", name={name!r}" if name else ""
             return f"fuse({_ref(stage)}, {outer!r}, {inner!r}{extra})"
+        case FuseUpdates(stage, second):
+            return f"fuse_updates({_ref(stage)}, {_ref(second)})"
         case ComputeInline(stage) | Atomic(stage):
             return f"{p.method}({_ref(stage)})"
         case ComputeAt(stage, consumer, loop) | StoreAt(stage, consumer, loop):

@@ -74,13 +74,14 @@ class Loop:
     reassociate: bool = False  # a reduction loop run as partial results combined after it
 
 
-PlacementKind = Literal["root", "inline", "at"]
+PlacementKind = Literal["root", "inline", "at", "fused"]
 
 
 @dataclass(frozen=True, slots=True)
 class Placement:
     """Where a stage is computed (or stored): at root, inlined, or inside `consumer`'s
-    loop `loop` ("at")."""
+    loop `loop` ("at"); an update "fused" runs in the loops of the update `consumer`,
+    each iteration right after it (`Schedule.fuse_updates`)."""
 
     kind: PlacementKind
     consumer: Stage | None = None

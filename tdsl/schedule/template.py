@@ -154,6 +154,9 @@ class Template:
     def parallel(self, *args: Any, **kwargs: Any) -> Template:
         return self.then("parallel", args, kwargs)
 
+    def fuse_updates(self, *args: Any, **kwargs: Any) -> Template:
+        return self.then("fuse_updates", args, kwargs)
+
     def atomic(self, *args: Any, **kwargs: Any) -> Template:
         return self.then("atomic", args, kwargs)
 

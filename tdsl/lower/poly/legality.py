@@ -60,14 +60,15 @@ def _writes_and_reads(model: Model, g: Group) -> tuple[Stage, list[_Access]]:
     out: list[_Access] = []
     for s in g.stmts:
         if s.role == "assign":
-            assert isinstance(owner, Update)  # what an assign statement computes
-            target = model.targets[owner]
-            atomic = owner in model.schedule.state.atomic
+            u = s.stage  # the group's update, or one fused into its loops
+            assert isinstance(u, Update)  # what an assign statement computes
+            target = model.targets[u]
+            atomic = u in model.schedule.state.atomic
             out.append(_Access(s, True, repr(target), access_map(s, target), atomic))
-            srcs = [model.exprs[owner], *target.indices]
+            srcs = [model.exprs[u], *target.indices]
             if atomic:  # its value reads the target only as the element it updates
                 out.extend(_Access(s, False, repr(acc), access_map(s, acc), True)
-                           for acc in reads(model.exprs[owner], tensor))
+                           for acc in reads(model.exprs[u], tensor))
                 continue
         else:
             own = cx.Access(tensor, tuple(s.dims[: len(tensor.dims)]))
@@ -84,8 +85,12 @@ def _writes_and_reads(model: Model, g: Group) -> tuple[Stage, list[_Access]]:
 def _reference(stmts: list[Statement]) -> isl.UnionMap:
     """The sequential order of one root group's statements."""
     vecs = {}
+    assigns = [s for s in stmts if s.role == "assign"]
     for s in stmts:
         dims = [s.vars[d.name] for d in s.dims]
+        if len(assigns) > 1:  # updates fused: each runs in full after the one before
+            vecs[s] = [s.vars.const(assigns.index(s))] + dims
+            continue
         if s.role == "init":
             vecs[s] = dims + [s.vars.const(0)]
         elif s.role == "update":
@@ -165,6 +170,11 @@ def _check_group(model: Model, g: Group, vectors: dict[Statement, Vector]) -> No
             if dep.is_empty():
                 continue
             bad = dep.intersect(backwards)
+            if not commute and not bad.is_empty() and a.stmt is not b.stmt:
+                raise ScheduleError(
+                    f"fuse_updates({a.stmt.stage.name}, {b.stmt.stage.name}): "
+                    f"{_pair(a, b, tensor, bad, stmts)}, but fused, the second would run first; "
+                    "fuse updates only when each iteration reads what the earlier ones wrote")
             if not commute and not bad.is_empty():
                 loops = " ".join(lp.name for lp in model.schedule.state.loops[g.stage])
                 raise ScheduleError(

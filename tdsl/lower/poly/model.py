@@ -204,7 +204,7 @@ def _init_loops(stage: Stage, loops: tuple[Loop, ...], split: int) -> list[Loop]
 def _structure(sched: Schedule, namer: _Namer) -> tuple[list[Group], dict[Schedulable, Group]]:
     st = sched.state
     stages: list[Schedulable] = [s for s in st.pipeline.schedulables
-                                 if st.compute[s].kind != "inline"]
+                                 if st.compute[s].kind not in ("inline", "fused")]
     placed: dict[tuple[Schedulable, str], list[Schedulable]] = {}  # by consumer and loop
     for s in stages:
         p = st.compute[s]
@@ -354,6 +354,12 @@ class _Builder:
         self.params = params
         self.context = context
         self.stmts_of: dict[Schedulable, list[Statement]] = {}
+        # updates fused into an update's loops (fuse_updates), in order
+        self.fused: dict[Update, list[Update]] = {}
+        for u, p in sched.state.compute.items():
+            if p.kind == "fused":
+                assert isinstance(p.consumer, Update) and isinstance(u, Update)
+                self.fused.setdefault(p.consumer, []).append(u)
 
     def statements(self, g: Group) -> None:
         stage = g.stage
@@ -366,6 +372,10 @@ class _Builder:
             vs = Vars(space(_stmt_name(stage), [d.name for d in dims], self.params))
             dom = _declared_update(stage, vs)
             g.stmts = [self._stmt(g, _stmt_name(stage), "assign", dims, g.shared, dom, vs)]
+            for later in self.fused.get(stage, ()):  # each iteration's statement after it
+                g.stmts.append(self._stmt(g, _stmt_name(later), "assign", dims, g.shared, dom,
+                                          owner=later))
+                self.stmts_of[later] = g.stmts[-1:]
             self.stmts_of[stage] = g.stmts
             return
         m = len(g.prefix)
@@ -402,14 +412,15 @@ class _Builder:
         return dom & _declared(stage, vs, dnames, True)
 
     def _stmt(self, g: Group, name: str, role: StatementRole, dims: tuple[cx.Dim, ...],
-              own: list[Band], dom: isl.Set, vs: Vars | None = None) -> Statement:
+              own: list[Band], dom: isl.Set, vs: Vars | None = None,
+              owner: Schedulable | None = None) -> Statement:
         m = len(g.prefix)
         names = [f"p{k}" for k in range(m)] + [d.name for d in dims]
         vs = vs or Vars(space(name, names, self.params))
         dom = dom.set_tuple_name(name)
         dnames = {d: d.name for d in dims}
         values = [vs[f"p{k}"] for k in range(m)] + [loop_pwaff(b.loop.expr, vs, dnames) for b in own]
-        return Statement(name, g.stage, role, tuple(dims), g.prefix + own, m, vs,
+        return Statement(name, owner or g.stage, role, tuple(dims), g.prefix + own, m, vs,
                          dom.coalesce(), values)
 
     def _pure_domain(self, g: Group, stage: Stage) -> tuple[isl.Set, isl.Set | None]:
@@ -556,6 +567,15 @@ def build_model(sched: Schedule) -> Model:
     inlined = {s for s in pipeline.stages if st.compute[s].kind == "inline"}
     exprs, targets = effective_exprs(pipeline, inlined)
     context = _context(pipeline, params)
+    for u, p in st.compute.items():  # a fused update's statement has the first one's dims
+        if p.kind == "fused":
+            assert isinstance(u, Update) and isinstance(p.consumer, Update)
+            _check_definition(u, exprs[u], targets, params, context)
+            rename = {y.dim: x.dim for x, y in zip(p.consumer.axes, u.axes)}
+            exprs[u] = cx.substitute(exprs[u], rename)
+            target = cx.substitute(targets[u], rename)
+            assert isinstance(target, cx.Access)
+            targets[u] = target
     taken = set(params) | {t.name for t in pipeline.tensors}
     roots, groups = _structure(sched, _Namer(taken))
     taken = taken | {bd.var for g in groups.values()

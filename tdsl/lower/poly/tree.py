@@ -42,8 +42,10 @@ def _child(g: Group, binders: bool) -> list[tuple[Statement, Vector]]:
 
 
 def _group(g: Group, binders: bool) -> list[tuple[Statement, Vector]]:
-    if g.stage.reduction is None:
-        return _chain(g, g.shared, [(g.stmts[0], [])], binders)
+    if g.stage.reduction is None:  # one statement, or updates fused: in order
+        inner: list[tuple[Statement, Vector]] = [
+            (s, [k] if len(g.stmts) > 1 else []) for k, s in enumerate(g.stmts)]
+        return _chain(g, g.shared, inner, binders)
     init, upd = g.stmts
     split = ([(s, [0, *v]) for s, v in _chain(g, g.init, [(init, [])], binders)]
              + [(s, [1, *v]) for s, v in _chain(g, g.update, [(upd, [])], binders)])
