@@ -130,3 +130,21 @@ def test_the_mistakes_a_user_can_make():
                          dtype=(td.float32,))
     assert total.dtype == td.float32
     assert "td.reduce(lambda" in repr(total)
+
+
+def test_a_fold_inlined_into_its_own_index(backend):
+    """A producer holding a fold, inlined twice into one read (the value at the index it
+    gives itself): each copy keeps its own values so far (found by the fuzzer)."""
+    n = 6
+    i, j, k = td.dims("i j k")
+    A = td.input("A", {i: n, j: n}, td.float32)
+    where = td.reduce(lambda acc: (td.minimum(acc[0], A[k, j]),
+                                   td.where(A[k, j] < acc[0], k, acc[1])),
+                      init=(np.inf, 0), over={k: (1, n)}, dtype=(td.float32, td.int64))[1]
+    p = td.compute("p", {j: n}, where)
+    q = td.compute("q", {i: n, j: n}, td.clamp(p)[p[j] + i])
+    a = RNG.standard_normal((n, n)).astype(np.float32)
+    arg = (np.argmin(a[1:], axis=0) + 1).astype(np.int64)
+    want = np.array([[arg[min(arg[jj] + ii, n - 1)] for jj in range(n)] for ii in range(n)])
+    for s in (td.schedule(q), td.schedule(q).compute_inline(p)):
+        both(q, want, backend, s, A=a)

@@ -364,9 +364,13 @@ class _Points:
         accs = [np.array(np.broadcast_to(self.value(v), self.shape), dtype=v.dtype.np)
                 for v in pack.starts]
         saved = {ax.dim: self.at[ax.dim] for ax in red.axes if ax.dim in self.at}
+        outer = self.accs.get(pack.token)  # a copy of it being computed (inlined twice)
         self.accs[pack.token] = accs
         _fold(self, red, accs)
-        del self.accs[pack.token]
+        if outer is None:
+            del self.accs[pack.token]
+        else:
+            self.accs[pack.token] = outer
         for ax in red.axes:
             self.at.pop(ax.dim, None)
         self.at.update(saved)

@@ -521,13 +521,19 @@ class _StmtWriter:
         inner: list[ir.Stmt] = []
         self.opened += 1
         self.scopes.append((inner, frozenset(ax.dim for ax in r.axes), self.opened))
+        # copies of one reduction (a producer inlined twice) share its token: the copy
+        # written inside another's step binds it until it is written
+        outer = self.accs.get(pack.token)
         self.accs[pack.token] = tuple(loads)
         stores = []
         for k, step in enumerate(pack.steps):
             name = f"tdsl_f{n}_{k}"
             inner.append(_Let(name, self.value(step)))
             stores.append(ir.Store(loads[k].buffer, at, ir.Var(name, step.dtype)))
-        del self.accs[pack.token]
+        if outer is None:
+            del self.accs[pack.token]
+        else:
+            self.accs[pack.token] = outer
         self.scopes.pop()
         body = _sequence([*inner, *stores])
         kind = ir.ForKind.UNROLLED if _small(bounds) else ir.ForKind.SERIAL
