@@ -148,3 +148,26 @@ def test_a_fold_inlined_into_its_own_index(backend):
     want = np.array([[arg[min(arg[jj] + ii, n - 1)] for jj in range(n)] for ii in range(n)])
     for s in (td.schedule(q), td.schedule(q).compute_inline(p)):
         both(q, want, backend, s, A=a)
+
+
+def test_components_and_folds_are_told_apart(backend):
+    """Two folds that differ only in which value a step reads, and two components of one
+    fold used as indices: none is taken for another (they share a structure otherwise)."""
+    n = 7
+    i, k, v = td.dims("i k v")
+    X = td.input("X", {i: 5, k: n}, td.int32)
+    T = td.input("T", {v: 40}, td.int32)
+    a, b = td.reduce(lambda acc: (acc[0] + X[i, k], acc[1] * 2), init=(0, 1), over=k,
+                     dtype=(td.int32, td.int32))
+    c, d = td.reduce(lambda acc: (acc[1] + X[i, k], acc[0] * 2), init=(0, 1), over=k,
+                     dtype=(td.int32, td.int32))
+    e, f = td.reduce(lambda acc: (acc[0] + 1, acc[1] + 2), init=(0, 0), over={k: n},
+                     dtype=(td.int32, td.int32))
+    out = td.compute("out", {i: 5}, a * 1000 + c * 100 + d + T[e] * 10000 + T[f] * 100000)
+    x = RNG.integers(-3, 4, (5, n)).astype(np.int32)
+    t = np.arange(40, dtype=np.int32)
+    acc0, acc1 = np.zeros(5, np.int64), np.ones(5, np.int64)
+    for kk in range(n):
+        acc0, acc1 = acc1 + x[:, kk], acc0 * 2
+    want = (x.sum(axis=1) * 1000 + acc0 * 100 + acc1 + t[n] * 10000 + t[2 * n] * 100000)
+    both(out, want.astype(np.int32), backend, X=x, T=t)

@@ -841,6 +841,10 @@ def structure(e: Expr, bound: Mapping[Dim, tuple[object, ...]] | None = None
                 bounds.append((structure(ax.lo, inner), structure(ax.hi, inner)))
                 inner[ax.dim] = ("bound", len(inner))
             return ("reduce", op, d.name, tuple(bounds), structure(body, inner))
+        case Acc(token, index, d):
+            return ("acc", token, index, d.name)
+        case Item(fold, index):
+            return ("item", index, structure(fold, bound))
     head = getattr(e, "op", None) or getattr(e, "fn", None)
     return (type(e).__name__, head, e.dtype.name, *(structure(c, bound) for c in children(e)))
 
