@@ -214,6 +214,8 @@ def ir_value(e: ir.Expr, sizes: dict[str, int]) -> int:
             x, y = ir_value(a, sizes), ir_value(b, sizes)
             return {"add": x + y, "sub": x - y, "mul": x * y, "min": min(x, y), "max": max(x, y),
                     "pdiv": x // y, "floordiv": x // y, "pmod": x % y, "mod": x % y}[op]
+        case ir.Unary("neg", a):
+            return -ir_value(a, sizes)
     raise AssertionError(e)
 
 
