@@ -84,7 +84,7 @@ from .errors import (
 )
 from .limits import set_compile_timeout
 from .lower.picture import plot_iteration_space
-from .runtime import Kernel, Timing
+from .runtime import Kernel, Timing, num_threads, set_num_threads, threads
 from .schedule import (
     Atomic,
     CacheRead,
@@ -118,6 +118,6 @@ __all__ = [
     "StoreAt", "TdslError", "TuneResult", "TuningError", "Template", "Tile", "Timing", "Unroll", "Vectorize", "abs", "argmax", "argmin", "atan2", "erf", "exp2", "isinf", "isnan", "log2", "pow", "round", "rsqrt", "saturating_cast", "autoschedule", "autotemplate", "bool_", "build",
     "assume_in_range", "cast", "ceil", "clamp", "compute", "cos", "dim", "dims", "dtypes", "emit_c", "evaluate", "exp", "explore",
     "bfloat16", "float16", "float32", "float64", "floor", "input", "int8", "knob", "int16", "int32", "int64", "log", "lower",
-    "max", "maximum", "min", "minimum", "mirror", "mirror_interior", "pad", "plot_iteration_space", "prod", "reduce", "schedule", "set_compile_timeout", "sin", "size", "sqrt", "sum",
+    "max", "maximum", "min", "minimum", "num_threads", "set_num_threads", "threads", "mirror", "mirror_interior", "pad", "plot_iteration_space", "prod", "reduce", "schedule", "set_compile_timeout", "sin", "size", "sqrt", "sum",
     "tanh", "tune", "uint8", "uint16", "uint32", "uint64", "update", "where", "wrap",
 ]

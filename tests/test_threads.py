@@ -1,0 +1,58 @@
+"""td.set_num_threads / td.threads: the team size of parallel loops, for both backends."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+import tdsl as td
+
+
+@pytest.fixture
+def gomp():
+    try:
+        return ctypes.CDLL("libgomp.so.1")
+    except OSError:
+        pytest.skip("libgomp is not available, so parallel loops run on one thread")
+
+
+def blur(n=67):
+    y, x = td.dims("y x")
+    a = td.input("a", {y: n, x: n}, td.float64)
+    c = td.clamp(a)
+    out = td.compute("out", {y: n, x: n}, c[y - 1, x] + c[y, x + 1] * 2 + c[y + 1, x - 1])
+    return out, td.schedule(out).parallel(out, "y")
+
+
+def test_setting_governs_libgomp_and_is_restored(gomp):
+    before = gomp.omp_get_max_threads()
+    with td.threads(3):
+        assert gomp.omp_get_max_threads() == 3 and td.num_threads() == 3
+        with td.threads(1):
+            assert td.num_threads() == 1
+        assert td.num_threads() == 3
+    assert gomp.omp_get_max_threads() == before == td.num_threads()
+    td.set_num_threads(2)
+    try:
+        assert td.num_threads() == 2
+    finally:
+        td.set_num_threads(None)
+    assert td.num_threads() == before
+
+
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_kernels_on_any_team_size(backend, gomp, n):
+    out, s = blur()
+    a = np.random.default_rng(n).standard_normal((67, 67))
+    f = td.build(s, target=backend)
+    with td.threads(n):
+        np.testing.assert_array_equal(f(a=a), td.evaluate(out, a=a))
+        assert f.benchmark(a=a, runs=2).median > 0
+
+
+@pytest.mark.parametrize("bad", [0, -2, 1.5, True, "2"])
+def test_bad_thread_counts_are_refused(bad):
+    with pytest.raises(td.ArgumentError, match="at least 1, or None"):
+        td.set_num_threads(bad)
