@@ -437,8 +437,7 @@ class _StmtWriter:
         self.scopes: list[tuple[list[ir.Stmt], frozenset[cx.Dim], int]] = [([], frozenset(), 0)]
         self.opened = 0
         self.accumulators: list[ir.Buffer] = []
-        self.computed: dict[tuple[object, ...], ir.Load] = {}
-        self.folds: dict[tuple[object, ...], tuple[ir.Load, ...]] = {}
+        self.computed: dict[tuple[object, ...], tuple[ir.Load, ...]] = {}
         self.accs: dict[int, tuple[ir.Load, ...]] = {}  # general reductions being written
         # data-dependent indices bound and checked already, by scope, index and extent
         self.checked: dict[tuple[object, ...], ir.Expr] = {}
@@ -451,12 +450,14 @@ class _StmtWriter:
             out = ir.Allocate(buf, out)
         return out
 
-    def reduction(self, r: cx.Reduce) -> ir.Expr:
-        """A reduction inside the value: a loop nest over its axes, in order, into a
-        one-element accumulator; its value is the accumulator. The loops run before the
-        statement, or before the step of the innermost enclosing reduction whose dims it
-        uses (a reduction that uses none of them is computed once, not per step), and a
-        reduction computed already in that scope is not computed again."""
+    def reduction(self, r: cx.Reduce) -> tuple[ir.Load, ...]:
+        """A reduction inside the value (`td.sum` and the like, or a general one,
+        `td.reduce`): a loop nest over its axes, in order, into a one-element accumulator
+        per value; its values are the accumulators. The loops run before the statement,
+        or before the step of the innermost enclosing reduction whose dims it uses (a
+        reduction that uses none of them is computed once, not per step), and a
+        reduction computed already in that scope is not computed again. A general
+        reduction's step binds every new value before storing any."""
         free = set(cx.free_dims(r))
         level = max((n for n, (_, bound, _) in enumerate(self.scopes) if bound & free), default=0)
         pre, _, scope = self.scopes[level]
@@ -465,52 +466,16 @@ class _StmtWriter:
         if known is not None:
             return known
         n = self.conv.fresh()
-        buf = ir.Buffer(f"tdsl_acc{n}", r.dtype, (ir.index_const(1),), "temp")
-        self.accumulators.append(buf)
         at = (ir.index_const(0),)
-        pre.append(ir.Store(buf, at, ir.Const(identity(r.op, r.dtype), r.dtype)))
-        saved = dict(self.dims)
-        bounds = []
-        for ax in r.axes:  # a bound may use the dims of earlier axes
-            var = f"tdsl_r{n}_{ax.dim.name}"
-            bounds.append((var, self.index(ax.lo), self.index(ax.hi)))
-            self.dims[ax.dim] = ir.Var(var)
-        inner: list[ir.Stmt] = []
-        self.opened += 1
-        self.scopes.append((inner, frozenset(ax.dim for ax in r.axes), self.opened))
-        step = ir.Store(buf, at, ir.Binary(_COMBINE[r.op], ir.Load(buf, at), self.value(r.body),
-                                           r.dtype))
-        self.scopes.pop()
-        body = _sequence([*inner, step])
-        kind = ir.ForKind.UNROLLED if _small(bounds) else ir.ForKind.SERIAL
-        for var, lo, hi in reversed(bounds):
-            trip = _trip(lo, hi)
-            body = ir.For(var, lo, hi, kind, body, trip if kind is ir.ForKind.UNROLLED else None)
-        self.dims = saved
-        pre.append(body)
-        self.computed[key] = ir.Load(buf, at)
-        return self.computed[key]
-
-    def fold(self, r: cx.Reduce) -> tuple[ir.Load, ...]:
-        """A general reduction (`td.reduce`) inside the value, as `reduction` writes an
-        inline one: a one-element accumulator per value, set to its start value, then a
-        loop nest over its axes whose body binds every new value before storing them."""
-        pack = r.body
-        assert isinstance(pack, cx.Pack)
-        free = set(cx.free_dims(r))
-        level = max((n for n, (_, bound, _) in enumerate(self.scopes) if bound & free), default=0)
-        pre, _, scope = self.scopes[level]
-        key = (scope, cx.structure(r))
-        known = self.folds.get(key)
-        if known is not None:
-            return known
-        n = self.conv.fresh()
-        at = (ir.index_const(0),)
+        pack = r.body if isinstance(r.body, cx.Pack) else None
+        starts = ([self.value(v) for v in pack.starts] if pack is not None
+                  else [ir.Const(identity(r.op, r.dtype), r.dtype)])
         loads = []
-        for k, start in enumerate(pack.starts):
-            buf = ir.Buffer(f"tdsl_acc{n}_{k}", start.dtype, (ir.index_const(1),), "temp")
+        for k, start in enumerate(starts):
+            name = f"tdsl_acc{n}" if pack is None else f"tdsl_acc{n}_{k}"
+            buf = ir.Buffer(name, start.dtype, (ir.index_const(1),), "temp")
             self.accumulators.append(buf)
-            pre.append(ir.Store(buf, at, self.value(start)))
+            pre.append(ir.Store(buf, at, start))
             loads.append(ir.Load(buf, at))
         saved = dict(self.dims)
         bounds = []
@@ -521,29 +486,41 @@ class _StmtWriter:
         inner: list[ir.Stmt] = []
         self.opened += 1
         self.scopes.append((inner, frozenset(ax.dim for ax in r.axes), self.opened))
-        # copies of one reduction (a producer inlined twice) share its token: the copy
-        # written inside another's step binds it until it is written
-        outer = self.accs.get(pack.token)
-        self.accs[pack.token] = tuple(loads)
-        stores = []
-        for k, step in enumerate(pack.steps):
-            name = f"tdsl_f{n}_{k}"
-            inner.append(_Let(name, self.value(step)))
-            stores.append(ir.Store(loads[k].buffer, at, ir.Var(name, step.dtype)))
-        if outer is None:
-            del self.accs[pack.token]
+        steps: list[ir.Stmt]
+        if pack is None:
+            value = self.value(r.body)
+            steps = [ir.Store(loads[0].buffer, at, ir.Binary(_COMBINE[r.op], loads[0], value,
+                                                              r.dtype))]
         else:
-            self.accs[pack.token] = outer
+            steps = self._steps(pack, n, tuple(loads), inner)
         self.scopes.pop()
-        body = _sequence([*inner, *stores])
+        body = _sequence([*inner, *steps])
         kind = ir.ForKind.UNROLLED if _small(bounds) else ir.ForKind.SERIAL
         for var, lo, hi in reversed(bounds):
             trip = _trip(lo, hi)
             body = ir.For(var, lo, hi, kind, body, trip if kind is ir.ForKind.UNROLLED else None)
         self.dims = saved
         pre.append(body)
-        self.folds[key] = tuple(loads)
-        return self.folds[key]
+        self.computed[key] = tuple(loads)
+        return self.computed[key]
+
+    def _steps(self, pack: cx.Pack, n: int, loads: tuple[ir.Load, ...],
+               inner: list[ir.Stmt]) -> list[ir.Stmt]:
+        """A general reduction's step: each new value bound (in `inner`), then stored."""
+        # copies of one reduction (a producer inlined twice) share its token: the copy
+        # written inside another's step binds it until it is written
+        outer = self.accs.get(pack.token)
+        self.accs[pack.token] = loads
+        stores: list[ir.Stmt] = []
+        for k, step in enumerate(pack.steps):
+            name = f"tdsl_f{n}_{k}"
+            inner.append(_Let(name, self.value(step)))
+            stores.append(ir.Store(loads[k].buffer, loads[k].indices, ir.Var(name, step.dtype)))
+        if outer is None:
+            del self.accs[pack.token]
+        else:
+            self.accs[pack.token] = outer
+        return stores
 
     def store_indices(self) -> tuple[ir.Expr, ...]:
         stage = self.s.stage
@@ -643,11 +620,11 @@ class _StmtWriter:
             case cx.Cast(a, d):
                 return ir.Cast(self.value(a), d)
             case cx.Item(fold, index):
-                return self.fold(fold)[index]
+                return self.reduction(fold)[index]
             case cx.Acc(token, index):
                 return self.accs[token][index]
             case cx.Reduce():
-                return self.reduction(e)
+                return self.reduction(e)[0]
             case cx.Checked(a, n):
                 last = ir.Binary("sub", self.index(n), ir.index_const(1), dt.index)
                 at = self.check_index(_as_index(self.value(a)), last)
