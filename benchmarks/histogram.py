@@ -8,19 +8,17 @@ Three images: 8-bit uniform noise (256 bins: 16 cache lines that both threads up
 all the time), an 8-bit dark image whose pixels fall in 4 bins (one cache line), and
 16-bit uniform noise (65536 bins: threads seldom meet). Each line gives the median of the timed calls, the speed-up over the serial
 kernel of the same target, and numpy's `bincount` as the yardstick. The parallel
-variants run on 1 and on 2 threads (libgomp's team size, set for this process).
+variants run on 1 and on 2 threads (`td.threads`).
 """
 
 from __future__ import annotations
 
 import argparse
-import ctypes
-import ctypes.util
-import time
 
 import numpy as np
 
 import tdsl as td
+from tdsl.cli import time_numpy
 
 
 def histogram(n: int, how: str, bits: int = 8, factor: int = 2) -> td.Schedule:
@@ -40,27 +38,6 @@ def histogram(n: int, how: str, bits: int = 8, factor: int = 2) -> td.Schedule:
     return s
 
 
-def _team_size():
-    """libgomp's omp_set_num_threads, or None when libgomp is not loaded."""
-    for name in ("libgomp.so.1", ctypes.util.find_library("gomp")):
-        if name:
-            try:
-                return ctypes.CDLL(name).omp_set_num_threads
-            except OSError:
-                pass
-    return None
-
-
-def _median(f, runs: int) -> float:
-    f()
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=4096)
@@ -71,11 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     images = {"uniform 8-bit": rng.integers(0, 256, (n, n), dtype=np.uint8),
               "dark 8-bit": rng.integers(0, 4, (n, n), dtype=np.uint8),
               "uniform 16-bit": rng.integers(0, 1 << 16, (n, n), dtype=np.uint16)}
-    set_threads = _team_size()
     for image, img in images.items():
         bits = img.dtype.itemsize * 8
         want = np.bincount(img.ravel(), minlength=1 << bits).astype(np.int32)
-        t_np = _median(lambda img=img, m=1 << bits: np.bincount(img.ravel(), minlength=m), args.runs)
+        t_np = time_numpy(lambda img=img, m=1 << bits: np.bincount(img.ravel(), minlength=m),
+                          runs=args.runs).median
         print(f"{image} image {n}x{n}: numpy bincount {t_np * 1e3:8.3f} ms")
         for target in ("c", "llvm"):
             serial = td.build(histogram(n, "serial", bits), target=target)
@@ -86,10 +63,9 @@ def main(argv: list[str] | None = None) -> int:
             for how in ("atomic", "rfactor"):
                 f = td.build(histogram(n, how, bits), target=target)
                 for threads in (1, 2):
-                    if set_threads is not None:
-                        set_threads(threads)
-                    np.testing.assert_array_equal(f(img=img), want)
-                    t = f.benchmark(runs=args.runs, img=img).median
+                    with td.threads(threads):
+                        np.testing.assert_array_equal(f(img=img), want)
+                        t = f.benchmark(runs=args.runs, img=img).median
                     print(f"  {target:5s} {how:8s} {threads} thread{'s' if threads > 1 else ' '} "
                           f"{t * 1e3:8.3f} ms   speed-up over serial {t_serial / t:5.2f}   "
                           f"numpy/this {t_np / t:5.2f}")
