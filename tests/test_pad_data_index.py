@@ -164,3 +164,25 @@ def test_assume_in_range_of_an_inlined_producer(backend):
     for s in (td.schedule(out), td.schedule(out).compute_inline(p)):
         np.testing.assert_array_equal(td.build(s, target=backend)(idx=ix, lut=table), want)
     assert "tdsl_status" not in str(td.lower(td.schedule(out)))
+
+
+def test_inlined_producer_that_ignores_the_checked_index(backend):
+    """An inlined producer whose value does not depend on its dim (a constant, or a
+    reduction over something else): the data-dependent index it is read at is still
+    checked (it vanished with the substitution, found by the fuzzer)."""
+    y, k = td.dims("y k")
+    idx = td.input("idx", {y: 9}, td.int32)
+    a = td.input("a", {k: 5}, td.int64)
+    p = td.compute("p", {y: 9}, td.max(a[k], over=k))
+    out = td.compute("out", {y: 9}, p[idx[y]] + 1)
+    s = td.schedule(out).compute_inline(p)
+    f = td.build(s, target=backend)
+    good = np.arange(9, dtype=np.int32) % 9
+    av = np.array([3, 9, -2, 7, 1], np.int64)
+    np.testing.assert_array_equal(f(idx=good, a=av), np.full(9, 10))
+    bad = good.copy()
+    bad[4] = -3
+    with pytest.raises(td.ArgumentError, match="index -3"):
+        td.evaluate(out, idx=bad, a=av)
+    with pytest.raises(td.ArgumentError, match="index -3"):
+        f(idx=bad, a=av)

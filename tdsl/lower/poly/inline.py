@@ -93,7 +93,12 @@ def effective_exprs(pipeline: Pipeline, inlined: set[Stage]
             # producer's dims take its clamped value, and the kernel reports one out of range
             idx = tuple(i if is_affine_index(i) else cx.Checked(i, cx.cast(e, dt.int32))
                         for i, e in zip(n.indices, base.shape))
-            return value_at(base, idx)
+            v = value_at(base, idx)
+            used = set(cx.free_dims(done[base]))
+            for d, i in zip(base.dims, idx):
+                if isinstance(i, cx.Checked) and d not in used:  # checked all the same
+                    v = cx.Select(i >= 0, v, v, v.dtype)
+            return v
         if t.mode in ("mirror", "mirror_interior", "wrap"):
             return value_at(base, _remapped(t.mode, n.indices, base.shape))
         safe = _clamped(n.indices, base.shape)
