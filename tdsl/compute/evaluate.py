@@ -52,6 +52,8 @@ the update's later rows.
 from __future__ import annotations
 
 import operator
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -339,12 +341,21 @@ class _Points:
         """A reduction inside an expression, at every point: a full reduction per point,
         visiting its own points in order, as if it were a stage computed right there."""
         acc = np.full(self.shape, identity(red.op, red.dtype), dtype=red.dtype.np)
-        saved = {ax.dim: self.at[ax.dim] for ax in red.axes if ax.dim in self.at}
-        _reduce(self, red, 0, acc)
-        for ax in red.axes:
-            self.at.pop(ax.dim, None)
-        self.at.update(saved)
+        with self.own_dims(red):
+            _reduce(self, red, 0, acc)
         return acc[()] if acc.ndim == 0 else acc
+
+    @contextmanager
+    def own_dims(self, red: Reduce) -> Iterator[None]:
+        """Inside: the reduction's dims take its points' values; afterwards, the values
+        the enclosing reductions gave dims of the same objects (a copy inlined twice)."""
+        saved = {ax.dim: self.at[ax.dim] for ax in red.axes if ax.dim in self.at}
+        try:
+            yield
+        finally:
+            for ax in red.axes:
+                self.at.pop(ax.dim, None)
+            self.at.update(saved)
 
     def reduction(self, e: Item | Acc | Reduce):
         """A reduction's value inside an expression (see `inline_reduction`, `fold`)."""
@@ -363,17 +374,14 @@ class _Points:
         assert isinstance(pack, Pack)
         accs = [np.array(np.broadcast_to(self.value(v), self.shape), dtype=v.dtype.np)
                 for v in pack.starts]
-        saved = {ax.dim: self.at[ax.dim] for ax in red.axes if ax.dim in self.at}
         outer = self.accs.get(pack.token)  # a copy of it being computed (inlined twice)
         self.accs[pack.token] = accs
-        _fold(self, red, accs)
+        with self.own_dims(red):
+            _fold(self, red, accs)
         if outer is None:
             del self.accs[pack.token]
         else:
             self.accs[pack.token] = outer
-        for ax in red.axes:
-            self.at.pop(ax.dim, None)
-        self.at.update(saved)
         return [a[()] if a.ndim == 0 else a for a in accs]
 
     def index(self, e: Expr):
