@@ -518,7 +518,7 @@ class FuseUpdates(Primitive):
         if second in st.touched or second in st.atomic:
             raise _err(self, f"{second.name} is already scheduled; fuse first, then schedule "
                              f"{first.name}, whose loops both run in")
-        if any(p.kind == "fused" and p.consumer is second for p in st.compute.values()):
+        if st.fused_into(second):
             raise _err(self, f"{second.name} has an update fused into it already")
         if not same_domain(first, second):
             show = ", ".join(f"{ax.dim.name}: ({ax.lo!r}, {ax.hi!r})" for ax in second.axes)

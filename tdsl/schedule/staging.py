@@ -271,8 +271,7 @@ def _rfactor_update(prim: RFactor, st: State, u: Update) -> None:
         raise _err(prim, f"the value of {u.name} is {u.value!r}; rfactor of an update needs "
                          f"`{t!r} op e` with op one of + - * min max & | ^ in {u.dtype!r} and e "
                          f"not reading {u.stage.name}, so partial results can be merged by op")
-    fused = st.compute[u].kind == "fused" or any(
-        p.kind == "fused" and p.consumer is u for p in st.compute.values())
+    fused = st.compute[u].kind == "fused" or st.fused_into(u)
     if u in st.touched or u in st.atomic or fused:
         raise _err(prim, f"{u.name} is already scheduled; apply rfactor first, then schedule "
                          f"the loops of {u.name} and of the new stage")

@@ -139,6 +139,11 @@ class State:
         ls[pos] = loop
         self.loops[stage] = tuple(ls)
 
+    def fused_into(self, u: Schedulable) -> list[Update]:
+        """The updates fused into update `u`'s loops (`fuse_updates`), in order."""
+        return [x for x, p in self.compute.items()
+                if p.kind == "fused" and p.consumer is u and isinstance(x, Update)]
+
     def store_placement(self, stage: Stage) -> Placement:
         return self.store.get(stage, self.compute[stage])
 

@@ -354,12 +354,6 @@ class _Builder:
         self.params = params
         self.context = context
         self.stmts_of: dict[Schedulable, list[Statement]] = {}
-        # updates fused into an update's loops (fuse_updates), in order
-        self.fused: dict[Update, list[Update]] = {}
-        for u, p in sched.state.compute.items():
-            if p.kind == "fused":
-                assert isinstance(p.consumer, Update) and isinstance(u, Update)
-                self.fused.setdefault(p.consumer, []).append(u)
 
     def statements(self, g: Group) -> None:
         stage = g.stage
@@ -372,7 +366,7 @@ class _Builder:
             vs = Vars(space(_stmt_name(stage), [d.name for d in dims], self.params))
             dom = _declared_update(stage, vs)
             g.stmts = [self._stmt(g, _stmt_name(stage), "assign", dims, g.shared, dom, vs)]
-            for later in self.fused.get(stage, ()):  # each iteration's statement after it
+            for later in self.sched.state.fused_into(stage):  # each iteration's, after it
                 g.stmts.append(self._stmt(g, _stmt_name(later), "assign", dims, g.shared, dom,
                                           owner=later))
                 self.stmts_of[later] = g.stmts[-1:]
