@@ -469,7 +469,7 @@ def test_parallel_vectorized_nest(target):
     inner = For("j", ZERO, m, ForKind.VECTORIZED, Store(out, (I, j), value))
     func = LoweredFunc("nest", (a, b), (out,), (m, N), For("i", ZERO, N, ForKind.PARALLEL, inner))
     src = render(func)
-    assert "#pragma omp parallel for schedule(static)" in src
+    assert "#pragma omp parallel for schedule(dynamic, par_chunk(n))" in src
     assert "#pragma omp simd" in src
     assert "C[i * m + j] = A[i * m + j] * 2.5f + B[j];" in src
     rng = np.random.default_rng(0)

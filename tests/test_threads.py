@@ -56,3 +56,26 @@ def test_kernels_on_any_team_size(backend, gomp, n):
 def test_bad_thread_counts_are_refused(bad):
     with pytest.raises(td.ArgumentError, match="at least 1, or None"):
         td.set_num_threads(bad)
+
+
+@pytest.mark.parametrize("target", ["c", "llvm"])
+def test_every_iteration_runs_once_whatever_the_chunks(target):
+    """Parallel loops are shared out in dynamic chunks (about 8 per thread): with
+    trip counts below, at and above threads x 8, and with symbolic bounds, each
+    iteration runs exactly once (a row scattered twice or missed shows in the sum)."""
+    n = td.size("n")
+    r, k = td.dims("r k")
+    a = td.input("a", {r: n, k: 3}, td.int64)
+    out = td.compute("out", {r: n}, a[r, 0] * 100 + a[r, 1] + a[r, 2])
+    count = td.compute("count", {k: 1}, td.cast(0 * k, td.int64))
+    u = td.update(count[0], count[0] + out[r], over={r: n})
+    f = td.build(td.schedule(count).parallel(out, "r").atomic(u).parallel(u, "r"),
+                 target=target)
+    rng = np.random.default_rng(1)
+    for threads in (1, 2, 3, 5):
+        with td.threads(threads):
+            for rows in (1, 2, 7, 15, 16, 17, 39, 40, 41, 1001):
+                av = rng.integers(-50, 50, (rows, 3), dtype=np.int64)
+                want = av[:, 0] * 100 + av[:, 1] + av[:, 2]
+                got = f(a=av)
+                np.testing.assert_array_equal(got, [want.sum()])

@@ -53,12 +53,14 @@ _SUFFIX_CTYPE = {s: CTYPE[name] for name, s in SUFFIX.items()}
 OPS = ("min", "max")
 ALLOC = "alloc_temp"
 MUL_SAT, ADD_SAT = "mul_sat_u64", "add_sat_u64"  # sizing a workspace without overflow
+PAR_CHUNK = "par_chunk"  # the chunk size of a parallel loop's dynamic schedule
+CHUNKS_PER_THREAD = 8
 TO_INT64 = {"f32": "toi64_f32", "f64": "toi64_f64"}  # float -> int64, defined everywhere
 # a float's bits as the int of its width and back: bitcast_i32_f32, bitcast_f32_i32, ...
 BITCASTS = (("f32", "i32"), ("f32", "u32"), ("f64", "i64"), ("f16", "u16"), ("bf16", "u16"))
 BITCAST = frozenset(n for f, i in BITCASTS for n in (f"bitcast_{i}_{f}", f"bitcast_{f}_{i}"))
 NAMES = frozenset({f"{op}_{s}" for op in OPS for s in _SUFFIX_CTYPE if s[0] != "f"}
-                  | {ALLOC, MUL_SAT, ADD_SAT, *TO_INT64.values()} | BITCAST)
+                  | {ALLOC, MUL_SAT, ADD_SAT, PAR_CHUNK, *TO_INT64.values()} | BITCAST)
 
 
 
@@ -93,6 +95,8 @@ def definition(name: str) -> tuple[str, frozenset[str]]:
         _, dst, src = name.split("_")
         text = _BITCAST.format(name=name, t=_SUFFIX_CTYPE[dst], s=_SUFFIX_CTYPE[src])
         return text.strip() + "\n", frozenset({"stdint.h"})
+    if name == PAR_CHUNK:
+        return _PAR_CHUNK.format(n=CHUNKS_PER_THREAD).strip() + "\n", frozenset({"stdint.h"})
     if name in _SATURATING:
         return _SATURATING[name].strip() + "\n", frozenset({"stdint.h"})
     if name in TO_INT64.values():
@@ -150,6 +154,19 @@ static void *alloc_temp(int64_t count, size_t size) {
     }
     return aligned_alloc(64, ((size_t)count * size + 63) & ~(size_t)63);
 }
+"""
+
+# Parallel loops are shared out dynamically, in about n chunks per thread: a thread
+# that shares its core with another process then holds up the end of the loop by
+# one small chunk, not by a static share of 1/threads of the work.
+_PAR_CHUNK = """
+int omp_get_max_threads(void);
+
+/* The chunk size for a parallel loop of `trips` iterations: about {n} chunks per thread. */
+static inline int64_t par_chunk(int64_t trips) {{
+    int64_t chunk = trips / ({n} * (int64_t)omp_get_max_threads());
+    return chunk > 1 ? chunk : 1;
+}}
 """
 
 _SATURATING = {

@@ -42,10 +42,12 @@ from ..lower.ir import (
     ATOMIC_OLD,
     NEGATED,
     Allocate,
+    Binary,
     Block,
     Buffer,
     Compare,
     Const,
+    Expr,
     For,
     ForKind,
     If,
@@ -56,6 +58,7 @@ from ..lower.ir import (
     Store,
     Var,
     constant_elements,
+    int_value,
 )
 from ..lower.layout import element_count
 from ..lower.rewrite import atomic_fetch, walk_exprs, walk_stmts
@@ -161,6 +164,16 @@ def _header(name: str, params: str, width: int = 100) -> str:
         return line
     indent = CWriter.INDENT
     return f"int {name}(\n{indent}" + f",\n{indent}".join(params.split(", ")) + "\n)"
+
+
+def _trips(s: For) -> Expr:
+    """The iteration count of loop `s`, `end - start`, without a term both share."""
+    start, end = s.start, s.end
+    if int_value(start) == 0:
+        return end
+    if isinstance(end, Binary) and end.op == "add" and end.a == start:
+        return end.b
+    return Binary("sub", end, start, start.dtype)
 
 
 def _short(s: Stmt) -> bool:
@@ -392,12 +405,15 @@ class _Renderer:
     def _pragma(self, s: For) -> tuple[str | None, bool, bool]:
         """(pragma line, starts a parallel region, starts a simd region).
 
+        A parallel loop is shared out dynamically in chunks (`helpers.PAR_CHUNK`).
         Parallel loops nested in a parallel or simd loop run serially, and a
         loop whose body may fail to allocate is not a simd loop (it must be
         able to leave an iteration early)."""
         fl = self.flavour
         if s.kind is ForKind.PARALLEL and fl.openmp and not (self.in_parallel or self.in_simd):
-            return "#pragma omp parallel for schedule(static)", True, False
+            self._use_helper(helpers.PAR_CHUNK)
+            trips = self.expr(_trips(s))
+            return f"#pragma omp parallel for schedule(dynamic, {helpers.PAR_CHUNK}({trips}))", True, False
         if s.kind is ForKind.VECTORIZED and fl.openmp and not self.in_simd:
             if not may_fail(s.body):
                 return "#pragma omp simd", False, True

@@ -161,7 +161,7 @@ LIBRARY_NAMES = frozenset(
     malloc free calloc realloc aligned_alloc abort exit main errno div ldiv lldiv qsort rand
     exp expf log logf sqrt sqrtf sin sinf cos cosf tanh tanhf floor floorf ceil ceilf
     fabs fabsf fmod fmodf copysign copysignf isnan isinf isless isgreater abs labs llabs
-    omp_get_thread_num omp_get_num_threads""".split()
+    omp_get_thread_num omp_get_num_threads omp_get_max_threads""".split()
 )
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

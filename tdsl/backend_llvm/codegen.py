@@ -16,11 +16,14 @@ already allocated has been freed (`abi`'s unwind policy).
   vectorizer runs on the hinted loops only (see jit.py).
 - A PARALLEL loop's body is outlined into `void NAME.VAR.body(i64 lo, i64 hi,
   ptr env)`, which runs iterations [lo, hi); `env` is a struct
-  `{i64 lo, i64 hi, i32 failed, captured values...}` built by the caller. A
-  thunk `void NAME.VAR.omp(ptr env)` gives each thread its static share of
-  [lo, hi) and is started through `GOMP_parallel` (see runtime.py). A failure
-  inside the body frees what the body allocated, sets `failed` and ends that
-  thread's share; the caller checks the flag after the join.
+  `{i64 lo, i64 hi, i64 next, i32 failed, captured values...}` built by the
+  caller. A thunk `void NAME.VAR.omp(ptr env)`, started on every thread
+  through `GOMP_parallel` (see runtime.py), takes chunks of [lo, hi) from the
+  shared counter `next` until none is left: about 8 chunks per thread, so a
+  thread that shares its core with another process holds up the join by one
+  small chunk at most, not by a static share. A failure inside the body frees
+  what the body allocated and sets `failed`, after which no thread takes
+  another chunk; the caller checks the flag after the join.
 - Temps, as the allocate pass placed them (`ir.Storage`): one on the stack
   is an `alloca` (align 64) in the entry block of the function that uses it
   (the outlined body for temps inside a parallel loop); one on the heap is
@@ -72,7 +75,8 @@ from .captures import all_buffers, free_names
 from .ops import I1, I8, I32, I64, PTR, VOID
 
 MAX_VECTOR_WIDTH = 64
-ENV_LO, ENV_HI, ENV_FAILED = 0, 1, 2  # fields of a parallel loop's environment
+ENV_LO, ENV_HI, ENV_NEXT, ENV_FAILED = 0, 1, 2, 3  # fields of a parallel loop's environment
+CHUNKS_PER_THREAD = 8  # a parallel loop is shared out in this many chunks per thread
 
 
 class _ArgAttributes(ir.values.ArgumentAttributes):
@@ -223,7 +227,8 @@ class _ModuleEmitter:
         return self._thunk(base, fn, env_ty)
 
     def _thunk(self, base: str, body: ir.Function, env_ty: ir.Type) -> ir.Function:
-        """void BASE.omp(ptr env): run this thread's static share of [lo, hi)."""
+        """void BASE.omp(ptr env): run chunks of [lo, hi) taken from the shared
+        counter `next` until it passes hi (dynamic scheduling)."""
         fn = ops.Function(self.module, ir.FunctionType(VOID, [PTR]), f"{base}.omp")
         fn.linkage = "internal"
         fn.attributes.add("nounwind")
@@ -232,19 +237,23 @@ class _ModuleEmitter:
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         lo = b.load(field(b, env, env_ty, ENV_LO), name="lo", typ=I64)
         hi = b.load(field(b, env, env_ty, ENV_HI), name="hi", typ=I64)
-        thread = b.sext(b.call(ops.declare(self.module, "omp_get_thread_num", I32, []), []), I64)
         threads = b.sext(b.call(ops.declare(self.module, "omp_get_num_threads", I32, []), []), I64)
         trips = b.sub(hi, lo, flags=("nsw",))
-        chunk = b.sdiv(b.add(trips, b.sub(threads, ir.Constant(I64, 1))), threads, name="chunk")
-        my_lo = b.add(lo, b.mul(thread, chunk), name="my_lo")
-        end = b.add(my_lo, chunk)
-        my_hi = b.select(b.icmp_signed("<", end, hi), end, hi, name="my_hi")
-        run = fn.append_basic_block("run")
-        done = fn.append_basic_block("done")
-        b.cbranch(b.icmp_signed("<", my_lo, my_hi), run, done)
+        share = b.sdiv(trips, b.mul(threads, ir.Constant(I64, CHUNKS_PER_THREAD)))
+        one = ir.Constant(I64, 1)
+        chunk = b.select(b.icmp_signed(">", share, one), share, one, name="chunk")
+        next_ = field(b, env, env_ty, ENV_NEXT)
+        take, run, done = (fn.append_basic_block(n) for n in ("take", "run", "done"))
+        b.branch(take)
+        b.position_at_end(take)
+        start = b.atomic_rmw("add", next_, chunk, "monotonic", name="start")
+        b.cbranch(b.icmp_signed("<", start, hi), run, done)
         b.position_at_end(run)
-        b.call(body, [my_lo, my_hi, env])
-        b.branch(done)
+        end = b.add(start, chunk)
+        stop = b.select(b.icmp_signed("<", end, hi), end, hi, name="stop")
+        b.call(body, [start, stop, env])
+        failed = b.load_atomic(field(b, env, env_ty, ENV_FAILED), "monotonic", 4, typ=I32)
+        b.cbranch(b.icmp_unsigned("==", failed, ir.Constant(I32, 0)), take, done)
         b.position_at_end(done)
         b.ret_void()
         return fn
@@ -448,7 +457,7 @@ class _FunctionEmitter:
         scope = {name: self.scope[name] for name in var_names}
         ptrs = {name: self.ptrs[name] for name in buf_names}
         values = [*scope.values(), *ptrs.values()]
-        env_ty = ir.LiteralStructType([I64, I64, I32] + [v.type for v in values])
+        env_ty = ir.LiteralStructType([I64, I64, I64, I32] + [v.type for v in values])
         thunk = self.mod.outline(s, scope, ptrs, env_ty)
         lo, hi = self.expr(s.start), self.expr(s.end)
         env = self.alloca(env_ty, f"{s.var}.env", align=8)
@@ -457,7 +466,7 @@ class _FunctionEmitter:
         )
         b.cbranch(b.icmp_signed("<", lo, hi), run, after)
         self.place(run)
-        for k, v in enumerate([lo, hi, ir.Constant(I32, 0), *values]):
+        for k, v in enumerate([lo, hi, lo, ir.Constant(I32, 0), *values]):
             b.store(v, field(b, env, env_ty, k))
         gomp = ops.declare(self.mod.module, "GOMP_parallel", VOID, [PTR, PTR, I32, I32])
         b.call(gomp, [thunk, env, ir.Constant(I32, 0), ir.Constant(I32, 0)])

@@ -7,6 +7,14 @@
    the loop vectorizer, which does not touch a loop containing an asm statement. */
 #define TDSL_SCALAR_LOOP __asm__ __volatile__("")
 
+int omp_get_max_threads(void);
+
+/* The chunk size for a parallel loop of `trips` iterations: about 8 chunks per thread. */
+static inline int64_t par_chunk(int64_t trips) {
+    int64_t chunk = trips / (8 * (int64_t)omp_get_max_threads());
+    return chunk > 1 ? chunk : 1;
+}
+
 /* 64-byte aligned storage for `count` elements of `size` bytes, or NULL. */
 static void *alloc_temp(int64_t count, size_t size) {
     if (count < 1) {
@@ -24,7 +32,7 @@ static inline int64_t min_i64(int64_t a, int64_t b) {
 
 int tdsl_by(const float *restrict inp, float *restrict by, int64_t H, int64_t W) {
     int status = 0;
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(dynamic, par_chunk((H - 3) / 8 + 1))
     for (int64_t y_o = 0; y_o < (H - 3) / 8 + 1; y_o++) {
         TDSL_SCALAR_LOOP;
         float *restrict bx = alloc_temp((W - 2) * 10, sizeof(float));

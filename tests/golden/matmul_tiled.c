@@ -6,12 +6,20 @@
    the loop vectorizer, which does not touch a loop containing an asm statement. */
 #define TDSL_SCALAR_LOOP __asm__ __volatile__("")
 
+int omp_get_max_threads(void);
+
+/* The chunk size for a parallel loop of `trips` iterations: about 8 chunks per thread. */
+static inline int64_t par_chunk(int64_t trips) {
+    int64_t chunk = trips / (8 * (int64_t)omp_get_max_threads());
+    return chunk > 1 ? chunk : 1;
+}
+
 static inline int64_t min_i64(int64_t a, int64_t b) {
     return a < b ? a : b;
 }
 
 int tdsl_C(const float *restrict A, const float *restrict B, float *restrict C, int64_t N) {
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(dynamic, par_chunk((N - 1) / 32 + 1))
     for (int64_t i_o = 0; i_o < (N - 1) / 32 + 1; i_o++) {
         TDSL_SCALAR_LOOP;
         for (int64_t j_o = 0; j_o < 4; j_o++) {

@@ -14,6 +14,14 @@ static inline int64_t max_i64(int64_t a, int64_t b) {
     return a > b ? a : b;
 }
 
+int omp_get_max_threads(void);
+
+/* The chunk size for a parallel loop of `trips` iterations: about 8 chunks per thread. */
+static inline int64_t par_chunk(int64_t trips) {
+    int64_t chunk = trips / (8 * (int64_t)omp_get_max_threads());
+    return chunk > 1 ? chunk : 1;
+}
+
 int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
     for (int64_t y_o = 0; y_o < 3; y_o++) {
         TDSL_SCALAR_LOOP;
@@ -81,7 +89,7 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                 for (int64_t y = 8; y < 13; y++) {
                     TDSL_SCALAR_LOOP;
                     if (x_o <= 7) {
-                        #pragma omp parallel for schedule(static)
+                        #pragma omp parallel for schedule(dynamic, par_chunk(3))
                         for (int64_t x = 2 * x_o; x < 2 * x_o + 3; x++) {
                             TDSL_SCALAR_LOOP;
                             int32_t s1[4] __attribute__((aligned(64)));
@@ -114,7 +122,7 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                 for (int64_t y = 3; y < 11; y++) {
                     TDSL_SCALAR_LOOP;
                     if (x_o <= 7) {
-                        #pragma omp parallel for schedule(static)
+                        #pragma omp parallel for schedule(dynamic, par_chunk(3))
                         for (int64_t x = 2 * x_o; x < 2 * x_o + 3; x++) {
                             TDSL_SCALAR_LOOP;
                             int32_t s1[4] __attribute__((aligned(64)));
@@ -147,7 +155,7 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                 for (int64_t y = 0; y < 6; y++) {
                     TDSL_SCALAR_LOOP;
                     if (x_o <= 7) {
-                        #pragma omp parallel for schedule(static)
+                        #pragma omp parallel for schedule(dynamic, par_chunk(3))
                         for (int64_t x = 2 * x_o; x < 2 * x_o + 3; x++) {
                             TDSL_SCALAR_LOOP;
                             int32_t s1[4] __attribute__((aligned(64)));
