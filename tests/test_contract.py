@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -108,3 +110,29 @@ def test_benchmark_arrays_named_like_its_options(backend):
     assert t.runs >= 3 and 0 < t.min <= t.median
     with pytest.raises(td.ArgumentError, match=r"argument named 'runs'.*one dict"):
         f.benchmark(runs=r, warmup=w)
+
+
+def test_benchmark_stops_early_once_the_fastest_calls_agree(monkeypatch):
+    """With `accuracy`, timing ends as soon as the three fastest calls are within it of
+    each other (Halide's rule); without it, `runs` calls are made."""
+    from tdsl.runtime.kernel import _settled
+
+    assert not _settled([1.0, 1.0], 0.05)
+    assert _settled([1.0, 9.0, 1.02, 1.04], 0.05)
+    assert not _settled([1.0, 9.0, 1.02, 1.06], 0.05)
+    x = td.dim("x")
+    a = td.input("a", {x: 8}, td.float32)
+    f = td.build(td.schedule(td.compute("b", {x: 8}, a[x] * 2)))
+    arr = np.ones(8, np.float32)
+    delays = iter([0.03, 0.002, 0.002, 0.03, 0.002] + [0.002] * 100)
+
+    def slow_run(args, sizes):
+        time.sleep(next(delays))
+
+    monkeypatch.setattr(f, "_run", slow_run)
+    t = f.benchmark(a=arr, runs=50, warmup=0, accuracy=0.5)
+    assert t.runs == 5 and t.min < 0.01 < t.max  # the 2 ms calls settled it at the fifth
+    t = f.benchmark(a=arr, runs=7, warmup=0)
+    assert t.runs == 7
+    t = f.benchmark(a=arr, runs=50, warmup=0, accuracy=0.5, min_seconds=0.05)
+    assert t.runs > 5 and sum(t.times) >= 0.045  # min_seconds still holds

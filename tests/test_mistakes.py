@@ -320,6 +320,8 @@ M("call-size-zero", lambda: td.evaluate(td.compute("Z", {y: N}, td.cast(y, td.fl
 M("benchmark-zero-runs", lambda: kernel().benchmark(runs=0, A=a_arr(), B=b_arr()), Ar, 'benchmark', 'runs must be an int >= 1', 'got 0')
 M("benchmark-negative-warmup", lambda: kernel().benchmark(warmup=-1, A=a_arr(), B=b_arr()), Ar, 'warmup must be an int >= 0', 'got -1')
 M("benchmark-runs-float", lambda: kernel().benchmark(runs=2.5, A=a_arr(), B=b_arr()), Ar, 'runs must be an int >= 1', '2.5')
+M("benchmark-accuracy-one", lambda: kernel().benchmark(accuracy=1.0, A=a_arr(), B=b_arr()), Ar, 'accuracy must be None or a fraction in (0, 1)', 'got 1.0')
+M("benchmark-accuracy-bool", lambda: kernel().benchmark(accuracy=True, A=a_arr(), B=b_arr()), Ar, 'accuracy must be', 'got True')
 M("benchmark-positional", lambda: kernel().benchmark(a_arr(), b_arr()), Ar, 'positional', 'by name', 'A=..., B=...')
 M("evaluate-positional", lambda: td.evaluate(C, a_arr(), b_arr()), Ar, 'td.evaluate', 'by position', 'A=..., B=...')
 M("evaluate-missing-input", lambda: td.evaluate(C, A=a_arr()), Ar, "missing input(s) 'B'", 'A=..., B=...')

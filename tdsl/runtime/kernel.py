@@ -7,6 +7,7 @@ shapes the generated code assumes.
 
 from __future__ import annotations
 
+import heapq
 import statistics
 import time
 from dataclasses import dataclass
@@ -75,6 +76,14 @@ class Timing:
         return (f"<div><b>{seconds_text(self.median)}</b> median per call "
                 f"(spread {seconds_text(self.min)} .. {seconds_text(self.max)} over {self.runs} "
                 f"runs){tail}</div>")
+
+
+def _settled(times: list[float], accuracy: float) -> bool:
+    """Whether the three fastest of `times` are within `accuracy` of each other."""
+    if len(times) < 3:
+        return False
+    fastest = heapq.nsmallest(3, times)
+    return fastest[2] <= fastest[0] * (1 + accuracy)
 
 
 class Kernel:
@@ -169,21 +178,30 @@ class Kernel:
         return result[0] if len(result) == 1 else result
 
     def benchmark(self, *positional, runs: int = 10, warmup: int = 2, min_seconds: float = 0.0,
-                  **arrays) -> Timing:
+                  accuracy: float | None = None, **arrays) -> Timing:
         """Time calls with the given arrays (checked once): a `Timing` with the median, min
         and max over `runs`, and the work of a call (its float operations and output
         elements), so `timing.rate` is GFLOP/s-ready.
 
         `f.benchmark(a=A, b=B, runs=20)` calls the kernel `warmup` times, then at
-        least `runs` times and for at least `min_seconds`. A kernel whose
-        arguments are named `runs`, `warmup` or `min_seconds` takes its arrays as
-        one dict instead: `f.benchmark({"runs": R, "b": B}, runs=20)`.
+        least `runs` times and for at least `min_seconds`.
+
+        With `accuracy` (a fraction, e.g. 0.05), timing stops early: as soon as the
+        three fastest calls so far (and at least `min_seconds`) are within `accuracy` of
+        each other, the floor of the kernel's time is known well enough, and `runs`
+        becomes the most calls made. This keeps an edit -> rebuild -> time cycle in a
+        notebook short; `Timing.runs` tells how many calls were made.
+
+            f.benchmark(A=a, B=b, warmup=1, accuracy=0.05)   # usually 3 to 5 calls
+
+        A kernel whose arguments are named `runs`, `warmup`, `min_seconds` or `accuracy`
+        takes its arrays as one dict instead: `f.benchmark({"runs": R, "b": B}, runs=20)`.
         """
         if len(positional) == 1 and isinstance(positional[0], dict) and not arrays:
             arrays, positional = dict(positional[0]), ()
         self._positional(positional)
-        clash = [n for n in ("runs", "warmup", "min_seconds") if n in self.args]
-        if clash and any(isinstance(v, np.ndarray) for v in (runs, warmup, min_seconds)):
+        clash = [n for n in ("runs", "warmup", "min_seconds", "accuracy") if n in self.args]
+        if clash and any(isinstance(v, np.ndarray) for v in (runs, warmup, min_seconds, accuracy)):
             raise ArgumentError(
                 f"benchmark: kernel {self.lowered.name} has an argument named {clash[0]!r}, which "
                 f"benchmark() reads as its own option; pass the arrays as one dict: "
@@ -194,6 +212,10 @@ class Kernel:
         if isinstance(min_seconds, bool) or not isinstance(min_seconds, (int, float)) or \
                 not min_seconds >= 0:
             raise ArgumentError(f"benchmark: min_seconds must be a number >= 0, got {min_seconds!r}")
+        if accuracy is not None and (isinstance(accuracy, bool) or not isinstance(
+                accuracy, (int, float)) or not 0 < accuracy < 1):
+            raise ArgumentError(
+                f"benchmark: accuracy must be None or a fraction in (0, 1), e.g. 0.05, got {accuracy!r}")
         args, sizes, outs = self._prepare(arrays)
         for _ in range(warmup):
             self._run(args, sizes)
@@ -203,6 +225,9 @@ class Kernel:
             t0 = time.perf_counter()
             self._run(args, sizes)
             times.append(time.perf_counter() - t0)
+            if accuracy is not None and _settled(times, accuracy) and \
+                    time.perf_counter() - start >= min_seconds:
+                break
         named = dict(zip(self._sizes, sizes))
         elements = sum(int(outs[n].size) for n in self._outputs)
         return Timing(statistics.median(times), min(times), len(times), tuple(times),
