@@ -40,11 +40,17 @@ from ..limits import compile_timeout
 # vectorizer handles, and register tiles are loops over vector lanes.
 # Multiply-adds may contract to FMA (gcc's default), so float results match numpy to
 # rounding, not bit for bit; integer results are always exact.
+# -fno-trapping-math: kernels never look at floating-point exception flags, so gcc may
+# compute both sides of a float select. Without it, on targets without masked vector
+# operations (AVX2), a select among float operations (a clamp, a NaN test, as in
+# tdsl's float32 exp) leaves control flow that keeps the loop from vectorizing. The
+# values computed do not change.
 DEFAULT_FLAGS: tuple[str, ...] = (
     "-O3",
     "-march=native",
     "-mprefer-vector-width=512",
     "-fno-tree-slp-vectorize",
+    "-fno-trapping-math",
     "-fopenmp",
     "-fPIC",
     "-shared",
