@@ -2,16 +2,20 @@
 
 Division and remainder print as `/` and `%` whatever their rounding: `//` is
 floor division, `/` truncates on ints (pdiv, tdiv), and `%` is the floor
-modulo before `legalise` and the truncating remainder (pmod, trem) after it."""
+modulo before `legalise` and the truncating remainder (pmod, trem) after it. Shifts
+print as `<<` and `>>`, and the logical right shift of legalised unsigned code as `>>>`."""
 
 from __future__ import annotations
 
 from . import ir
 
-_PREC = {"or": 1, "xor": 2, "and": 3, "cmp": 4, "add": 5, "sub": 5, "mul": 6, "truediv": 6,
-         "floordiv": 6, "mod": 6, "pdiv": 6, "pmod": 6, "tdiv": 6, "trem": 6}
+_PREC = {"or": 1, "xor": 2, "and": 3, "cmp": 4, "lshift": 5, "rshift": 5, "shl": 5, "ashr": 5,
+         "lshr": 5, "add": 6, "sub": 6, "mul": 7, "truediv": 7, "floordiv": 7, "mod": 7,
+         "pdiv": 7, "pmod": 7, "tdiv": 7, "trem": 7}
+_UNARY = 8
 _SYM = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
         "pdiv": "/", "pmod": "%", "tdiv": "/", "trem": "%", "and": "&", "or": "|", "xor": "^", "eq": "==", "ne": "!=",
+        "lshift": "<<", "rshift": ">>", "shl": "<<", "ashr": ">>", "lshr": ">>>",
         "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 
@@ -37,9 +41,9 @@ def expr(e: ir.Expr, prec: int = 0) -> str:
             s = f"{expr(a, p + 1)} {_SYM[op]} {expr(b, p + 1)}"
             return f"({s})" if p < prec else s
         case ir.Unary("neg", a):
-            return f"-{expr(a, 7)}"
+            return f"-{expr(a, _UNARY)}"
         case ir.Unary(_, a):
-            return f"~{expr(a, 7)}"
+            return f"~{expr(a, _UNARY)}"
         case ir.Call("bitcast", (a,), d):
             return f"bitcast({expr(a)}, {d.name})"
         case ir.Call(fn, args):
