@@ -50,8 +50,7 @@ from dataclasses import replace
 from ... import dtypes as dt
 from .. import ir
 from ..fastexp import (
-    EXPONENT_ONE,
-    HALF_LOG2E,
+    EXPONENT_SHIFT,
     HI,
     LN2_HI,
     LN2_LO,
@@ -206,10 +205,12 @@ def _exp_f32(x: ir.Expr, bind: Bind) -> ir.Expr:
         return _bin("add", _bin("mul", a, m), add)
 
     x = bind(x, "x")
-    y = bind(_select(_cmp("gt", x, c(LO)), _select(_cmp("lt", x, c(HI)), x, c(HI)), c(LO)),
-             "y")  # NaN: LO
+    # x < LO ? LO : x, then the same against HI: one max and one min instruction on
+    # targets whose min/max return the second operand when one is NaN; a NaN x goes
+    # through to the result (every later operation takes a NaN operand to NaN)
+    lo = bind(_select(_cmp("lt", x, c(LO)), c(LO), x), "y")
+    y = bind(_select(_cmp("gt", lo, c(HI)), c(HI), lo), "y")
     t = bind(fma(y, c(LOG2E), c(MAGIC)), "t")
-    th = bind(fma(y, c(HALF_LOG2E), c(MAGIC)), "th")
     k = bind(_bin("sub", t, c(MAGIC)), "k")
     r = bind(_bin("sub", _bin("sub", y, _bin("mul", k, c(LN2_HI))), _bin("mul", k, c(LN2_LO))),
              "r")
@@ -217,16 +218,15 @@ def _exp_f32(x: ir.Expr, bind: Bind) -> ir.Expr:
     for coef in (*TAYLOR[1:], 1.0):
         p = fma(r, p, c(coef))
     p = bind(p, "p")
-    magic = _c(MAGIC_BITS, i32)
-    k1 = bind(_bin("sub", ir.Call("bitcast", (th,), i32), magic), "k1")
-    k2 = bind(_bin("sub", _bin("sub", ir.Call("bitcast", (t,), i32), magic), k1), "k2")
+    n = bind(_bin("sub", ir.Call("bitcast", (t,), i32), _c(MAGIC_BITS, i32)), "n")  # k
+    k1 = bind(_bin("ashr", n, _c(1, i32)), "k1")  # floor(k / 2)
+    k2 = bind(_bin("sub", n, k1), "k2")
 
-    def power(n: ir.Expr) -> ir.Expr:  # 2^n for a normal exponent n
-        bits = _bin("mul", _bin("add", n, _c(127, i32)), _c(EXPONENT_ONE, i32))
+    def power(e: ir.Expr) -> ir.Expr:  # 2^e for a normal exponent e
+        bits = _bin("shl", _bin("add", e, _c(127, i32)), _c(EXPONENT_SHIFT, i32))
         return ir.Call("bitcast", (bits,), f32)
 
-    out = _bin("mul", _bin("mul", p, power(k1)), power(k2))
-    return _select(_cmp("ne", x, x), x, out)
+    return _bin("mul", _bin("mul", p, power(k1)), power(k2))
 
 
 # ---------------------------------------------------------------- one node
