@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 import tdsl as td
+from tdsl.tune.machine import fingerprint
 
 # Peers a script can be asked for; tdsl peers are "tdsl-<target>[-<variant>]".
 NUMPY = "numpy"
@@ -147,6 +148,16 @@ def output_shape(script: str, dims) -> tuple[int, ...]:
         h, w = dims
         return (h - 2, w - 2)
     return tuple(dims)
+
+def best_params(best: dict, target: str, variant: str, size: str) -> dict:
+    """A script's BEST entry for this case: by size, then by the machine's vector ISA
+    (`tdsl.tune.machine.fingerprint()["isa"]`, e.g. "avx2"), then the plain entry."""
+    isa = fingerprint()["isa"]
+    for key in ((target, variant, size), (target, variant, isa), (target, variant)):
+        if key in best:
+            return best[key]
+    raise KeyError(f"no BEST entry for {(target, variant)}")
+
 
 # ---------------------------------------------------------------- one measurement
 

@@ -88,8 +88,9 @@ def plain_schedule(size, ti: int, tj: int, v: int, par: str = "i_o") -> td.Sched
     )
 
 
-# The fastest schedules found by `--search` on the benchmark machine (see RESULTS.md):
-# (target, variant[, size]) -> keyword arguments of the schedule function.
+# The fastest schedules found by `--search` on the benchmark machines (see RESULTS.md):
+# (target, variant[, size or vector ISA]) -> keyword arguments of the schedule function.
+# A machine without AVX-512 has 16 vector registers, not 32, and needs smaller tiles.
 BEST = {
     ("c", "best"): dict(ti=8, tj=32, v=16),
     ("llvm", "best"): dict(ti=4, tj=64, v=16),
@@ -107,7 +108,8 @@ def candidates(target: str, variant: str, size: str):
     fn = _schedule_fn(variant)
     # register tiles: ti rows x tj columns in vectors of v lanes; gcc here uses 256-bit
     # vectors (8 lanes, 32 registers), LLVM 512-bit ones for v=16
-    grid = [(4, 32, 8), (6, 32, 8), (8, 32, 8), (8, 16, 8), (12, 16, 8), (4, 64, 16),
+    grid = [(4, 32, 8), (6, 32, 8), (8, 32, 8), (8, 16, 8), (12, 16, 8), (6, 16, 8),
+            (4, 24, 8), (3, 32, 8), (4, 64, 16),
             (6, 64, 16), (8, 32, 16), (12, 32, 16), (14, 32, 16), (8, 48, 16)]
     out = [(f"{variant} tile {ti}x{tj} v{v}", (lambda a=ti, b=tj, c=v: fn(dims, a, b, c)))
            for ti, tj, v in grid]
@@ -139,7 +141,7 @@ def case(target: str, variant: str, size: str) -> harness.Case:
     dims = SIZES[size]
     m, k, n = dims
     arrays = inputs(size)
-    params = BEST.get((target, variant, size), BEST[(target, variant)])
+    params = harness.best_params(BEST, target, variant, size)
     return harness.Case(
         kernel=kernel_name(size),
         schedule_fn=lambda: _schedule_fn(variant)(dims, **params),
