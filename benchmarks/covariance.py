@@ -76,7 +76,7 @@ def plain_schedule(size) -> td.Schedule:
 
 
 BEST = {
-    ("c", "best"): dict(ti=8, tj=32, v=8, pack=False),
+    ("c", "best"): dict(ti=8, tj=16, v=8, pack=True),
     ("llvm", "best"): dict(ti=6, tj=32, v=8, pack=False),
     ("c", "plain"): {},
     ("llvm", "plain"): {},
