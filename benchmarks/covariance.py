@@ -12,11 +12,13 @@ the data and calls sgemm on D.T @ D.
 Variants:
 
 best   D (the centred data) computed in full first, rows on threads, vectorized;
-       the product as sgemm.py's: the j-panel of D packed per column panel
-       (cache_read: Dp), S computed per ti x tj tile of cov and held in vector
-       registers over the whole sample loop; column panels on threads. S reads
-       D twice (D[s, i] broadcast, D[s, j] in vectors); only the second read
-       goes through the packed panel.
+       the product as sgemm.py's: S computed per ti x tj tile of cov and held in
+       vector registers over the whole sample loop, column panels on threads,
+       and the panel of D[s, j] packed per column panel. S reads D twice
+       (D[s, i] broadcast, D[s, j] in vectors) and cache_read would redirect
+       both, so the algorithm reads the second through Dp, a copy of D
+       (algorithm(packed=True)), which the schedule computes per panel. With
+       AVX2's 16 vector registers the tiles are 6x16 (C) and 4x24 (LLVM).
 plain  the default schedule.
 """
 
@@ -76,8 +78,8 @@ def plain_schedule(size) -> td.Schedule:
 
 
 BEST = {
-    ("c", "best"): dict(ti=8, tj=16, v=8, pack=True),
-    ("llvm", "best"): dict(ti=6, tj=32, v=8, pack=False),
+    ("c", "best"): dict(ti=6, tj=16, v=8, pack=True),
+    ("llvm", "best"): dict(ti=4, tj=24, v=8, pack=True),
     ("c", "plain"): {},
     ("llvm", "plain"): {},
 }
@@ -91,7 +93,9 @@ def candidates(target: str, variant: str, size: str):
     dims = SIZES[size]
     if variant == "plain":
         return [("plain", lambda: plain_schedule(dims))]
-    grid = [(4, 32, 8), (6, 32, 8), (8, 32, 8), (8, 16, 8), (4, 64, 16)]
+    # register tiles: ti x tj of v-lane vectors; with AVX2's 16 registers ti * tj / v
+    # accumulators must stay within about 12 of them
+    grid = [(4, 16, 8), (6, 16, 8), (8, 16, 8), (3, 32, 8), (4, 24, 8), (2, 32, 8), (8, 32, 8)]
     return [(f"tile {ti}x{tj} v{v}{' packed' if p else ''}",
              lambda a=ti, b=tj, c=v, d=p: tiled_schedule(dims, a, b, c, d))
             for ti, tj, v in grid for p in (False, True)]
