@@ -43,6 +43,8 @@ UNSCHEDULED = ("auto", "tuned")
 # the tuning log tune.py writes and the "tuned" variants read
 TUNED_LOG = Path(__file__).resolve().parent / "tuned.jsonl"
 EXTERNAL = ("halide", "tvm")
+# what a measurement may report besides "ok" without having failed
+NOT_FAILURES = ("ok", "not installed", "not tuned", "no peer")
 
 
 @dataclass
@@ -125,7 +127,8 @@ def blas_info() -> dict:
 # ---------------------------------------------------------------- external peers
 
 # numpy argument names of each kernel script, in the order of the pipeline's parameters
-PEER_ARGS = {"sgemm": ("A", "B"), "conv2d": ("inp", "w"), "blur": ("inp",), "softmax": ("X",)}
+PEER_ARGS = {"sgemm": ("A", "B"), "conv2d": ("inp", "w"), "blur": ("inp",), "softmax": ("X",),
+             "layernorm": ("X", "g", "b"), "depthwise": ("inp", "w")}
 
 
 def kernel_module(script: str):
@@ -147,7 +150,7 @@ def output_shape(script: str, dims) -> tuple[int, ...]:
     if script == "blur":
         h, w = dims
         return (h - 2, w - 2)
-    return tuple(dims)
+    return tuple(dims)  # softmax, layernorm, depthwise: the input's shape
 
 def best_params(best: dict, target: str, variant: str, size: str) -> dict:
     """A script's BEST entry for this case: by size, then by the machine's vector ISA
@@ -225,12 +228,15 @@ def measure_external(module, peer: str, size: str, runs: int, warmup: int,
                      min_seconds: float) -> dict:
     """Halide or TVM (peer_halide.py, peer_tvm.py) on one kernel, checked against numpy
     with the tolerances of the kernel's tdsl case. A missing package is "not
-    installed"; any failure to build or run is reported as "error: ...", not raised."""
+    installed", a kernel the peer module has no pipeline for "no peer"; any
+    failure to build or run is reported as "error: ...", not raised."""
     kernel = module.kernel_name(size)
     if importlib.util.find_spec(peer) is None:
         return {"kernel": kernel, "check": "not installed"}
     try:
         peer_module = importlib.import_module(f"peer_{peer}")
+        if script_name(module) not in peer_module.BUILDERS:
+            return {"kernel": kernel, "check": "no peer"}
         p = peer_module.peer(script_name(module), size)
         c = module.case("c", "best", size)
         result = measure_peer(p, c.reference(), c.rtol, c.atol, runs, warmup, min_seconds)
@@ -363,4 +369,4 @@ def main(module, argv: list[str] | None = None) -> int:
         result = {"peer": args.peer, "size": args.size, "check": f"error: {type(e).__name__}: {e}"}
     json.dump(result, sys.stdout)
     sys.stdout.write("\n")
-    return 0 if result.get("check") in ("ok", "not installed", "not tuned") else 1
+    return 0 if result.get("check") in NOT_FAILURES else 1

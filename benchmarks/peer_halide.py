@@ -1,4 +1,4 @@
-"""Halide as a benchmark peer: the four kernels as Halide pipelines with hand-written CPU schedules.
+"""Halide as a benchmark peer: six kernels as Halide pipelines with hand-written CPU schedules.
 
     python benchmarks/sgemm.py --peer halide --size 1024      (through harness.measure)
 
@@ -32,6 +32,11 @@ softmax  per row, rows on threads in tasks of 128 (one task per row was ~25%
          the sum of exp reduced into V partial results (vectors) each, then
          across lanes; exp is Halide's fast_exp; one row of exp kept for the sum
          and the output, which multiplies by 1 / total.
+layernorm  as softmax: rows on threads in tasks of 128, the sum of the row and
+         the sum of its squared deviations each reduced into V lanes, one
+         centred row kept for the second sum and the output.
+depthwise  the nine taps written out; channels on threads, strips of 8 rows
+         with the zero-padded rows they read computed per strip; x vectorized.
 """
 
 from __future__ import annotations
@@ -246,10 +251,97 @@ def softmax(rows: int, cols: int, V: int, v: int, fast: bool, store_e: bool, tas
     return out, [X]
 
 
+# ---------------------------------------------------------------- layernorm
+
+LAYERNORM = dict(V=4 * VEC, v=4 * VEC, task_rows=128)
+
+
+def layernorm(rows: int, cols: int, V: int, v: int, task_rows: int):
+    """out[c, r] = (X[c, r] - mean[r]) * (1 / sqrt(var[r] + eps)) * g[c] + b[c];
+    Halide X(c, r), g(c), b(c). As softmax: rows on threads in tasks, each sum
+    reduced into V lanes (vectors), then across them; one centred row kept."""
+    eps = 1e-5
+    while cols % V:
+        V //= 2
+    X = hl.ImageParam(F32, 2, "X")
+    g = hl.ImageParam(F32, 1, "g")
+    b = hl.ImageParam(F32, 1, "b")
+    c, r, l = hl.Var("c"), hl.Var("r"), hl.Var("l")
+    ro = hl.RDom([hl.Range(0, cols // V)], "ro")
+    lanes = hl.RDom([hl.Range(0, V)], "lanes")
+    n = hl.f32(cols)
+
+    sv = hl.Func("sv")
+    sv[l, r] = hl.f32(0)
+    sv[l, r] += X[ro.x * V + l, r]
+    mean = hl.Func("mean")
+    mean[r] = hl.sum(sv[lanes.x, r]) / n
+    d = hl.Func("d")
+    d[c, r] = X[c, r] - mean[r]
+    qv = hl.Func("qv")
+    qv[l, r] = hl.f32(0)
+    qv[l, r] += d[ro.x * V + l, r] * d[ro.x * V + l, r]
+    inv = hl.Func("inv")
+    inv[r] = hl.f32(1) / hl.sqrt(hl.sum(qv[lanes.x, r]) / n + hl.f32(eps))
+    out = hl.Func("out")
+    out[c, r] = d[c, r] * inv[r] * g[c] + b[c]
+
+    out.vectorize(c, v)
+    rt = hl.Var("rt")
+    out.split(r, rt, r, task_rows, hl.TailStrategy.GuardWithIf).parallel(rt)
+    for f in (sv, mean, qv, inv):
+        f.compute_at(out, r)
+    lv = min(v, V)
+    for f in (sv, qv):
+        f.vectorize(l, lv)
+        f.update(0).reorder(l, ro.x).vectorize(l, lv)
+    d.compute_at(out, r).vectorize(c, v)
+    out.bound(c, 0, cols).bound(r, 0, rows)
+    X.dim(0).set_bounds(0, cols).dim(1).set_bounds(0, rows)
+    g.dim(0).set_bounds(0, cols)
+    b.dim(0).set_bounds(0, cols)
+    out.output_buffer().dim(0).set_bounds(0, cols).dim(1).set_bounds(0, rows)
+    return out, [X, g, b]
+
+
+# ---------------------------------------------------------------- depthwise
+
+DEPTHWISE = dict(ty=8, v=VEC)
+
+
+def depthwise(ch: int, h: int, w: int, ty: int, v: int):
+    """out(x, y, c) = sum over the 3x3 taps of P(x + rx, y + ry, c) * W(rx, ry, c), P
+    the zero-padded input; Halide inp(x, y, c), W(rx, ry, c). The nine taps written
+    out (unrolled), channels on threads, strips of ty rows with the padded rows
+    they need computed per strip, x vectorized by v."""
+    inp = hl.ImageParam(F32, 3, "inp")
+    W = hl.ImageParam(F32, 3, "w")
+    x, y, c, yo, yi = (hl.Var(n_) for n_ in ("x", "y", "c", "yo", "yi"))
+    P = hl.Func("P")
+    P[x, y, c] = hl.BoundaryConditions.constant_exterior(inp, 0.0)[x - 1, y - 1, c]
+    out = hl.Func("out")
+    terms = [P[x + rx, y + ry, c] * W[rx, ry, c] for ry in range(3) for rx in range(3)]
+    total = terms[0]
+    for t in terms[1:]:
+        total = total + t
+    out[x, y, c] = total
+
+    gw = hl.TailStrategy.GuardWithIf
+    out.split(y, yo, yi, ty, gw).reorder(x, yi, yo, c).parallel(c).vectorize(x, v, gw)
+    P.compute_at(out, yo).vectorize(x, v, gw)
+    out.bound(x, 0, w).bound(y, 0, h).bound(c, 0, ch)
+    inp.dim(0).set_bounds(0, w).dim(1).set_bounds(0, h).dim(2).set_bounds(0, ch)
+    W.dim(0).set_bounds(0, 3).dim(1).set_bounds(0, 3).dim(2).set_bounds(0, ch)
+    out.output_buffer().dim(0).set_bounds(0, w).dim(1).set_bounds(0, h)
+    out.output_buffer().dim(2).set_bounds(0, ch)
+    return out, [inp, W]
+
+
 # ---------------------------------------------------------------- peers
 
 BUILDERS = {"sgemm": (sgemm, SGEMM), "conv2d": (conv2d, CONV), "blur": (blur, BLUR),
-            "softmax": (softmax, SOFTMAX)}
+            "softmax": (softmax, SOFTMAX), "layernorm": (layernorm, LAYERNORM),
+            "depthwise": (depthwise, DEPTHWISE)}
 
 
 def compile_kernel(script: str, dims, **overrides):

@@ -1,4 +1,4 @@
-"""TVM as a benchmark peer: the four kernels as tensor expressions with hand-written schedules.
+"""TVM as a benchmark peer: six kernels as tensor expressions with hand-written schedules.
 
     python benchmarks/sgemm.py --peer tvm --size 1024      (through harness.measure)
 
@@ -27,6 +27,10 @@ blur     strips of 128 output rows on threads, bx computed per strip, both stage
 softmax  per row on threads: the max and the sum rfactored into V vector lanes,
          exp is topi.fast_exp (TVM's vectorizable exp), the output multiplies by
          1 / total.
+layernorm  as softmax: per row on threads, both sums rfactored into V vector
+         lanes, the centred row computed once per row.
+depthwise  channels on threads, the zero-padded rows of each strip of 8 output
+         rows computed per strip, x in vectors with the nine taps unrolled.
 """
 
 from __future__ import annotations
@@ -263,10 +267,105 @@ def softmax(rows: int, cols: int, V: int, v: int, fast: bool):
     return sch.mod
 
 
+# ---------------------------------------------------------------- layernorm
+
+LAYERNORM = dict(V=2 * VEC, v=2 * VEC)
+
+
+def layernorm(rows: int, cols: int, V: int, v: int):
+    """As softmax: per row on threads, the two sums (of X, of the squared deviations)
+    rfactored into V vector lanes; the centred row d computed once per row."""
+    eps = 1e-5
+    while cols % V:
+        V //= 2
+    X = te.placeholder((rows, cols), F32, name="X")
+    g = te.placeholder((cols,), F32, name="g")
+    b = te.placeholder((cols,), F32, name="b")
+    c1 = te.reduce_axis((0, cols), name="c1")
+    total = te.compute((rows,), lambda r: te.sum(X[r, c1], axis=c1), name="total")
+    d = te.compute((rows, cols), lambda r, c: X[r, c] - total[r] / float(cols), name="d")
+    c2 = te.reduce_axis((0, cols), name="c2")
+    sq = te.compute((rows,), lambda r: te.sum(d[r, c2] * d[r, c2], axis=c2), name="sq")
+    out = te.compute(
+        (rows, cols),
+        lambda r, c: d[r, c] * (1.0 / te.sqrt(sq[r] / float(cols) + eps)) * g[c] + b[c],
+        name="out")
+    sch = s_tir.Schedule(te.create_prim_func([X, g, b, out]))
+
+    ob = sch.get_sblock("out")
+    r, c = sch.get_loops(ob)
+    sch.parallel(r)
+    _, ci = sch.split(c, [None, v])
+    sch.vectorize(ci)
+    rf = {}
+    for name in ("total", "sq"):
+        blk = sch.get_sblock(name)
+        _, red = sch.get_loops(blk)
+        _, lane = sch.split(red, [None, V])
+        rf[name] = sch.rfactor(lane, 0)
+    # consumers first: each compute_at needs its consumers placed already
+    sch.compute_at(sch.get_sblock("sq"), r)
+    sch.compute_at(rf["sq"], r)
+    sch.compute_at(sch.get_sblock("d"), r)
+    sch.compute_at(sch.get_sblock("total"), r)
+    sch.compute_at(rf["total"], r)
+    for name in ("total", "sq"):
+        blk = rf[name]
+        loops = sch.get_loops(blk)
+        lane, red = loops[-2], loops[-1]
+        sch.reorder(red, lane)
+        _, li = sch.split(lane, [None, min(v, V)])
+        sch.vectorize(li)
+        init = sch.decompose_reduction(blk, red)
+        _vectorize_inner(sch, init, min(v, V))
+    _vectorize_inner(sch, sch.get_sblock("d"), v)
+    return sch.mod
+
+
+# ---------------------------------------------------------------- depthwise
+
+DEPTHWISE = dict(ty=8, v=VEC)
+
+
+def depthwise(ch: int, h: int, w: int, ty: int, v: int):
+    """Channels on threads; the zero-padded rows of a strip of ty output rows
+    computed per strip (P); per output row, x in vectors of v with the nine taps
+    unrolled around the vector loop, accumulated in a local row (cache_write)."""
+    inp = te.placeholder((ch, h, w), F32, name="inp")
+    W = te.placeholder((ch, 3, 3), F32, name="w")
+    P = te.compute(
+        (ch, h + 2, w + 2),
+        lambda c, y, x: te.if_then_else(
+            te.all(y >= 1, y <= h, x >= 1, x <= w), inp[c, y - 1, x - 1], 0.0),
+        name="P")
+    ry = te.reduce_axis((0, 3), name="ry")
+    rx = te.reduce_axis((0, 3), name="rx")
+    out = te.compute((ch, h, w),
+                     lambda c, y, x: te.sum(P[c, y + ry, x + rx] * W[c, ry, rx], axis=[ry, rx]),
+                     name="out")
+    sch = s_tir.Schedule(te.create_prim_func([inp, W, out]))
+    o = sch.get_sblock("out")
+    c, y, x, ory, orx = sch.get_loops(o)
+    yo, yi = sch.split(y, [None, ty])
+    xo, xi = sch.split(x, [None, v])
+    sch.reorder(c, yo, yi, xo, ory, orx, xi)
+    sch.parallel(c)
+    sch.unroll(ory)
+    sch.unroll(orx)
+    sch.vectorize(xi)
+    init = sch.decompose_reduction(o, ory)
+    _vectorize_inner(sch, init, v)
+    p = sch.get_sblock("P")
+    sch.compute_at(p, yo)
+    _vectorize_with_tail(sch, p, v)
+    return sch.mod
+
+
 # ---------------------------------------------------------------- peers
 
 BUILDERS = {"sgemm": (sgemm, SGEMM), "conv2d": (conv2d, CONV), "blur": (blur, BLUR),
-            "softmax": (softmax, SOFTMAX)}
+            "softmax": (softmax, SOFTMAX), "layernorm": (layernorm, LAYERNORM),
+            "depthwise": (depthwise, DEPTHWISE)}
 
 
 def compile_kernel(script: str, dims, **overrides):

@@ -20,13 +20,17 @@ import tdsl as td
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 SCRIPTS = ("sgemm", "conv2d", "blur", "softmax")
+# kernels measured with their best schedule and the auto-scheduler's only (no tuning
+# log), each at a tiny size on both targets
+NEW_SCRIPTS = ("qmatmul", "layernorm", "depthwise", "twomm", "covariance", "jacobi2d",
+               "heat3d")
 
 
 @pytest.fixture(scope="module")
 def scripts():
     sys.path.insert(0, str(BENCH))
     try:
-        yield {name: importlib.import_module(name) for name in SCRIPTS}
+        yield {name: importlib.import_module(name) for name in SCRIPTS + NEW_SCRIPTS}
     finally:
         sys.path.remove(str(BENCH))
 
@@ -67,9 +71,63 @@ def test_the_tuned_variant_reads_the_committed_log(scripts, script):
     assert result["check"] == "not tuned" and "no successful trial" in result["why"]
 
 
+NEW_CASES = [(s, v, t) for s in NEW_SCRIPTS for v in ("best", "plain", "auto")
+             for t in ("c", "llvm")]
+
+
+@pytest.mark.parametrize("script,variant,target", NEW_CASES,
+                         ids=[f"{s}-{v}-{t}" for s, v, t in NEW_CASES])
+def test_new_benchmark_kernel_matches_numpy(scripts, script, variant, target):
+    """The kernel script's numpy answer (integers: exactly) against its schedule."""
+    harness = importlib.import_module("harness")
+    module = scripts[script]
+    if variant == "auto":
+        case = harness.unscheduled_case(module, target, "auto", "tiny")
+    else:
+        case = module.case(target, variant, "tiny")
+    f = td.build(case.schedule_fn(), target=target)
+    got, want = f(**case.inputs), case.reference()
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if np.issubdtype(want.dtype, np.integer):
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=case.rtol, atol=case.atol)
+
+
+def test_qmatmul_reference_is_exact_and_saturates(scripts):
+    """numpy's float32 sgemm baseline equals the int64 definition, and the tiny case
+    reaches both ends of int8 (so the saturation is tested)."""
+    q = scripts["qmatmul"]
+    arrays = q.inputs("tiny")
+    want = q.exact_reference(**arrays)
+    np.testing.assert_array_equal(q.reference(**arrays), want)
+    assert (want == 127).any() and (want == -128).any()
+
+
+def test_time_stepped_references_step(scripts):
+    """The jacobi-2d and heat-3d baselines change the grid at every step (a
+    reference that skipped the steps would compare against the input)."""
+    for name in ("jacobi2d", "heat3d"):
+        module = scripts[name]
+        arrays = module.inputs("tiny")
+        n, steps = module.SIZES["tiny"]
+        one = module.reference(arrays["A"], arrays["B"], 1)
+        more = module.reference(arrays["A"], arrays["B"], steps)
+        assert not np.allclose(one, more)
+        assert not np.allclose(one[1], arrays["A"])
+
+
 def test_every_runner_variant_is_tested(scripts):
     tested = {(s, v) for s, v in CASES} | {(s, v) for s in SCRIPTS for v in ("auto", "tuned")}
-    assert {(s, v) for s in SCRIPTS for v in scripts[s].VARIANTS} <= tested
+    tested |= {(s, v) for s, v, _ in NEW_CASES}
+    assert {(s, v) for s in SCRIPTS + NEW_SCRIPTS for v in scripts[s].VARIANTS} <= tested
+
+
+def test_the_runner_lists_every_script(scripts):
+    run = importlib.import_module("run")
+    assert {script for _, script, _ in run.KERNELS} == set(SCRIPTS + NEW_SCRIPTS)
+    for _, script, size in run.KERNELS:
+        assert size in scripts[script].SIZES
 
 
 def test_im2col_baseline_is_a_convolution(scripts):
@@ -101,7 +159,7 @@ def test_machine_limits_program(tmp_path):
     assert records["fma512"] > 0 if wide else records["fma512"] == 0  # no 512-bit registers
 
 
-PEER_SCRIPTS = ("sgemm", "conv2d", "blur", "softmax")
+PEER_SCRIPTS = ("sgemm", "conv2d", "blur", "softmax", "layernorm", "depthwise")
 
 
 @pytest.mark.parametrize("package", ["halide", "tvm"])

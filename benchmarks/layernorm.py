@@ -1,0 +1,142 @@
+"""layernorm: layer norm over the rows of a 4096x1024 float32 matrix, tdsl against numpy.
+
+    python benchmarks/layernorm.py --peer tdsl-c
+    python benchmarks/layernorm.py --peer tdsl-llvm --search
+
+out[r, c] = (X[r, c] - mean[r]) / sqrt(var[r] + eps) * g[c] + b[c], with the mean
+and the (biased) variance over the last dim, the variance computed in a second
+pass over the centred row (as numpy's X.var does). The rate counts X read once
+and the result written once (8 bytes per element; g and b are 8 KB).
+
+Variants:
+
+best   every stage computed per row r (rows on threads); the two sums (of X and
+       of the squared deviations) rfactored into V partial results, vectorized
+       over their lanes; the centred row d and the output vectorized along c.
+plain  the algorithm with the default schedule (every stage at root, in order).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import harness
+import numpy as np
+
+import tdsl as td
+
+SIZES = {"4096": (4096, 1024), "tiny": (9, 100)}
+DEFAULT_SIZE = "4096"
+VARIANTS = ("best", "auto")
+EXTRA_VARIANTS = ("plain",)
+EPS = 1e-5
+
+
+def algorithm(rows: int, cols: int):
+    """Layer norm as a user writes it. Returns out and the other stages by name."""
+    r, c = td.dims("r c")
+    X = td.input("X", {r: rows, c: cols}, td.float32)
+    g = td.input("g", {c: cols}, td.float32)
+    b = td.input("b", {c: cols}, td.float32)
+    total = td.compute("total", {r: rows}, td.sum(X[r, c], over=c))
+    mean = td.compute("mean", {r: rows}, total[r] / cols)
+    d = td.compute("d", {r: rows, c: cols}, X[r, c] - mean[r])
+    sq = td.compute("sq", {r: rows}, td.sum(d[r, c] * d[r, c], over=c))
+    inv = td.compute("inv", {r: rows}, 1.0 / td.sqrt(sq[r] / cols + EPS))
+    out = td.compute("out", {r: rows, c: cols}, d[r, c] * inv[r] * g[c] + b[c])
+    return out
+
+
+def user_algorithm(rows: int, cols: int):
+    return algorithm(rows, cols)
+
+
+def rfactor_schedule(size, V: int, w: int | None) -> td.Schedule:
+    """Per row r on threads: total and sq each in V vector lanes (rfactor), d and
+    out vectorized along c (split by w; None: the whole row is one vector loop)."""
+    out = algorithm(*size)
+    s = td.schedule(out).rfactor("total", "c", V).rfactor("sq", "c", V).parallel(out, "r")
+    for st in ("total_rf", "total", "mean", "d", "sq_rf", "sq", "inv"):
+        s = s.compute_at(st, out, "r")
+    for st in ("total_rf", "sq_rf"):
+        s = s.reorder(st, "c_o c_i").vectorize(st, "c_i")
+    for st in ("d", out):
+        s = s.vectorize(st, "c") if w is None else s.split(st, "c", w).vectorize(st, "c_i")
+    return s
+
+
+def plain_schedule(size) -> td.Schedule:
+    return td.schedule(algorithm(*size))
+
+
+BEST = {
+    ("c", "best"): dict(V=32, w=None),
+    ("llvm", "best"): dict(V=32, w=None),
+    ("c", "plain"): {},
+    ("llvm", "plain"): {},
+}
+
+
+def _build_schedule(variant: str, dims, params) -> td.Schedule:
+    if variant == "plain":
+        return plain_schedule(dims)
+    return rfactor_schedule(dims, **params)
+
+
+def candidates(target: str, variant: str, size: str):
+    dims = SIZES[size]
+    if variant == "plain":
+        return [("plain", lambda: plain_schedule(dims))]
+    return [(f"{variant} V{V} w{w}", lambda a=V, b=w: rfactor_schedule(dims, a, b))
+            for V in (8, 16, 32, 64) for w in (None, 16, 64)]
+
+
+def inputs(size: str) -> dict[str, np.ndarray]:
+    rows, cols = SIZES[size]
+    rng = np.random.default_rng(0)
+    return {"X": rng.standard_normal((rows, cols), dtype=np.float32) * 3 + 1,
+            "g": rng.standard_normal(cols, dtype=np.float32),
+            "b": rng.standard_normal(cols, dtype=np.float32)}
+
+
+def reference(X: np.ndarray, g: np.ndarray, b: np.ndarray) -> np.ndarray:
+    mu = X.mean(axis=1, keepdims=True)
+    d = X - mu
+    var = (d * d).mean(axis=1, keepdims=True)
+    return d / np.sqrt(var + np.float32(EPS)) * g + b
+
+
+def _work(size: str) -> float:
+    rows, cols = SIZES[size]
+    return 8.0 * rows * cols
+
+
+def kernel_name(size: str) -> str:
+    rows, cols = SIZES[size]
+    return f"layernorm {rows}x{cols}"
+
+
+def case(target: str, variant: str, size: str) -> harness.Case:
+    dims = SIZES[size]
+    arrays = inputs(size)
+    params = BEST[(target, variant)]
+    return harness.Case(
+        kernel=kernel_name(size),
+        schedule_fn=lambda: _build_schedule(variant, dims, params),
+        inputs=arrays,
+        reference=lambda: reference(**arrays),
+        work=_work(size),
+        unit="GB/s",
+        rtol=1e-4,
+        atol=1e-4,
+        note="rfactor sums, per-row stages" if variant == "best" else "",
+    )
+
+
+def numpy_peer(size: str) -> harness.Peer:
+    arrays = inputs(size)
+    return harness.Peer(kernel_name(size), lambda: reference(**arrays), _work(size), "GB/s")
+
+
+if __name__ == "__main__":
+    sys.exit(harness.main(sys.modules[__name__]))

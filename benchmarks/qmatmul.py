@@ -1,0 +1,182 @@
+"""qmatmul: int8 quantized matrix multiply (1024^3), tdsl against numpy.
+
+    python benchmarks/qmatmul.py --peer tdsl-c
+    python benchmarks/qmatmul.py --peer tdsl-llvm --search
+
+acc[i, j] = sum over k of int32(A[i, k]) * int32(B[k, j])           (int32 accumulation)
+out[i, j] = saturate_int8(((int64(acc) * MULT + 2^(SHIFT-1)) >> SHIFT) + ZP)
+
+The requantization is integer-only, as in gemmlowp and TFLite: the output scale
+MULT / 2^SHIFT is a fixed-point multiplier, rounded half up by the added
+2^(SHIFT-1), then shifted by the output zero point ZP and clipped to int8
+(td.saturating_cast). Every result must equal numpy's exactly.
+
+numpy has no fast integer matrix product (its int32 matmul does not use the
+BLAS), so its baseline converts A and B to float32 and calls sgemm: every
+product of two int8 values and every partial sum of up to 1024 of them is an
+integer of magnitude at most 2^24, which float32 holds exactly, so the result is
+exact in any summation order. The rate counts 2 * M * K * N integer operations.
+
+Variants:
+
+best   as sgemm.py's: Bw computed per tj-column panel packs it (int32,
+       contiguous), and the acc stage, computed per ti x tj tile of out,
+       keeps the tile in registers (vectors of v int32 lanes) over the whole k
+       loop (acc is already the accumulator cache_write makes in sgemm.py); the
+       requantization runs once per element as the tile is stored, vectorized.
+       The tile sizes are --search's winners on an AVX2 machine, which moved
+       between runs by up to 2x: 8x32 (C) and 4x24 (LLVM).
+plain  the algorithm with the default schedule.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import harness
+import numpy as np
+
+import tdsl as td
+
+SIZES = {"1024": (1024, 1024, 1024), "tiny": (37, 700, 53)}  # tiny: k long enough to saturate
+DEFAULT_SIZE = "1024"
+VARIANTS = ("best", "auto")
+EXTRA_VARIANTS = ("plain",)
+# output scale MULT / 2^SHIFT (about 3.7e-4: an int8 result of std ~60 for K = 1024),
+# output zero point ZP
+MULT, SHIFT, ZP = 795_000, 31, -3
+
+
+def requantize(acc):
+    """The int8 result of an int32 accumulator (a tdsl expression)."""
+    scaled = (td.cast(acc, td.int64) * MULT + (1 << (SHIFT - 1))) >> SHIFT
+    return td.saturating_cast(scaled + ZP, td.int8)
+
+
+def algorithm(m: int, k: int, n: int):
+    """Three stages: Bw (B widened to int32), acc (int32) and out (int8). Returns out.
+
+    The default schedule computes Bw in full; the best one computes it per column
+    panel, which packs the panel as int32 (gcc 12 does not vectorize the
+    widening of 8 int8 lanes to int32 inside the k loop: with B read as int8
+    there, the C kernel ran scalar, 10x slower)."""
+    i, j, kk = td.dims("i j k")
+    A = td.input("A", {i: m, kk: k}, td.int8)
+    B = td.input("B", {kk: k, j: n}, td.int8)
+    Bw = td.compute("Bw", {kk: k, j: n}, td.cast(B[kk, j], td.int32))
+    acc = td.compute("acc", {i: m, j: n},
+                     td.sum(td.cast(A[i, kk], td.int32) * Bw[kk, j], over=kk))
+    return td.compute("out", {i: m, j: n}, requantize(acc[i, j]))
+
+
+def user_algorithm(m: int, k: int, n: int):
+    return algorithm(m, k, n)
+
+
+def staged_schedule(size, ti: int, tj: int, v: int, par: str = "j_o") -> td.Schedule:
+    """Register tile ti x tj of int32 accumulators over the whole k loop; B's
+    panel widened and packed (Bw) per j_o; out requantizes the tile as it stores it."""
+    out = algorithm(*size)
+    order = "j_o i_o i_i j_i" if par == "j_o" else "i_o j_o i_i j_i"
+    return (
+        td.schedule(out)
+        .tile(out, i=ti, j=tj)
+        .reorder(out, order)
+        .parallel(out, par)
+        .vectorize(out, "j_i")
+        .compute_at("Bw", out, "j_o")
+        .vectorize("Bw", "j")
+        .compute_at("acc", out, "i_o")
+        .split("acc", "j", v, names=("j_u", "j_v"))
+        .reorder("acc", "k i j_u j_v")
+        .unroll("acc", "i")
+        .unroll("acc", "j_u")
+        .vectorize("acc", "j_v")
+    )
+
+
+def plain_schedule(size) -> td.Schedule:
+    return td.schedule(algorithm(*size))
+
+
+BEST = {
+    ("c", "best"): dict(ti=8, tj=32, v=8),
+    ("llvm", "best"): dict(ti=4, tj=24, v=8),
+    ("c", "plain"): {},
+    ("llvm", "plain"): {},
+}
+
+
+def _build_schedule(variant: str, dims, params) -> td.Schedule:
+    return plain_schedule(dims) if variant == "plain" else staged_schedule(dims, **params)
+
+
+def candidates(target: str, variant: str, size: str):
+    dims = SIZES[size]
+    if variant == "plain":
+        return [("plain", lambda: plain_schedule(dims))]
+    # register tiles: ti x tj of v-lane vectors; with AVX2's 16 registers ti * tj / v
+    # accumulators must stay within about 12 of them
+    grid = [(4, 16, 8), (6, 16, 8), (8, 16, 8), (3, 32, 8), (4, 24, 8), (2, 32, 8), (8, 32, 8)]
+    return [(f"tile {ti}x{tj} v{v}", lambda a=ti, b=tj, c=v: staged_schedule(dims, a, b, c))
+            for ti, tj, v in grid]
+
+
+def inputs(size: str) -> dict[str, np.ndarray]:
+    m, k, n = SIZES[size]
+    rng = np.random.default_rng(0)
+    return {"A": rng.integers(-128, 128, (m, k), dtype=np.int8),
+            "B": rng.integers(-128, 128, (k, n), dtype=np.int8)}
+
+
+def requantize_np(acc: np.ndarray) -> np.ndarray:
+    scaled = (acc.astype(np.int64) * MULT + (1 << (SHIFT - 1))) >> SHIFT
+    return np.clip(scaled + ZP, -128, 127).astype(np.int8)
+
+
+def reference(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """numpy's fastest exact way: sgemm on the int8 values as float32 (see above)."""
+    acc = A.astype(np.float32) @ B.astype(np.float32)
+    return requantize_np(acc.astype(np.int32))
+
+
+def exact_reference(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """The definition, in int64 arithmetic (slow; for tests)."""
+    return requantize_np(A.astype(np.int64) @ B.astype(np.int64))
+
+
+def _work(size: str) -> float:
+    m, k, n = SIZES[size]
+    return 2.0 * m * k * n
+
+
+def kernel_name(size: str) -> str:
+    m, k, n = SIZES[size]
+    return f"qmatmul int8 {m}^3" if m == k == n else f"qmatmul int8 {m}x{k}x{n}"
+
+
+def case(target: str, variant: str, size: str) -> harness.Case:
+    dims = SIZES[size]
+    arrays = inputs(size)
+    params = BEST[(target, variant)]
+    return harness.Case(
+        kernel=kernel_name(size),
+        schedule_fn=lambda: _build_schedule(variant, dims, params),
+        inputs=arrays,
+        reference=lambda: reference(**arrays),
+        work=_work(size),
+        unit="GOP/s",
+        rtol=0,
+        atol=0,  # integers: exactly numpy's
+        note="Bw: packed int32 panel; acc: int32 register tile"
+        if variant == "best" else "",
+    )
+
+
+def numpy_peer(size: str) -> harness.Peer:
+    arrays = inputs(size)
+    return harness.Peer(kernel_name(size), lambda: reference(**arrays), _work(size), "GOP/s")
+
+
+if __name__ == "__main__":
+    sys.exit(harness.main(sys.modules[__name__]))
