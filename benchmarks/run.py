@@ -1,6 +1,8 @@
 """Run the benchmark suite: every kernel against every peer, each in its own process.
 
-    python benchmarks/run.py                    the full suite, 3 rounds (about 5 minutes)
+    python benchmarks/run.py                    the full suite, 3 rounds (about 17 minutes)
+    python benchmarks/run.py --kernels sgemm-1024 sgemm-2048 conv2d blur softmax
+                                                the table of README.md (about 5 minutes)
     python benchmarks/run.py --quick            tiny sizes, a smoke test of the harness
     python benchmarks/run.py --kernels sgemm-1024 blur --markdown
 
