@@ -103,6 +103,8 @@ def plain_schedule(size, tx: int, ty: int = 1, par: str = "k") -> td.Schedule:
 BEST = {
     ("c", "best"): dict(ty=1, tx=8, tk=32, v=16, par="y_o", order="y_o k_o x_o"),
     ("llvm", "best"): dict(ty=1, tx=8, tk=32, v=16, par="y_o", order="y_o k_o x_o"),
+    ("c", "best", "avx2"): dict(ty=2, tx=4, tk=16, v=8),
+    ("llvm", "best", "avx2"): dict(ty=1, tx=7, tk=32, v=16),
     ("c", "plain"): dict(tx=8),
     ("llvm", "plain"): dict(tx=8),
 }

@@ -94,6 +94,8 @@ def plain_schedule(size, ti: int, tj: int, v: int, par: str = "i_o") -> td.Sched
 BEST = {
     ("c", "best"): dict(ti=8, tj=32, v=16),
     ("llvm", "best"): dict(ti=4, tj=64, v=16),
+    ("c", "best", "avx2"): dict(ti=3, tj=32, v=8),
+    ("llvm", "best", "avx2"): dict(ti=4, tj=24, v=8),
     ("c", "plain"): dict(ti=4, tj=64, v=16),
     ("llvm", "plain"): dict(ti=8, tj=32, v=16),
 }
