@@ -19,7 +19,7 @@ import tdsl as td
 
 SIZES = {"4096": (4096, 4096), "tiny": (37, 41)}
 DEFAULT_SIZE = "4096"
-VARIANTS = ("best", "auto", "tuned")
+VARIANTS = ("best", "auto", "tuned", "default")
 
 
 def algorithm(h: int, w: int):
@@ -107,6 +107,36 @@ def case(target: str, variant: str, size: str) -> harness.Case:
 def numpy_peer(size: str) -> harness.Peer:
     img = inputs(size)["inp"]
     return harness.Peer(kernel_name(size), lambda: reference(img), _work(size), "GB/s")
+
+
+# ---------------------------------------------------------------- naive C
+
+# The two stages as a textbook writes them, the yardstick of the unscheduled variants
+# (harness.naive_peer builds it with gcc -O3 -march=native).
+NAIVE_C = """
+#include <stdlib.h>
+
+void kernel(const float *inp, float *out) {
+    float *bx = malloc(sizeof(float) * H * (W - 2));
+    for (long y = 0; y < H; y++) {
+        for (long x = 0; x < W - 2; x++) {
+            bx[y * (W - 2) + x] = (inp[y * W + x] + inp[y * W + x + 1] + inp[y * W + x + 2]) / 3;
+        }
+    }
+    for (long y = 0; y < H - 2; y++) {
+        for (long x = 0; x < W - 2; x++) {
+            out[y * (W - 2) + x] = (bx[y * (W - 2) + x] + bx[(y + 1) * (W - 2) + x]
+                                    + bx[(y + 2) * (W - 2) + x]) / 3;
+        }
+    }
+    free(bx);
+}
+"""
+
+
+def naive_defines(dims) -> dict[str, int]:
+    h, w = dims
+    return {"H": h, "W": w}
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ import tdsl as td
 # (channels in, channels out, height, width)
 SIZES = {"56x56": (64, 64, 56, 56), "tiny": (8, 24, 9, 11)}
 DEFAULT_SIZE = "56x56"
-VARIANTS = ("best", "plain", "auto", "tuned")
+VARIANTS = ("best", "plain", "auto", "tuned", "default")
 
 
 def algorithm(ci: int, co: int, h: int, w: int):
@@ -185,6 +185,39 @@ def numpy_peer(size: str) -> harness.Peer:
     arrays = inputs(size)
     a, w = arrays["inp"], arrays["w"]
     return harness.Peer(kernel_name(size), lambda: im2col_conv(a, w), _work(size), "GFLOP/s")
+
+
+# ---------------------------------------------------------------- naive C
+
+# The loop nest as a textbook writes it (zero padding by a bounds test), the yardstick
+# of the unscheduled variants (harness.naive_peer builds it with gcc -O3 -march=native).
+NAIVE_C = """
+void kernel(const float *inp, const float *w, float *out) {
+    for (long k = 0; k < CO; k++) {
+        for (long y = 0; y < H; y++) {
+            for (long x = 0; x < W; x++) {
+                float s = 0.0f;
+                for (long c = 0; c < CI; c++) {
+                    for (long ry = 0; ry < 3; ry++) {
+                        for (long rx = 0; rx < 3; rx++) {
+                            long yy = y + ry - 1, xx = x + rx - 1;
+                            if (yy >= 0 && yy < H && xx >= 0 && xx < W) {
+                                s += inp[(c * H + yy) * W + xx] * w[((k * CI + c) * 3 + ry) * 3 + rx];
+                            }
+                        }
+                    }
+                }
+                out[(k * H + y) * W + x] = s;
+            }
+        }
+    }
+}
+"""
+
+
+def naive_defines(dims) -> dict[str, int]:
+    ci, co, h, w = dims
+    return {"CI": ci, "CO": co, "H": h, "W": w}
 
 
 if __name__ == "__main__":

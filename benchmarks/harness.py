@@ -38,8 +38,13 @@ from tdsl.tune.machine import fingerprint
 
 # Peers a script can be asked for; tdsl peers are "tdsl-<target>[-<variant>]".
 NUMPY = "numpy"
-# variants made without a hand schedule, from the script's user_algorithm
-UNSCHEDULED = ("auto", "tuned")
+# variants made without a hand schedule, from the script's user_algorithm: "default" is
+# no schedule at all (td.schedule(outputs)), the kernel a new user gets
+UNSCHEDULED = ("default", "auto", "tuned")
+# the script's NAIVE_C, the loop nest as a textbook writes it, built by gcc -O3
+# -march=native: the yardstick of the unscheduled ("default") variants
+NAIVE = "gcc-naive"
+NAIVE_FLAGS = ("-O3", "-march=native", "-shared", "-fPIC")
 # the tuning log tune.py writes and the "tuned" variants read
 TUNED_LOG = Path(__file__).resolve().parent / "tuned.jsonl"
 EXTERNAL = ("halide", "tvm")
@@ -166,11 +171,16 @@ def best_params(best: dict, target: str, variant: str, size: str) -> dict:
 
 
 def unscheduled_case(module, target: str, variant: str, size: str) -> Case:
-    """The "auto" or "tuned" variant: the script's user_algorithm with the schedule the
-    auto-scheduler chooses, or the one tune.py recorded; inputs and checks as "best"."""
+    """The "default", "auto" or "tuned" variant: the script's user_algorithm with no
+    schedule, with the schedule the auto-scheduler chooses, or with the one tune.py
+    recorded; inputs and checks as "best"."""
     base = module.case(target, "best", size)
     outputs = module.user_algorithm(*module.SIZES[size])
-    if variant == "auto":
+    if variant == "default":
+        def schedule_fn():
+            return td.schedule(outputs)
+        note = "no schedule"
+    elif variant == "auto":
         def schedule_fn():
             return td.autoschedule(outputs, target=target)
         note = "td.autoschedule"
@@ -247,6 +257,39 @@ def measure_external(module, peer: str, size: str, runs: int, warmup: int,
     return {"kernel": p.kernel, "unit": p.unit, **result}
 
 
+def naive_peer(module, size: str) -> Peer:
+    """The script's NAIVE_C (a C function `kernel(inputs..., output)` whose sizes are
+    the macros `naive_defines(dims)` gives) built with gcc NAIVE_FLAGS and called on
+    the script's inputs: one thread, no OpenMP, no fast-math."""
+    import ctypes
+    import subprocess
+    import tempfile
+
+    dims = module.SIZES[size]
+    script = script_name(module)
+    with tempfile.TemporaryDirectory() as d:
+        src, lib = Path(d) / f"{script}_naive.c", Path(d) / f"{script}_naive.so"
+        src.write_text(module.NAIVE_C)
+        defines = [f"-D{k}={v}" for k, v in module.naive_defines(dims).items()]
+        subprocess.run(["gcc", *NAIVE_FLAGS, *defines, str(src), "-o", str(lib), "-lm"],
+                       check=True, capture_output=True, text=True)
+        fn = ctypes.CDLL(str(lib)).kernel
+    arrays = module.inputs(size)
+    args = [np.ascontiguousarray(arrays[name]) for name in PEER_ARGS[script]]
+    out = np.empty(output_shape(script, dims), np.float32)
+    fn.restype = None
+    fn.argtypes = [ctypes.c_void_p] * (len(args) + 1)
+    keep = (*args, out)  # the arrays the pointers point into live as long as `call`
+
+    def call() -> np.ndarray:
+        fn(*(a.ctypes.data for a in keep))
+        return out
+
+    case = module.case("c", "best", size)
+    return Peer(case.kernel, call, case.work, case.unit,
+                info={"compiler": "gcc " + " ".join(NAIVE_FLAGS[:2])})
+
+
 def tdsl_peers(module, extra: bool = False) -> list[str]:
     """The tdsl peers of a kernel: each variant on each target (with `extra`, also
     the variants run.py leaves out of its table)."""
@@ -256,6 +299,11 @@ def tdsl_peers(module, extra: bool = False) -> list[str]:
         for target in ("c", "llvm"):
             names.append(f"tdsl-{target}" + ("" if variant == "best" else f"-{variant}"))
     return names
+
+
+def naive_peers(module) -> list[str]:
+    """[NAIVE] when the script has a textbook C loop nest, else []."""
+    return [NAIVE] if hasattr(module, "NAIVE_C") else []
 
 
 def parse_tdsl_peer(name: str) -> tuple[str, str]:
@@ -274,6 +322,11 @@ def measure(module, peer: str, size: str, runs: int, warmup: int, min_seconds: f
         # the numpy peer is the reference itself: nothing to check it against
         return {**base, "kernel": p.kernel, "unit": p.unit,
                 **measure_peer(p, None, 0, 0, runs, warmup, min_seconds), **blas_info()}
+    if peer == NAIVE:
+        c = module.case("c", "best", size)
+        p = naive_peer(module, size)
+        return {**base, "kernel": p.kernel, "unit": p.unit,
+                **measure_peer(p, c.reference(), c.rtol, c.atol, runs, warmup, min_seconds)}
     target, variant = parse_tdsl_peer(peer)
     if variant in UNSCHEDULED:
         c = unscheduled_case(module, target, variant, size)
@@ -343,7 +396,7 @@ def _refine(module, base: Case, target: str, variant: str, size: str, top, round
 
 
 def main(module, argv: list[str] | None = None) -> int:
-    peers = tdsl_peers(module, extra=True) + [NUMPY, *EXTERNAL]
+    peers = tdsl_peers(module, extra=True) + [NUMPY, *EXTERNAL] + naive_peers(module)
     p = argparse.ArgumentParser(description=module.__doc__.splitlines()[0])
     p.add_argument("--peer", choices=peers, default="tdsl-c", help="what to measure")
     p.add_argument("--size", choices=list(module.SIZES), default=module.DEFAULT_SIZE)

@@ -24,7 +24,10 @@ between rounds, and alternating spreads that over all peers alike).
 The table gives, per kernel: each peer's median time, its rate (GFLOP/s, or
 GB/s counting one read of the inputs and one write of the output), that rate as
 a fraction of the machine's limit (FMA peak, or STREAM copy), and its ratio to
-the best peer of that kernel (1.00 = the best).
+the best peer of that kernel (1.00 = the best). A second table sets the kernels with
+no schedule ("tdsl C (default)", "tdsl LLVM (default)": one thread, what a new user
+gets) against the script's NAIVE_C, the loop nest as a textbook writes it, built with
+gcc -O3 -march=native ("naive gcc -O3").
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ KERNELS = (
 )
 EXTERNAL = ("halide", "tvm")
 BLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
-DISPLAY = {"numpy": "numpy", "halide": "Halide", "tvm": "TVM"}
+DISPLAY = {"numpy": "numpy", "halide": "Halide", "tvm": "TVM", "gcc-naive": "naive gcc -O3"}
 
 
 def display(peer: str) -> str:
@@ -87,15 +90,20 @@ def environment(peer: str, threads: int) -> dict[str, str]:
     return env
 
 
-def script_peers(script: str) -> list[str]:
-    """The tdsl peers of a kernel script (its VARIANTS on both targets)."""
+def script_peers(script: str, size: str) -> list[str]:
+    """The tdsl peers of a kernel script (its VARIANTS on both targets) and its naive C,
+    without the unscheduled kernels and the naive C at sizes the script leaves them out
+    of (NAIVE_SIZES: a naive 2048^3 matmul takes seconds per call)."""
     sys.path.insert(0, str(HERE))
     try:
         harness = importlib.import_module("harness")
         module = importlib.import_module(script)
     finally:
         sys.path.pop(0)
-    return harness.tdsl_peers(module)
+    peers = harness.tdsl_peers(module) + harness.naive_peers(module)
+    if size not in getattr(module, "NAIVE_SIZES", module.SIZES):
+        peers = [p for p in peers if p != harness.NAIVE and not p.endswith("-default")]
+    return peers
 
 
 def run_one(script: str, size: str, peer: str, args) -> dict:
@@ -195,7 +203,7 @@ def table(rows: list[dict], limits: dict[str, float], markdown: bool) -> str:
         cells.append((
             r["kernel"],
             display(r["peer"]),
-            f"{r['ms']:.2f}" if r["ms"] >= 1 else f"{r['ms']:.3f}",
+            _ms(r["ms"]),
             f"{r['rate']:.1f} {r['unit']}",
             f"{r['rate'] / limit_for(r['unit'], limits):.0%}",
             f"{r['rate'] / best[r['kernel']]:.2f}",
@@ -214,6 +222,41 @@ def table(rows: list[dict], limits: dict[str, float], markdown: bool) -> str:
     return "\n".join([line(head), "-+-".join("-" * w for w in widths), *(line(c) for c in cells)])
 
 
+def _ms(ms: float) -> str:
+    return f"{ms:.2f}" if ms >= 1 else f"{ms:.3f}"
+
+
+def unscheduled_table(rows: list[dict], markdown: bool) -> str:
+    """Per kernel with a naive C peer: the kernels with no schedule (one thread, as the
+    naive loop nest) against it; a ratio of 1 or more means tdsl's default code is at
+    least as fast as gcc -O3 on the textbook loops."""
+    by_kernel: dict[str, dict[str, dict]] = {}
+    for r in rows:
+        by_kernel.setdefault(r["kernel"], {})[r["peer"]] = r
+    head = ("kernel", "naive gcc -O3 ms", "tdsl C, no schedule ms", "ratio",
+            "tdsl LLVM, no schedule ms", "ratio")
+    cells = []
+    for kernel, peers in by_kernel.items():
+        naive = peers.get("gcc-naive", {})
+        if "ms" not in naive:
+            continue
+        row = [kernel, _ms(naive["ms"])]
+        for peer in ("tdsl-c-default", "tdsl-llvm-default"):
+            r = peers.get(peer, {})
+            row += ([_ms(r["ms"]), f"{naive['ms'] / r['ms']:.2f}"] if "ms" in r
+                    else [r.get("check", "not measured"), ""])
+        cells.append(tuple(row))
+    if not cells:
+        return ""
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |", "|---|" + "--:|" * (len(head) - 1)]
+        return "\n".join(lines + ["| " + " | ".join(c) + " |" for c in cells])
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(head)]
+    return "\n".join(" | ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                                for i, (c, w) in enumerate(zip(cs, widths))).rstrip()
+                     for cs in [head, *cells])
+
+
 def measure_all(args) -> tuple[list[dict], str | None]:
     """Every selected kernel with every peer, `args.rounds` times in alternation: the
     median round of each (kernel, peer), and the numpy peer's BLAS if it said."""
@@ -228,7 +271,7 @@ def measure_all(args) -> tuple[list[dict], str | None]:
         if (script, size) in done:
             continue
         done.add((script, size))
-        peers = script_peers(script) + ["numpy", *EXTERNAL]
+        peers = script_peers(script, size) + ["numpy", *EXTERNAL]
         if args.peers:
             peers = [x for x in peers if x in args.peers]
         measured: dict[str, list[dict]] = {peer: [] for peer in peers}
@@ -289,6 +332,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"numpy BLAS: {blas}")
     print()
     print(table(rows, limits, args.markdown))
+    naive = unscheduled_table(rows, args.markdown)
+    if naive:
+        print("\nNo schedule against the textbook loops (ratio: naive gcc time / tdsl time):\n")
+        print(naive)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"limits": limits, "rows": rows}, f, indent=1)

@@ -24,7 +24,7 @@ import tdsl as td
 
 SIZES = {"1024": (1024, 1024, 1024), "2048": (2048, 2048, 2048), "tiny": (70, 50, 90)}
 DEFAULT_SIZE = "1024"
-VARIANTS = ("best", "plain", "auto", "tuned")
+VARIANTS = ("best", "plain", "auto", "tuned", "default")
 
 
 # ---------------------------------------------------------------- algorithms
@@ -163,6 +163,31 @@ def numpy_peer(size: str) -> harness.Peer:
     arrays = inputs(size)
     a, b = arrays["A"], arrays["B"]
     return harness.Peer(kernel_name(size), lambda: a @ b, 2.0 * m * k * n, "GFLOP/s")
+
+
+# ---------------------------------------------------------------- naive C
+
+# The loop nest as a textbook writes it, the yardstick of the unscheduled variants
+# (harness.naive_peer builds it with gcc -O3 -march=native).
+NAIVE_C = """
+void kernel(const float *A, const float *B, float *C) {
+    for (long i = 0; i < M; i++) {
+        for (long j = 0; j < N; j++) {
+            float s = 0.0f;
+            for (long k = 0; k < K; k++) {
+                s += A[i * K + k] * B[k * N + j];
+            }
+            C[i * N + j] = s;
+        }
+    }
+}
+"""
+NAIVE_SIZES = ("1024", "tiny")  # 2048^3 unscheduled takes seconds per call
+
+
+def naive_defines(dims) -> dict[str, int]:
+    m, k, n = dims
+    return {"M": m, "K": k, "N": n}
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import tdsl as td
 
 SIZES = {"4096": (4096, 4096), "tiny": (9, 96)}
 DEFAULT_SIZE = "4096"
-VARIANTS = ("best", "plain", "auto", "tuned")
+VARIANTS = ("best", "plain", "auto", "tuned", "default")
 
 def algorithm(rows: int, cols: int):
     """Softmax computed as out = e * (1 / total). Returns out and the other stages."""
@@ -152,6 +152,39 @@ def case(target: str, variant: str, size: str) -> harness.Case:
 def numpy_peer(size: str) -> harness.Peer:
     X = inputs(size)["X"]
     return harness.Peer(kernel_name(size), lambda: reference(X), _work(size), "GB/s")
+
+
+# ---------------------------------------------------------------- naive C
+
+# The row softmax as a textbook writes it (libm's expf), the yardstick of the
+# unscheduled variants (harness.naive_peer builds it with gcc -O3 -march=native).
+NAIVE_C = """
+#include <math.h>
+
+void kernel(const float *X, float *out) {
+    for (long r = 0; r < R; r++) {
+        float m = -INFINITY;
+        for (long c = 0; c < C; c++) {
+            if (X[r * C + c] > m) {
+                m = X[r * C + c];
+            }
+        }
+        float s = 0.0f;
+        for (long c = 0; c < C; c++) {
+            out[r * C + c] = expf(X[r * C + c] - m);
+            s += out[r * C + c];
+        }
+        for (long c = 0; c < C; c++) {
+            out[r * C + c] /= s;
+        }
+    }
+}
+"""
+
+
+def naive_defines(dims) -> dict[str, int]:
+    rows, cols = dims
+    return {"R": rows, "C": cols}
 
 
 if __name__ == "__main__":

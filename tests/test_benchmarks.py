@@ -180,3 +180,19 @@ def test_external_peer_matches_numpy(scripts, monkeypatch, package, script):
     result = harness.measure(module, package, "tiny", runs=2, warmup=1, min_seconds=0.0)
     assert result["check"] == "ok", result
     assert result["rate"] > 0 and "build_s" in result
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_the_naive_c_and_the_default_variants_match_numpy(scripts, script):
+    """The textbook C loop nest (peer gcc-naive) and the kernel with no schedule on both
+    targets, the pair the table compares, at a tiny size: measure() checks each result
+    against numpy before it times it."""
+    harness = importlib.import_module("harness")
+    module = scripts[script]
+    assert "default" in module.VARIANTS and hasattr(module, "NAIVE_C")
+    for peer in (harness.NAIVE, "tdsl-c-default", "tdsl-llvm-default"):
+        result = harness.measure(module, peer, "tiny", runs=1, warmup=0, min_seconds=0.0)
+        assert result["check"] == "ok", (peer, result)
+    peer = harness.naive_peer(module, "tiny")
+    case = module.case("c", "best", "tiny")
+    np.testing.assert_allclose(peer.fn(), case.reference(), rtol=case.rtol, atol=case.atol)
