@@ -12,6 +12,7 @@ min/max, abs and float32 exp reach the backend as core operations already
 from __future__ import annotations
 
 from ..dtypes import DType
+from ..lower.abi import CHUNKS_PER_THREAD
 
 CTYPE = {
     "float16": "uint16_t",  # 16-bit floats only move (lower.passes.narrow): their bits
@@ -54,7 +55,6 @@ OPS = ("min", "max")
 ALLOC = "alloc_temp"
 MUL_SAT, ADD_SAT = "mul_sat_u64", "add_sat_u64"  # sizing a workspace without overflow
 PAR_CHUNK = "par_chunk"  # the chunk size of a parallel loop's dynamic schedule
-CHUNKS_PER_THREAD = 8
 TO_INT64 = {"f32": "toi64_f32", "f64": "toi64_f64"}  # float -> int64, defined everywhere
 # a float's bits as the int of its width and back: bitcast_i32_f32, bitcast_f32_i32, ...
 BITCASTS = (("f32", "i32"), ("f32", "u32"), ("f64", "i64"), ("f16", "u16"), ("bf16", "u16"))
@@ -156,9 +156,8 @@ static void *alloc_temp(int64_t count, size_t size) {
 }
 """
 
-# Parallel loops are shared out dynamically, in about n chunks per thread: a thread
-# that shares its core with another process then holds up the end of the loop by
-# one small chunk, not by a static share of 1/threads of the work.
+# Parallel loops are shared out dynamically, in about n chunks per thread
+# (`lower.abi.CHUNKS_PER_THREAD`)
 _PAR_CHUNK = """
 int omp_get_max_threads(void);
 

@@ -19,9 +19,8 @@ already allocated has been freed (`abi`'s unwind policy).
   `{i64 lo, i64 hi, i64 next, i32 failed, captured values...}` built by the
   caller. A thunk `void NAME.VAR.omp(ptr env)`, started on every thread
   through `GOMP_parallel` (see runtime.py), takes chunks of [lo, hi) from the
-  shared counter `next` until none is left: about 8 chunks per thread, so a
-  thread that shares its core with another process holds up the join by one
-  small chunk at most, not by a static share. A failure inside the body frees
+  shared counter `next` until none is left (`abi.CHUNKS_PER_THREAD` chunks per
+  thread, as every host target). A failure inside the body frees
   what the body allocated and sets `failed`, after which no thread takes
   another chunk; the caller checks the flag after the join.
 - Temps, as the allocate pass placed them (`ir.Storage`): one on the stack
@@ -43,7 +42,7 @@ from types import MappingProxyType
 from llvmlite import ir
 
 from ..dtypes import index
-from ..lower.abi import OUT_OF_MEMORY
+from ..lower.abi import CHUNKS_PER_THREAD, OUT_OF_MEMORY
 from ..lower.ir import (
     ATOMIC_OLD,
     Allocate,
@@ -76,7 +75,6 @@ from .ops import I1, I8, I32, I64, PTR, VOID
 
 MAX_VECTOR_WIDTH = 64
 ENV_LO, ENV_HI, ENV_NEXT, ENV_FAILED = 0, 1, 2, 3  # fields of a parallel loop's environment
-CHUNKS_PER_THREAD = 8  # a parallel loop is shared out in this many chunks per thread
 
 
 class _ArgAttributes(ir.values.ArgumentAttributes):

@@ -21,8 +21,13 @@ cannot. When one fails, the kernel frees every heap buffer it holds, the latest
 allocated first, and returns OUT_OF_MEMORY. A parallel loop never returns from
 inside its region: a failing iteration frees what it allocated, sets a failure
 flag the loop's iterations share and does no more of its own work (C skips the
-rest of the iteration, LLVM the rest of the thread's share); after the loop, a
-set flag unwinds the code around the loop as above.
+rest of the iteration, LLVM takes no more chunks); after the loop, a set flag
+unwinds the code around the loop as above.
+
+Parallel loops are shared out dynamically on every host target, in chunks of
+about trips / (CHUNKS_PER_THREAD * threads) iterations (at least 1): a thread
+whose core is busy with another process then holds up the loop's end by one
+small chunk, not by a static 1/threads share of the work.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from ..errors import ArgumentError
 from .ir import Allocate, Binary, Buffer, Const, Expr, LoweredFunc, Stmt, Storage, Var
 from .rewrite import walk_stmts
 
+CHUNKS_PER_THREAD = 8
 OK = 0
 OUT_OF_MEMORY = 1
 INDEX_OUT_OF_RANGE = 3  # 2 is the portable entry point's refusal of a workspace
