@@ -156,28 +156,41 @@ def numpy_peer(size: str) -> harness.Peer:
 
 # ---------------------------------------------------------------- naive C
 
-# The row softmax as a textbook writes it (libm's expf), the yardstick of the
+# The loop nest of the kernel with no schedule, written by hand: each stage over the
+# whole array in turn (max, exp, sum, divide), with libm's expf; the yardstick of the
 # unscheduled variants (harness.naive_peer builds it with gcc -O3 -march=native).
 NAIVE_C = """
 #include <math.h>
+#include <stdlib.h>
 
 void kernel(const float *X, float *out) {
+    float *mx = malloc(sizeof(float) * R), *total = malloc(sizeof(float) * R);
+    float *e = malloc(sizeof(float) * R * C);
     for (long r = 0; r < R; r++) {
-        float m = -INFINITY;
+        mx[r] = -INFINITY;
         for (long c = 0; c < C; c++) {
-            if (X[r * C + c] > m) {
-                m = X[r * C + c];
-            }
-        }
-        float s = 0.0f;
-        for (long c = 0; c < C; c++) {
-            out[r * C + c] = expf(X[r * C + c] - m);
-            s += out[r * C + c];
-        }
-        for (long c = 0; c < C; c++) {
-            out[r * C + c] /= s;
+            mx[r] = X[r * C + c] > mx[r] ? X[r * C + c] : mx[r];
         }
     }
+    for (long r = 0; r < R; r++) {
+        for (long c = 0; c < C; c++) {
+            e[r * C + c] = expf(X[r * C + c] - mx[r]);
+        }
+    }
+    for (long r = 0; r < R; r++) {
+        total[r] = 0.0f;
+        for (long c = 0; c < C; c++) {
+            total[r] += e[r * C + c];
+        }
+    }
+    for (long r = 0; r < R; r++) {
+        for (long c = 0; c < C; c++) {
+            out[r * C + c] = e[r * C + c] / total[r];
+        }
+    }
+    free(e);
+    free(total);
+    free(mx);
 }
 """
 
