@@ -19,7 +19,7 @@ best   D (the centred data) computed in full first, rows on threads, vectorized;
        both, so the algorithm reads the second through Dp, a copy of D
        (algorithm(packed=True)), which the schedule computes per panel. With
        AVX2's 16 vector registers the tiles are 6x16 (C) and 4x24 (LLVM).
-plain  the default schedule.
+default no schedule.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import tdsl as td
 SIZES = {"1400": (1400, 1200), "tiny": (19, 13)}
 DEFAULT_SIZE = "1400"
 VARIANTS = ("best", "auto")
-EXTRA_VARIANTS = ("plain",)
+EXTRA_VARIANTS = ("default",)  # no schedule (harness.unscheduled_case)
 
 
 def algorithm(n: int, m: int, packed: bool = False):
@@ -73,26 +73,19 @@ def tiled_schedule(size, ti: int, tj: int, v: int, pack: bool) -> td.Schedule:
     return s
 
 
-def plain_schedule(size) -> td.Schedule:
-    return td.schedule(algorithm(*size))
-
 
 BEST = {
     ("c", "best"): dict(ti=6, tj=16, v=8, pack=True),
     ("llvm", "best"): dict(ti=4, tj=24, v=8, pack=True),
-    ("c", "plain"): {},
-    ("llvm", "plain"): {},
 }
 
 
 def _build_schedule(variant: str, dims, params) -> td.Schedule:
-    return plain_schedule(dims) if variant == "plain" else tiled_schedule(dims, **params)
+    return tiled_schedule(dims, **params)
 
 
 def candidates(target: str, variant: str, size: str):
     dims = SIZES[size]
-    if variant == "plain":
-        return [("plain", lambda: plain_schedule(dims))]
     # register tiles: ti x tj of v-lane vectors; with AVX2's 16 registers ti * tj / v
     # accumulators must stay within about 12 of them
     grid = [(4, 16, 8), (6, 16, 8), (8, 16, 8), (3, 32, 8), (4, 24, 8), (2, 32, 8), (8, 32, 8)]

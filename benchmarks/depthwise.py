@@ -19,7 +19,7 @@ best   the one-stage reduction over the td.pad view (the lowering partitions the
        taps (outer-loop vectorization: each vector summed in a register over
        the taps, one row at a time; strip_schedule) measured 0.32 against
        0.79 ms, and on C 0.76 against 0.64 ms.
-plain  the same algorithm with the default schedule.
+default the same algorithm with no schedule.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import tdsl as td
 SIZES = {"112x112": (64, 112, 112), "tiny": (5, 9, 13)}
 DEFAULT_SIZE = "112x112"
 VARIANTS = ("best", "auto")
-EXTRA_VARIANTS = ("plain",)
+EXTRA_VARIANTS = ("default",)  # no schedule (harness.unscheduled_case)
 
 
 def algorithm(ch: int, h: int, w: int):
@@ -83,29 +83,20 @@ def acc_schedule(size, ty: int, tx: int, v: int) -> td.Schedule:
             .parallel(out, "c"))
 
 
-def plain_schedule(size) -> td.Schedule:
-    return td.schedule(algorithm(*size))
-
 
 BEST = {
     ("c", "best"): dict(kind="acc", ty=4, tx=32, v=8),
     ("llvm", "best"): dict(kind="strip", ty=1, v=16),
-    ("c", "plain"): {},
-    ("llvm", "plain"): {},
 }
 
 
 def _build_schedule(variant: str, dims, params) -> td.Schedule:
-    if variant == "plain":
-        return plain_schedule(dims)
     params = dict(params)
     return (acc_schedule if params.pop("kind") == "acc" else strip_schedule)(dims, **params)
 
 
 def candidates(target: str, variant: str, size: str):
     dims = SIZES[size]
-    if variant == "plain":
-        return [("plain", lambda: plain_schedule(dims))]
     out = [(f"strip ty{ty} v{v}", lambda a=ty, b=v: strip_schedule(dims, a, b))
            for ty in (1, 2) for v in (8, 16, 32)]
     out += [(f"acc {ty}x{tx} v{v}", lambda a=ty, b=tx, c=v: acc_schedule(dims, a, b, c))

@@ -21,7 +21,7 @@ best   planes i on threads (one OpenMP region per half step); on LLVM, k
        split's guarded tail measured slower there). Both planes (13.8 MB) are
        read and written once per half step, so this is bound by the memory: the
        default schedule, one thread, is about as fast on C.
-plain  the update with the default schedule.
+default the update with no schedule.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import tdsl as td
 SIZES = {"120": (120, 10), "tiny": (7, 2)}
 DEFAULT_SIZE = "120"
 VARIANTS = ("best", "auto")
-EXTRA_VARIANTS = ("plain",)
+EXTRA_VARIANTS = ("default",)  # no schedule (harness.unscheduled_case)
 
 
 def algorithm(n: int, steps: int):
@@ -69,26 +69,19 @@ def threaded_schedule(size, v: int | None) -> td.Schedule:
     return s.split("G.u0", "k", v).vectorize("G.u0", "k_i").vectorize(G, "k")
 
 
-def plain_schedule(size) -> td.Schedule:
-    return td.schedule(algorithm(*size))
-
 
 BEST = {
     ("c", "best"): dict(v=None),
     ("llvm", "best"): dict(v=8),
-    ("c", "plain"): {},
-    ("llvm", "plain"): {},
 }
 
 
 def _build_schedule(variant: str, dims, params) -> td.Schedule:
-    return plain_schedule(dims) if variant == "plain" else threaded_schedule(dims, **params)
+    return threaded_schedule(dims, **params)
 
 
 def candidates(target: str, variant: str, size: str):
     dims = SIZES[size]
-    if variant == "plain":
-        return [("plain", lambda: plain_schedule(dims))]
     return [(f"v{v}", lambda a=v: threaded_schedule(dims, a)) for v in (None, 4, 8, 16, 32)]
 
 

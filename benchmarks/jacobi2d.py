@@ -27,7 +27,7 @@ best   rows i on threads (one OpenMP region per half step: 2 * TSTEPS of
        planes (13.5 MB) are read and written once per half step, so this is
        bound by the memory: the default schedule, one thread, is about as fast
        on C. Time tiling (skewing t into the rows) would be the next step.
-plain  the update with the default schedule (sequential, scalar).
+default the update with no schedule (sequential, scalar).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ import tdsl as td
 SIZES = {"1300": (1300, 20), "tiny": (11, 3)}
 DEFAULT_SIZE = "1300"
 VARIANTS = ("best", "auto")
-EXTRA_VARIANTS = ("plain",)
+EXTRA_VARIANTS = ("default",)  # no schedule (harness.unscheduled_case)
 
 
 def algorithm(n: int, steps: int):
@@ -73,26 +73,19 @@ def threaded_schedule(size, v: int | None) -> td.Schedule:
     return s.split("G.u0", "j", v).vectorize("G.u0", "j_i").vectorize(G, "j")
 
 
-def plain_schedule(size) -> td.Schedule:
-    return td.schedule(algorithm(*size))
-
 
 BEST = {
     ("c", "best"): dict(v=None),
     ("llvm", "best"): dict(v=8),
-    ("c", "plain"): {},
-    ("llvm", "plain"): {},
 }
 
 
 def _build_schedule(variant: str, dims, params) -> td.Schedule:
-    return plain_schedule(dims) if variant == "plain" else threaded_schedule(dims, **params)
+    return threaded_schedule(dims, **params)
 
 
 def candidates(target: str, variant: str, size: str):
     dims = SIZES[size]
-    if variant == "plain":
-        return [("plain", lambda: plain_schedule(dims))]
     return [(f"v{v}", lambda a=v: threaded_schedule(dims, a)) for v in (None, 4, 8, 16, 32)]
 
 

@@ -13,7 +13,7 @@ Variants:
 best   every stage computed per row r (rows on threads); the two sums (of X and
        of the squared deviations) rfactored into V partial results, vectorized
        over their lanes; the centred row d and the output vectorized along c.
-plain  the algorithm with the default schedule (every stage at root, in order).
+default the algorithm with no schedule (every stage at root, in order).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import tdsl as td
 SIZES = {"4096": (4096, 1024), "tiny": (9, 100)}
 DEFAULT_SIZE = "4096"
 VARIANTS = ("best", "auto")
-EXTRA_VARIANTS = ("plain",)
+EXTRA_VARIANTS = ("default",)  # no schedule (harness.unscheduled_case)
 EPS = 1e-5
 
 
@@ -65,28 +65,19 @@ def rfactor_schedule(size, V: int, w: int | None) -> td.Schedule:
     return s
 
 
-def plain_schedule(size) -> td.Schedule:
-    return td.schedule(algorithm(*size))
-
 
 BEST = {
     ("c", "best"): dict(V=32, w=None),
     ("llvm", "best"): dict(V=32, w=None),
-    ("c", "plain"): {},
-    ("llvm", "plain"): {},
 }
 
 
 def _build_schedule(variant: str, dims, params) -> td.Schedule:
-    if variant == "plain":
-        return plain_schedule(dims)
     return rfactor_schedule(dims, **params)
 
 
 def candidates(target: str, variant: str, size: str):
     dims = SIZES[size]
-    if variant == "plain":
-        return [("plain", lambda: plain_schedule(dims))]
     return [(f"{variant} V{V} w{w}", lambda a=V, b=w: rfactor_schedule(dims, a, b))
             for V in (8, 16, 32, 64) for w in (None, 16, 64)]
 

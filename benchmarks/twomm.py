@@ -20,7 +20,7 @@ best   each product scheduled as sgemm.py's best: its right operand packed per
        ti x tj tile and held in vector registers over the whole reduction, the
        column panels on threads; tmp is computed in full before D. Tiles of
        4x24 (C) and 6x16 (LLVM) floats: 12 AVX2 vector registers.
-plain  the default schedule.
+default no schedule.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import tdsl as td
 SIZES = {"800": (800, 900, 1100, 1200), "tiny": (13, 21, 17, 29)}
 DEFAULT_SIZE = "800"
 VARIANTS = ("best", "auto")
-EXTRA_VARIANTS = ("plain",)
+EXTRA_VARIANTS = ("default",)  # no schedule (harness.unscheduled_case)
 ALPHA, BETA = 1.5, 1.2
 
 
@@ -82,26 +82,19 @@ def tiled_schedule(size, ti: int, tj: int, v: int) -> td.Schedule:
     return _product(s, "D", "TC", "C", "Cp", "l", "j", ti, tj, v)
 
 
-def plain_schedule(size) -> td.Schedule:
-    return td.schedule(algorithm(*size))
-
 
 BEST = {
     ("c", "best"): dict(ti=4, tj=24, v=8),
     ("llvm", "best"): dict(ti=6, tj=16, v=8),
-    ("c", "plain"): {},
-    ("llvm", "plain"): {},
 }
 
 
 def _build_schedule(variant: str, dims, params) -> td.Schedule:
-    return plain_schedule(dims) if variant == "plain" else tiled_schedule(dims, **params)
+    return tiled_schedule(dims, **params)
 
 
 def candidates(target: str, variant: str, size: str):
     dims = SIZES[size]
-    if variant == "plain":
-        return [("plain", lambda: plain_schedule(dims))]
     # register tiles: ti x tj of v-lane vectors; with AVX2's 16 registers ti * tj / v
     # accumulators must stay within about 12 of them
     grid = [(4, 16, 8), (6, 16, 8), (8, 16, 8), (3, 32, 8), (4, 24, 8), (2, 32, 8), (8, 32, 8)]

@@ -71,7 +71,7 @@ def test_the_tuned_variant_reads_the_committed_log(scripts, script):
     assert result["check"] == "not tuned" and "no successful trial" in result["why"]
 
 
-NEW_CASES = [(s, v, t) for s in NEW_SCRIPTS for v in ("best", "plain", "auto")
+NEW_CASES = [(s, v, t) for s in NEW_SCRIPTS for v in ("best", "default", "auto")
              for t in ("c", "llvm")]
 
 
@@ -81,8 +81,9 @@ def test_new_benchmark_kernel_matches_numpy(scripts, script, variant, target):
     """The kernel script's numpy answer (integers: exactly) against its schedule."""
     harness = importlib.import_module("harness")
     module = scripts[script]
-    if variant == "auto":
-        case = harness.unscheduled_case(module, target, "auto", "tiny")
+    if variant in harness.UNSCHEDULED:
+        assert variant in module.VARIANTS + getattr(module, "EXTRA_VARIANTS", ())
+        case = harness.unscheduled_case(module, target, variant, "tiny")
     else:
         case = module.case(target, variant, "tiny")
     f = td.build(case.schedule_fn(), target=target)
@@ -118,7 +119,8 @@ def test_time_stepped_references_step(scripts):
 
 
 def test_every_runner_variant_is_tested(scripts):
-    tested = {(s, v) for s, v in CASES} | {(s, v) for s in SCRIPTS for v in ("auto", "tuned")}
+    """Every variant run.py measures has a test above (default: the naive-C test)."""
+    tested = {(s, v) for s, v in CASES} | {(s, v) for s in SCRIPTS for v in ("auto", "tuned", "default")}
     tested |= {(s, v) for s, v, _ in NEW_CASES}
     assert {(s, v) for s in SCRIPTS + NEW_SCRIPTS for v in scripts[s].VARIANTS} <= tested
 
