@@ -62,7 +62,9 @@ def params(source: str, entry: str) -> list[str]:
 
 
 def host_entry(source: str) -> str:
-    m = re.search(r"^int (\w+)\(", source, re.M)
+    """The name of the function the host C source defines with an int result (its
+    entry point), not of a function it only declares (a prototype ends in `);`)."""
+    m = re.search(r"^int (\w+)\([^;{]*\{", source, re.M)
     if not m:
         raise AssertionError("no entry point in the host C source")
     return m.group(1)
