@@ -243,28 +243,39 @@ def softmax(rows: int, cols: int, V: int, v: int, fast: bool):
     sch.compute_inline(sch.get_sblock("d"))
     eb = sch.get_producers(sch.get_sblock("total"))[0]
     # the max and the sum: V partial results (rfactor), vectorized over their lanes
-    rf = {}
-    for name in ("mx", "total"):
-        blk = sch.get_sblock(name)
-        _, red = sch.get_loops(blk)
-        _, lane = sch.split(red, [None, V])
-        rf[name] = sch.rfactor(lane, 0)
+    rf = _rfactor_lanes(sch, ("mx", "total"), V)
     sch.compute_at(sch.get_sblock("total"), r)
     sch.compute_at(rf["total"], r)
     sch.compute_at(eb, r)
     sch.compute_at(sch.get_sblock("mx"), r)
     sch.compute_at(rf["mx"], r)
-    for name in ("mx", "total"):
-        blk = rf[name]
+    _vectorize_lanes(sch, rf.values(), min(v, V))
+    _vectorize_inner(sch, eb, v)
+    return sch.mod
+
+
+def _rfactor_lanes(sch, names, V: int) -> dict:
+    """rfactor each named row reduction into V partial results (its lanes); the
+    rfactored blocks by name."""
+    rf = {}
+    for name in names:
+        _, red = sch.get_loops(sch.get_sblock(name))
+        _, lane = sch.split(red, [None, V])
+        rf[name] = sch.rfactor(lane, 0)
+    return rf
+
+
+def _vectorize_lanes(sch, blocks, width: int) -> None:
+    """Each rfactored block (placed already) reduces with its lanes innermost, split
+    by `width` and vectorized, its initialisation vectorized too."""
+    for blk in blocks:
         loops = sch.get_loops(blk)
         lane, red = loops[-2], loops[-1]
         sch.reorder(red, lane)
-        lo, li = sch.split(lane, [None, min(v, V)])
+        _, li = sch.split(lane, [None, width])
         sch.vectorize(li)
         init = sch.decompose_reduction(blk, red)
-        _vectorize_inner(sch, init, min(v, V))
-    _vectorize_inner(sch, eb, v)
-    return sch.mod
+        _vectorize_inner(sch, init, width)
 
 
 # ---------------------------------------------------------------- layernorm
@@ -297,27 +308,14 @@ def layernorm(rows: int, cols: int, V: int, v: int):
     sch.parallel(r)
     _, ci = sch.split(c, [None, v])
     sch.vectorize(ci)
-    rf = {}
-    for name in ("total", "sq"):
-        blk = sch.get_sblock(name)
-        _, red = sch.get_loops(blk)
-        _, lane = sch.split(red, [None, V])
-        rf[name] = sch.rfactor(lane, 0)
+    rf = _rfactor_lanes(sch, ("total", "sq"), V)
     # consumers first: each compute_at needs its consumers placed already
     sch.compute_at(sch.get_sblock("sq"), r)
     sch.compute_at(rf["sq"], r)
     sch.compute_at(sch.get_sblock("d"), r)
     sch.compute_at(sch.get_sblock("total"), r)
     sch.compute_at(rf["total"], r)
-    for name in ("total", "sq"):
-        blk = rf[name]
-        loops = sch.get_loops(blk)
-        lane, red = loops[-2], loops[-1]
-        sch.reorder(red, lane)
-        _, li = sch.split(lane, [None, min(v, V)])
-        sch.vectorize(li)
-        init = sch.decompose_reduction(blk, red)
-        _vectorize_inner(sch, init, min(v, V))
+    _vectorize_lanes(sch, rf.values(), min(v, V))
     _vectorize_inner(sch, sch.get_sblock("d"), v)
     return sch.mod
 
