@@ -22,10 +22,13 @@ run.py collects; `--search` times every candidate schedule instead.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import importlib.util
 import json
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -261,10 +264,6 @@ def naive_peer(module, size: str) -> Peer:
     """The script's NAIVE_C (a C function `kernel(inputs..., output)` whose sizes are
     the macros `naive_defines(dims)` gives) built with gcc NAIVE_FLAGS and called on
     the script's inputs: one thread, no OpenMP, no fast-math."""
-    import ctypes
-    import subprocess
-    import tempfile
-
     dims = module.SIZES[size]
     script = script_name(module)
     with tempfile.TemporaryDirectory() as d:

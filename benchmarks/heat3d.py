@@ -120,7 +120,7 @@ def kernel_name(size: str) -> str:
 def case(target: str, variant: str, size: str) -> harness.Case:
     dims = SIZES[size]
     arrays = inputs(size)
-    params = BEST[(target, variant)]
+    params = harness.best_params(BEST, target, variant, size)
     return harness.Case(
         kernel=kernel_name(size),
         schedule_fn=lambda: _build_schedule(variant, dims, params),
