@@ -94,7 +94,7 @@ _LIBM += " fma sincos hypot erf"
 _RESERVED = frozenset(
     {f"{fn}{suffix}" for fn in _LIBM.split() for suffix in ("", "f")}
     | {"malloc", "free", "memset", "memcpy", "memmove", "memcmp", "bcmp"}
-    | {"GOMP_parallel", "omp_get_thread_num", "omp_get_num_threads"}
+    | {"GOMP_parallel", "omp_get_num_threads"}
     | {symbol for symbol, _, _ in _HEAP.values()}
 )
 

@@ -5,8 +5,8 @@
 - the C library's `malloc`/`free` for large temps, bound to the names
   `tdsl_malloc`/`tdsl_free` that LLVM's optimizer does not know (see
   codegen.py);
-- libgomp, for PARALLEL loops: `GOMP_parallel(fn, data, num_threads, flags)`,
-  `omp_get_thread_num`, `omp_get_num_threads`.
+- libgomp, for PARALLEL loops: `GOMP_parallel(fn, data, num_threads, flags)`
+  and `omp_get_num_threads`.
 
 Parallel loops run on libgomp rather than on a thread pool of our own:
 libgomp is already the runtime of the C backend's OpenMP code, so a process
@@ -72,12 +72,10 @@ def _serial_parallel(fn, data, num_threads, flags):
 
 
 def _register_serial_runtime() -> None:
-    thread_num = ctypes.CFUNCTYPE(ctypes.c_int)(lambda: 0)
     num_threads = ctypes.CFUNCTYPE(ctypes.c_int)(lambda: 1)
-    _keep_alive.extend([thread_num, num_threads])
+    _keep_alive.append(num_threads)
     for name, fn in (
         ("GOMP_parallel", _serial_parallel),
-        ("omp_get_thread_num", thread_num),
         ("omp_get_num_threads", num_threads),
     ):
         llvm.add_symbol(name, ctypes.cast(fn, ctypes.c_void_p).value)
