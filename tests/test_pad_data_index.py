@@ -186,3 +186,22 @@ def test_inlined_producer_that_ignores_the_checked_index(backend):
         td.evaluate(out, idx=bad, a=av)
     with pytest.raises(td.ArgumentError, match="index -3"):
         f(idx=bad, a=av)
+
+
+@pytest.mark.xfail(strict=True, reason="a compute_at producer computes only the points its "
+                   "consumer reads, so an out-of-range index at a point nobody reads goes "
+                   "unchecked, where td.evaluate computes the whole stage and raises")
+def test_unread_point_of_a_compute_at_producer_with_a_bad_data_index(backend):
+    """Found by the fuzzer (seed 942, case 93), on main before this change too: s2 reads
+    s1 at clamp(y + 2), only s1[1] of s1's two points; s1[0]'s index is out of range."""
+    y, v = td.dims("y v")
+    idx = td.input("idx", {y: 2}, td.uint16)
+    lut = td.input("lut", {v: 3}, td.float64)
+    s1 = td.compute("s1", {y: 2}, lut[idx[y]])
+    s2 = td.compute("s2", {y: 2}, td.clamp(s1)[y + 2])
+    f = td.build(td.schedule(s2).compute_at(s1, s2, "y"), target=backend)
+    arrays = {"idx": np.array([6, 1], np.uint16), "lut": np.array([1.0, 2.0, 3.0])}
+    with pytest.raises(td.ArgumentError, match="index 6"):
+        td.evaluate(s2, **arrays)
+    with pytest.raises(td.ArgumentError, match="index 6"):
+        f(**arrays)
