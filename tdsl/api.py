@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
+import warnings
 from typing import TYPE_CHECKING
 
 from .compute.tensor import Stage
-from .errors import ArgumentError, ScheduleError
-from .lower import finish, ir, lower_schedule
+from .errors import ArgumentError, ScheduleError, VectorizationWarning
+from .lower import finish, ir, lower_schedule, vectors
 from .runtime import Kernel
 from .schedule import Schedule, schedule
 
@@ -44,7 +45,7 @@ def lower(s, name: str | None = None, trace: bool = False):
     return lower_schedule(as_schedule(s), name, trace=trace, late=trace)
 
 
-_BUILT: dict[tuple, tuple[ir.LoweredFunc, CModule | LLVMModule]] = {}
+_BUILT: dict[tuple, tuple[ir.LoweredFunc, CModule | LLVMModule, vectors.VectorReport]] = {}
 _BUILT_LIMIT = 256
 
 
@@ -53,7 +54,12 @@ def build(s, target: str = "c", name: str | None = None) -> Kernel:
 
     Building the same schedule again in one process returns a kernel sharing the
     first one's compiled code (schedules are immutable values, and a schedule's value
-    includes the updates its pipeline had when it was made)."""
+    includes the updates its pipeline had when it was made).
+
+    A vectorized loop that cannot run as vector code (an atomic update, a loop with
+    bounds that differ between its lanes inside it, ...) is built as a plain loop,
+    with a `td.VectorizationWarning` naming the stage, the loop and why;
+    `kernel.vectorization` lists what became of every vectorized loop."""
     sched = as_schedule(s)
     if target not in TARGETS:
         raise ArgumentError(f"unknown target {target!r}; valid targets are {', '.join(TARGETS)}")
@@ -61,19 +67,21 @@ def build(s, target: str = "c", name: str | None = None) -> Kernel:
     t0 = time.perf_counter()
     key = (sched, target, name)
     hit = _BUILT.get(key)
-    if hit is not None:
-        func, module = hit
-        return Kernel(sched, func, module, target, time.perf_counter() - t0)
-    func = lower_schedule(sched, name, late=False)  # the loop nest the kernel shows
-    if target == "c":
-        from .backend_c import build as build_c
+    if hit is None:
+        func = lower_schedule(sched, name, late=False)  # the loop nest the kernel shows
+        final = finish(func)
+        if target == "c":
+            from .backend_c import build as build_c
 
-        module = build_c(finish(func))
-    else:
-        from .backend_llvm import build as build_llvm
+            module: CModule | LLVMModule = build_c(final)
+        else:
+            from .backend_llvm import build as build_llvm
 
-        module = build_llvm(finish(func))
-    if len(_BUILT) >= _BUILT_LIMIT:
-        _BUILT.pop(next(iter(_BUILT)))
-    _BUILT[key] = (func, module)
-    return Kernel(sched, func, module, target, time.perf_counter() - t0)
+            module = build_llvm(final)
+        if len(_BUILT) >= _BUILT_LIMIT:
+            _BUILT.pop(next(iter(_BUILT)))
+        hit = _BUILT[key] = (func, module, vectors.report(final))
+    func, module, report = hit
+    for loop in report.missed:
+        warnings.warn(f"kernel {func.name}: {loop}", VectorizationWarning, stacklevel=2)
+    return Kernel(sched, func, module, target, time.perf_counter() - t0, report)

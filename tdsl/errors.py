@@ -54,3 +54,9 @@ class TuningError(TdslError):
 class MissingDependency(TdslError, ImportError):
     """An optional package a feature needs is not installed; the message names the
     pip extra that installs it (`pip install 'tdsl[notebook]'`)."""
+
+
+class VectorizationWarning(UserWarning):
+    """A loop the schedule vectorizes does not run as vector code; the message names
+    the stage, the loop and why (`Kernel.vectorization` lists every vectorized loop).
+    Silence it with `warnings.simplefilter("ignore", td.VectorizationWarning)`."""

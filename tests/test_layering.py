@@ -36,8 +36,10 @@ ALLOWED = {
     "__main__": None,
 }
 # what of `lower` a backend may see: the loop IR, its traversals and printer, the kernel
-# ABI and the row-major layout (float32 exp reaches them legalised)
-BACKEND_VIEW = {"lower.ir", "lower.rewrite", "lower.printer", "lower.abi", "lower.layout"}
+# ABI, the row-major layout and the plan of vectorized loops (float32 exp reaches them
+# legalised)
+BACKEND_VIEW = {"lower.ir", "lower.rewrite", "lower.printer", "lower.abi", "lower.layout",
+                "lower.vectors"}
 ISL_USERS = {"lower"}
 
 

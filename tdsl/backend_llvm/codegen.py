@@ -9,11 +9,13 @@
 already allocated has been freed (`abi`'s unwind policy).
 
 - Loops are canonical: a header with a phi named after the loop variable, the
-  body, a latch. VECTORIZED loops carry `llvm.loop.vectorize.*` hints (width:
-  the largest power of two <= min(max_extent, 64)) when nothing but
-  UNROLLED loops is nested in them, since LLVM only vectorizes innermost
-  loops; UNROLLED loops carry `llvm.loop.unroll.full`. LLVM's loop
-  vectorizer runs on the hinted loops only (see jit.py).
+  body, a latch. A VECTORIZED loop is vector code (`vector.py`), in the
+  chunks `lower.vectors.plan` gives it. One the plan refuses is a plain loop
+  with `llvm.loop.vectorize.*` hints (width: the largest power of two <=
+  min(max_extent, 64)) when nothing but UNROLLED loops is nested in it,
+  since LLVM only vectorizes innermost loops; UNROLLED loops carry
+  `llvm.loop.unroll.full`. LLVM's loop vectorizer runs on the hinted loops
+  only (see jit.py).
 - A PARALLEL loop's body is outlined into `void NAME.VAR.body(i64 lo, i64 hi,
   ptr env)`, which runs iterations [lo, hi); `env` is a struct
   `{i64 lo, i64 hi, i64 next, i32 failed, captured values...}` built by the
@@ -36,6 +38,7 @@ already allocated has been freed (`abi`'s unwind policy).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import contextmanager
 from types import MappingProxyType
 
@@ -69,9 +72,11 @@ from ..lower.ir import (
 from ..lower.ir import Binary as BinaryExpr
 from ..lower.ir import Load as LoadExpr
 from ..lower.rewrite import atomic_fetch, walk_stmts
+from ..lower.vectors import plan as vector_plan
 from . import ops
 from .captures import all_buffers, free_names
 from .ops import I1, I8, I32, I64, PTR, VOID
+from .vector import emit_vector_loop
 
 MAX_VECTOR_WIDTH = 64
 ENV_LO, ENV_HI, ENV_NEXT, ENV_FAILED = 0, 1, 2, 3  # fields of a parallel loop's environment
@@ -283,6 +288,7 @@ class _FunctionEmitter:
         self.ptrs: dict[str, ir.Value] = {}
         self.heap: list[ir.Value] = []
         self.failed_flag: ir.Value | None = None
+        self.status = mod.func.status.name if mod.func.status is not None else None
 
     def finish(self) -> None:
         self.allocas.branch(self.start)
@@ -355,6 +361,8 @@ class _FunctionEmitter:
                 self.branch(s)
             case For(kind=ForKind.PARALLEL):
                 self.parallel(s)
+            case For(kind=ForKind.VECTORIZED) if (plan := vector_plan(s, self.status)).vectorized:
+                emit_vector_loop(self, s, plan)
             case For():
                 lo, hi = self.expr(s.start), self.expr(s.end)
                 self.counted_loop(s.var, lo, hi, s.body, self.loop_hints(s))
@@ -413,7 +421,9 @@ class _FunctionEmitter:
             self.b.branch(end)
         self.place(end)
 
-    def counted_loop(self, var: str, lo: ir.Value, hi: ir.Value, body: Stmt, hints) -> None:
+    def counted_loop(self, var: str, lo: ir.Value, hi: ir.Value, body: Stmt | None, hints,
+                     emit: Callable[[ir.Value], None] | None = None) -> None:
+        """for var in [lo, hi): `body`, or what `emit(var's value)` emits."""
         b = self.b
         pre = b.block
         header, exit_ = self.new_block(f"{var}.header"), self.new_block(f"{var}.exit")
@@ -425,7 +435,11 @@ class _FunctionEmitter:
         b.cbranch(b.icmp_signed("<", i, hi), body_bb, exit_)
         self.place(body_bb)
         with self.bind(self.scope, var, i):
-            self.stmt(body)
+            if emit is not None:
+                emit(i)
+            else:
+                assert body is not None
+                self.stmt(body)
         latch = self.new_block(f"{var}.latch")
         b.branch(latch)
         self.place(latch)

@@ -8,7 +8,8 @@ as core operations already (`lower.passes.legalise`).
 
 Type map: float32 `float`, float64 `double`, intN and uintN `iN` (the
 signedness lives in the operations), bool `i8` holding 0 or 1 (conditions
-are `i1` internally), index `i64`.
+are `i1` internally), index `i64`. Every operation takes vectors of these as
+well (the lanes of a vectorized loop, `vector.py`), operands of one shape.
 """
 
 from __future__ import annotations
@@ -84,7 +85,14 @@ def declare(
 
 
 def _suffix(ty: ir.Type) -> str:
+    if isinstance(ty, ir.VectorType):
+        return f"v{ty.count}{_suffix(ty.element)}"
     return {F32: "f32", F64: "f64"}.get(ty) or f"i{ty.width}"
+
+
+def like(x: ir.Value, ty: ir.Type) -> ir.Type:
+    """`ty`, or a vector of `ty` with as many lanes as `x` when `x` is a vector."""
+    return ir.VectorType(ty, x.type.count) if isinstance(x.type, ir.VectorType) else ty
 
 
 def intrinsic(b: ir.IRBuilder, name: str, *args: ir.Value, ret: ir.Type | None = None) -> ir.Value:
@@ -241,24 +249,30 @@ def call(b: ir.IRBuilder, fn: str, dtype: DType, *args: ir.Value) -> ir.Value:
     """A math function of arguments of dtype `dtype`; `bitcast` reads the bits of its
     argument (of another dtype) as a `dtype`."""
     if fn == "bitcast":
-        to = lltype(dtype)
+        to = like(args[0], lltype(dtype))
         return args[0] if args[0].type == to else b.bitcast(args[0], to)
     if dtype.is_float and fn in ("copysign", "pow"):
         return intrinsic(b, f"llvm.{fn}", *args)
-    if dtype.is_float and fn == "atan2":
-        name = LIBM[fn][dtype.bits]
-        x = args[0]
-        decl = declare(b.module, name, x.type, [x.type, x.type], attrs=("nounwind", "readnone"))
-        return b.call(decl, list(args))
+    if dtype.is_float and fn in LIBM and len(args) == (2 if fn == "atan2" else 1):
+        return _libm(b, LIBM[fn][dtype.bits], args)
     if dtype.is_float and len(args) == 1 and not (fn == "exp" and dtype.bits == 32):
-        (x,) = args
         if fn in FLOAT_INTRINSICS:
-            return intrinsic(b, FLOAT_INTRINSICS[fn], x)
-        if fn in LIBM:
-            name = LIBM[fn][dtype.bits]
-            decl = declare(b.module, name, x.type, [x.type], attrs=("nounwind", "readnone"))
-            return b.call(decl, [x])
+            return intrinsic(b, FLOAT_INTRINSICS[fn], args[0])
     raise ValueError(f"call {fn!r} is not defined on {dtype.name} (not legalised?)")
+
+
+def _libm(b: ir.IRBuilder, name: str, args: tuple[ir.Value, ...]) -> ir.Value:
+    """A call of libm's `name`; on vectors, one call per lane (libm has no vector forms)."""
+    ty = args[0].type
+    if not isinstance(ty, ir.VectorType):
+        decl = declare(b.module, name, ty, [ty] * len(args), attrs=("nounwind", "readnone"))
+        return b.call(decl, list(args))
+    out = ir.Constant(ty, ir.Undefined)
+    for lane in range(ty.count):
+        k = ir.Constant(I32, lane)
+        one = _libm(b, name, tuple(b.extract_element(a, k) for a in args))
+        out = b.insert_element(out, one, k)
+    return out
 
 
 def cast(b: ir.IRBuilder, x: ir.Value, src: DType, dst: DType) -> ir.Value:
@@ -268,7 +282,7 @@ def cast(b: ir.IRBuilder, x: ir.Value, src: DType, dst: DType) -> ir.Value:
     truncation: exact for every in-range value of every tdsl integer dtype,
     and defined (never poison) for the rest.
     """
-    to = lltype(dst)
+    to = like(x, lltype(dst))
     if dst.is_bool:
         return b.zext(truth(b, x, src), to)
     if src.is_float and dst.is_float:
@@ -276,7 +290,7 @@ def cast(b: ir.IRBuilder, x: ir.Value, src: DType, dst: DType) -> ir.Value:
             return x
         return b.fpext(x, to) if dst.bits > src.bits else b.fptrunc(x, to)
     if src.is_float:
-        wide = intrinsic(b, "llvm.fptosi.sat", x, ret=I64)
+        wide = intrinsic(b, "llvm.fptosi.sat", x, ret=like(x, I64))
         return wide if dst.bits == 64 else b.trunc(wide, to)
     if dst.is_float:
         return b.uitofp(x, to) if is_unsigned(src) else b.sitofp(x, to)

@@ -21,6 +21,7 @@ from ..display import code_html, details, escape, rate_text, seconds_text, table
 from ..errors import ArgumentError, RuntimeFailure
 from ..lower import ir
 from ..lower.abi import INDEX_OUT_OF_RANGE, STATUS
+from ..lower.vectors import VectorReport, report
 
 
 @dataclass(frozen=True)
@@ -95,16 +96,19 @@ class Kernel:
         print(f.loop_nest)       # what was compiled; f.source is the C or LLVM IR
 
     `schedule`, `pipeline`, `lowered` (the loop nest IR), `target` ("c" or "llvm")
-    and `build_seconds` record how it was built.
+    and `build_seconds` record how it was built; `vectorization` says what became of
+    each vectorized loop.
     """
 
-    def __init__(self, schedule, func: ir.LoweredFunc, module, target: str, build_seconds: float):
+    def __init__(self, schedule, func: ir.LoweredFunc, module, target: str, build_seconds: float,
+                 vectorization: VectorReport | None = None):
         self.schedule = schedule
         self.pipeline = schedule.pipeline
         self.lowered = func
         self.target = target
         self.build_seconds = build_seconds
         self._module = module
+        self._vectorization = vectorization
         self._inputs = [b.name for b in func.inputs]
         self._outputs = [b.name for b in func.outputs]
         self._sizes = [v.name for v in func.sizes]
@@ -119,6 +123,20 @@ class Kernel:
     def source(self) -> str:
         """The generated C or LLVM IR."""
         return self._module.source
+
+    @property
+    def vectorization(self) -> VectorReport:
+        """What became of each vectorized loop: its lanes and chunks, and how each load
+        and store is done (contiguous, broadcast, strided, gather), or why it does not
+        run as vector code. `print(f.vectorization)`:
+
+            C: loop j_i (8 copies): vectorized, 16 lanes (1 broadcast, 3 contiguous)
+        """
+        if self._vectorization is None:
+            from ..lower import finish
+
+            self._vectorization = report(finish(self.lowered))
+        return self._vectorization
 
     @property
     def loop_nest(self) -> str:

@@ -110,7 +110,7 @@ _COMPARE: dict[ir.CompareOp, Callable[[int], bool]] = {
 }
 
 
-def _difference(a: ir.Expr, b: ir.Expr) -> int | None:
+def constant_difference(a: ir.Expr, b: ir.Expr) -> int | None:
     """a - b when it is a constant (both index expressions), else None."""
     if a.dtype != dt.index or b.dtype != dt.index:
         return None
@@ -313,7 +313,7 @@ class _Simplify(Rewriter):
 
     def _compare(self, e: ir.Compare) -> ir.Expr | None:
         """A comparison decided by the difference of its sides or by their ranges."""
-        d = _difference(e.a, e.b)
+        d = constant_difference(e.a, e.b)
         if d is not None:
             return ir.Const(_COMPARE[e.op](d), dt.bool_)
         if e.a.dtype == dt.index and e.b.dtype == dt.index:
@@ -323,7 +323,7 @@ class _Simplify(Rewriter):
 
     def _min_max(self, e: ir.Binary) -> ir.Expr | None:
         """The operand a min or max picks, where that is known."""
-        d = _difference(e.a, e.b)
+        d = constant_difference(e.a, e.b)
         if d is not None:
             return e.a if (d <= 0) == (e.op == "min") else e.b
         if e.dtype == dt.index:

@@ -1,0 +1,386 @@
+"""What a vectorized loop becomes: lanes, chunks, and how each access is done.
+
+A VECTORIZED loop of the final loop IR (after the late passes) runs its body
+once per *chunk* of consecutive iterations, each iteration a lane of a
+vector. `plan(loop)` decides, without looking at any target:
+
+- whether the loop can run as vector code at all, and if not why (an atomic
+  update, whose lanes may hit one element; a parallel loop or a heap temp
+  inside; an inner loop whose bounds differ between lanes);
+- its chunks: a loop of `extent` iterations is cut into chunks of `width`
+  lanes (the largest power of two <= min(extent, MAX_LANES)); a constant
+  remainder becomes smaller power-of-two chunks (24 = 16 + 8), a remainder
+  known only at run time one chunk whose extra lanes are masked off;
+- the shape of every index over the lanes (`Shape`): the same in every lane,
+  linear (`base + stride * lane`), or varying, and from that the kind of
+  each load and store (`Access`): contiguous vector access, broadcast of one
+  element, strided (one element per lane, no gather instruction), or a
+  gather/scatter where an index is data-dependent or not affine in the lane.
+
+A temp allocated inside the loop is private to each lane: it is widened to
+one copy per lane, element e of lane l at `e * width + l`, so an access with
+an index the same in every lane is contiguous.
+
+The LLVM backend emits exactly this plan (`backend_llvm.vector`); the C
+backend asks the C compiler for the same loops with `#pragma omp simd`.
+`report(func)` lists the plan of every vectorized loop of a function, which
+`Kernel.vectorization` shows and `td.build` warns about.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import dtypes as dt
+from . import ir
+from .passes.simplify import constant_difference
+from .rewrite import walk_exprs, walk_stmts
+
+MAX_LANES = 64  # the widest chunk, in lanes
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How a value varies over the lanes of a chunk: `uniform` (one value for every
+    lane), `linear` (lane l holds base + stride * l, index values only) or `varying`.
+    `data` marks a value read from memory at a lane-dependent place."""
+
+    kind: str
+    stride: int = 0
+    data: bool = False
+
+
+UNIFORM = Shape("uniform")
+LANE = Shape("linear", 1)
+
+
+def _varying(*shapes: Shape) -> Shape:
+    return Shape("varying", data=any(s.data for s in shapes))
+
+
+def lane_shape(e: ir.Expr, env: Mapping[str, Shape], private: frozenset[str]) -> Shape:
+    """The shape of `e` over the lanes, given the shapes of the variables bound in the
+    loop (`env`; unlisted variables are uniform) and the names of lane-private temps."""
+    match e:
+        case ir.Const():
+            return UNIFORM
+        case ir.Var(name=name):
+            return env.get(name, UNIFORM)
+        case ir.Load(buffer=buf, indices=idx):
+            shapes = [lane_shape(x, env, private) for x in idx]
+            if buf.name not in private and all(s.kind == "uniform" for s in shapes):
+                return UNIFORM
+            return Shape("varying", data=True)
+        case ir.Binary():
+            return _binary_shape(e, lane_shape(e.a, env, private), lane_shape(e.b, env, private))
+        case ir.Unary(op=op, a=a, dtype=dtype):
+            sa = lane_shape(a, env, private)
+            if sa.kind == "linear" and op == "neg" and dtype == dt.index:
+                return Shape("linear", -sa.stride)
+            return sa if sa.kind == "uniform" else _varying(sa)
+        case ir.Compare(a=a, b=b):
+            shapes = [lane_shape(a, env, private), lane_shape(b, env, private)]
+        case ir.Select(cond=c, a=a, b=b):
+            shapes = [lane_shape(x, env, private) for x in (c, a, b)]
+        case ir.Call(args=args):
+            shapes = [lane_shape(x, env, private) for x in args]
+        case ir.Cast(a=a):
+            shapes = [lane_shape(a, env, private)]
+        case _:
+            raise TypeError(f"unknown loop-IR expression {e!r}")
+    if all(s.kind == "uniform" for s in shapes):
+        return UNIFORM
+    return _varying(*shapes)
+
+
+def _binary_shape(e: ir.Binary, sa: Shape, sb: Shape) -> Shape:
+    """The shape of `e` from its operands' shapes: index sums and differences of linear
+    values, and their products with a constant, stay linear."""
+    if sa.kind == sb.kind == "uniform":
+        return UNIFORM
+    if e.dtype == dt.index and "varying" not in (sa.kind, sb.kind):
+        if e.op in ("add", "sub"):
+            stride = sa.stride + (sb.stride if e.op == "add" else -sb.stride)
+            return Shape("linear", stride) if stride else UNIFORM
+        if e.op == "mul":
+            c = ir.int_value(e.b) if sa.kind == "linear" else ir.int_value(e.a)
+            lin = sa if sa.kind == "linear" else sb
+            if c is not None:
+                return Shape("linear", lin.stride * c) if c else UNIFORM
+    return _varying(sa, sb)
+
+
+def access_kind(shape: Shape, private: bool) -> str:
+    """How a load or store with an index of this shape is done: "contiguous",
+    "broadcast" (one element for every lane; for a store, one element written once),
+    "strided", "gather" (data-dependent index) or "nonaffine" (a gather whose index
+    is computed from the lane, not read from memory)."""
+    if private:  # element e of lane l at e * width + l
+        return "contiguous" if shape.kind == "uniform" else ("gather" if shape.data
+                                                             else "nonaffine")
+    if shape.kind == "uniform":
+        return "broadcast"
+    if shape.kind == "linear":
+        return "contiguous" if shape.stride == 1 else "strided"
+    return "gather" if shape.data else "nonaffine"
+
+
+@dataclass(frozen=True)
+class Access:
+    """One load or store of a vectorized loop, as the plan does it."""
+
+    buffer: str
+    store: bool
+    kind: str  # see access_kind
+    masked: bool  # under a condition that differs between lanes, or in a masked chunk
+
+
+@dataclass(frozen=True)
+class VectorLoop:
+    """The plan of one vectorized loop (an entry of `Kernel.vectorization`).
+
+    stages: the stages (buffers) the loop writes; loop: its variable; extent: its
+    iteration count when constant, else None (then `max_extent` bounds it);
+    vectorized: whether it runs as vector code, and if not `reason` says why;
+    chunks: the widths of its chunks (a loop of 24 runs as 16 + 8; a loop of
+    unknown extent as chunks of the first width, the last one masked: `masked_tail`);
+    accesses: each load and store of its body and how it is done."""
+
+    stages: tuple[str, ...]
+    loop: str
+    extent: int | None
+    max_extent: int
+    vectorized: bool
+    reason: str = ""
+    chunks: tuple[int, ...] = ()
+    masked_tail: bool = False
+    accesses: tuple[Access, ...] = field(default=())
+    copies: int = 1  # identical loops of the nest (copies made by unroll or partition)
+
+    def counts(self) -> dict[str, int]:
+        """Accesses by kind (see `access_kind`)."""
+        out: dict[str, int] = {}
+        for a in self.accesses:
+            out[a.kind] = out.get(a.kind, 0) + 1
+        return out
+
+    def __str__(self) -> str:
+        where = f"{'/'.join(self.stages) or 'no stage'}: loop {self.loop}"
+        if self.copies > 1:
+            where += f" ({self.copies} copies)"
+        if not self.vectorized:
+            return f"{where}: not vectorized ({self.reason})"
+        if self.masked_tail:
+            chunks = f"chunks of {self.chunks[0]} lanes, the last one masked"
+        else:
+            chunks = " + ".join(map(str, self.chunks)) + " lanes"
+        counts = ", ".join(f"{n} {k}" for k, n in sorted(self.counts().items()))
+        masked = sum(a.masked for a in self.accesses)
+        extra = f", {masked} masked" if masked else ""
+        return f"{where}: vectorized, {chunks} ({counts or 'no memory access'}{extra})"
+
+
+class VectorReport:
+    """What became of each vectorized loop of a kernel (`Kernel.vectorization`).
+
+    Iterate it for `VectorLoop` entries, one per distinct loop (copies of one loop
+    made by unrolling or loop partitioning are counted, not repeated); `missed` lists
+    the loops that do not run as vector code, each with the reason. Printing it shows
+    one line per loop:
+
+        C: loop j_i (8 copies): vectorized, 16 lanes (1 broadcast, 3 contiguous)
+        h: loop x: not vectorized (it makes an atomic update of h, ...)
+
+    The LLVM backend emits exactly this. The C backend gives the same loops to the C
+    compiler as `#pragma omp simd` loops; the compiler's own vectorizer does the rest.
+    """
+
+    def __init__(self, loops: tuple[VectorLoop, ...]):
+        self.loops = loops
+
+    def __iter__(self) -> Iterator[VectorLoop]:
+        return iter(self.loops)
+
+    def __len__(self) -> int:
+        return len(self.loops)
+
+    def __getitem__(self, n: int) -> VectorLoop:
+        return self.loops[n]
+
+    @property
+    def missed(self) -> tuple[VectorLoop, ...]:
+        """The vectorized loops that do not run as vector code."""
+        return tuple(x for x in self.loops if not x.vectorized)
+
+    def __str__(self) -> str:
+        return "\n".join(map(str, self.loops)) or "no vectorized loops"
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(str(self))
+
+
+class NotVectorizable(Exception):
+    """Why a vectorized loop's body cannot run as vector code (internal)."""
+
+
+def chunk_widths(extent: int | None, max_extent: int) -> tuple[tuple[int, ...], bool]:
+    """(widths, masked_tail): the chunks a loop runs in (see the module docstring)."""
+    top = min(max_extent if extent is None else extent, MAX_LANES)
+    width = 1 << (max(top, 1).bit_length() - 1)
+    if extent is None:
+        return (width,), True
+    widths = [width] * (extent // width)
+    rest = extent % width
+    while rest:
+        w = 1 << (rest.bit_length() - 1)
+        widths.append(w)
+        rest -= w
+    return tuple(widths), False
+
+
+def loop_extent(loop: ir.For) -> int | None:
+    """end - start of `loop` when it is a constant."""
+    return constant_difference(loop.end, loop.start)
+
+
+def plan(loop: ir.For, status: str | None = None) -> VectorLoop:
+    """The plan of one VECTORIZED loop of final loop IR (see the module docstring).
+    `status` names the function's status buffer, which is not a stage."""
+    assert loop.kind is ir.ForKind.VECTORIZED, f"loop {loop.var} is not vectorized"
+    written = sorted({s.buffer.name for s in walk_stmts(loop.body) if isinstance(s, ir.Store)}
+                     - {status} - _allocated(loop.body))
+    extent = loop_extent(loop)
+    max_extent = loop.max_extent if loop.max_extent is not None else extent
+    base = VectorLoop(tuple(written), loop.var, extent, max_extent or 0, False)
+    if max_extent is None:
+        return _with(base, reason="its extent has no constant bound")
+    chunks, masked_tail = chunk_widths(extent, max_extent)
+    if max(chunks) < 2:
+        return _with(base, reason="it has fewer than two iterations")
+    walker = _Walker(chunks[0], status)
+    try:
+        walker.stmt(loop.body, {loop.var: LANE}, frozenset(), masked_tail)
+    except NotVectorizable as e:
+        return _with(base, reason=str(e))
+    return _with(base, vectorized=True, chunks=chunks, masked_tail=masked_tail,
+                 accesses=tuple(walker.accesses))
+
+
+def _with(base: VectorLoop, **changes: Any) -> VectorLoop:
+    from dataclasses import replace
+
+    return replace(base, **changes)
+
+
+def _allocated(s: ir.Stmt) -> set[str]:
+    return {x.buffer.name for x in walk_stmts(s) if isinstance(x, ir.Allocate)}
+
+
+class _Walker:
+    """Checks a vectorized loop's body and lists its accesses (see `plan`)."""
+
+    def __init__(self, width: int, status: str | None):
+        self.width = width
+        self.status = status  # the function's status: not listed among the accesses
+        self.accesses: list[Access] = []
+
+    def loads(self, e: ir.Expr, env: dict[str, Shape], private: frozenset[str],
+              masked: bool) -> Shape:
+        for x in walk_exprs(e):
+            if isinstance(x, ir.Load):
+                shape = lane_shape(x.indices[0], env, private)
+                kind = access_kind(shape, x.buffer.name in private)
+                self.accesses.append(Access(x.buffer.name, False, kind, masked))
+        return lane_shape(e, env, private)
+
+    def stmt(self, s: ir.Stmt, env: dict[str, Shape], private: frozenset[str],
+             masked: bool) -> None:
+        match s:
+            case ir.Block(stmts=stmts):
+                for x in stmts:
+                    self.stmt(x, env, private, masked)
+            case ir.Store(atomic=True):
+                raise NotVectorizable(f"it makes an atomic update of {s.buffer.name}, "
+                                      "which lanes may make to one element")
+            case ir.Store():
+                self.store(s, env, private, masked)
+            case ir.Let(name=name, value=value, body=body):
+                shape = self.loads(value, env, private, masked)
+                self.stmt(body, {**env, name: shape}, private, masked)
+            case ir.If(cond=cond, then=then, else_=other):
+                varying = self.loads(cond, env, private, masked).kind != "uniform"
+                self.stmt(then, env, private, masked or varying)
+                if other is not None:
+                    self.stmt(other, env, private, masked or varying)
+            case ir.For(kind=ir.ForKind.PARALLEL):
+                raise NotVectorizable(f"parallel loop {s.var} is inside it")
+            case ir.For(var=var, start=start, end=end, body=body):
+                for bound in (start, end):
+                    if self.loads(bound, env, private, masked).kind != "uniform":
+                        raise NotVectorizable(f"the bounds of loop {var} inside it differ "
+                                              "between its iterations")
+                self.stmt(body, {**env, var: UNIFORM}, private, masked)
+            case ir.Allocate(buffer=buf, body=body):
+                self.check_private(s)
+                self.stmt(body, env, private | {buf.name}, masked)
+            case _:
+                raise TypeError(f"unknown loop-IR statement {s!r}")
+
+
+    def store(self, s: ir.Store, env: dict[str, Shape], private: frozenset[str],
+              masked: bool) -> None:
+        buf = s.buffer
+        if len(s.indices) != 1:
+            raise ValueError(f"access to {buf.name!r} is not flat")
+        shape = self.loads(s.indices[0], env, private, masked)
+        vshape = self.loads(s.value, env, private, masked)
+        kind = access_kind(shape, buf.name in private)
+        if kind == "broadcast" and vshape.kind != "uniform":
+            raise NotVectorizable(f"every lane stores a different value into one "
+                                  f"element of {buf.name}")
+        if buf.name != self.status:
+            self.accesses.append(Access(buf.name, True, kind, masked))
+
+    def check_private(self, s: ir.Allocate) -> None:
+        """A temp allocated inside the loop: it needs a copy per lane, on the stack."""
+        buf = s.buffer
+        count = ir.constant_elements(buf)
+        if s.storage is not ir.Storage.STACK or count is None:
+            raise NotVectorizable(f"temp {buf.name} inside it is not a stack array "
+                                  "(each lane needs its own copy)")
+        if count * buf.dtype.itemsize * self.width > ir.STACK_LIMIT:
+            raise NotVectorizable(f"temp {buf.name} inside it is too large for a "
+                                  f"copy per lane ({count} elements)")
+
+
+def report(func: ir.LoweredFunc) -> VectorReport:
+    """The plan of every outermost VECTORIZED loop of final loop IR, in program order,
+    identical plans merged (a vectorized loop inside another one runs as a loop over
+    the outer one's lanes)."""
+    status = func.status.name if func.status is not None else None
+    out: list[VectorLoop] = []
+
+    def visit(s: ir.Stmt) -> None:
+        match s:
+            case ir.For(kind=ir.ForKind.VECTORIZED):
+                out.append(plan(s, status))
+            case ir.For(body=body) | ir.Let(body=body) | ir.Allocate(body=body):
+                visit(body)
+            case ir.Block(stmts=stmts):
+                for x in stmts:
+                    visit(x)
+            case ir.If(then=then, else_=other):
+                visit(then)
+                if other is not None:
+                    visit(other)
+
+    visit(func.body)
+    merged: dict[VectorLoop, int] = {}
+    for x in out:
+        merged[x] = merged.get(x, 0) + 1
+    return VectorReport(tuple(_with(x, copies=n) for x, n in merged.items()))

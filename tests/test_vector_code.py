@@ -1,0 +1,194 @@
+"""Vectorized loops as vector code (`lower.vectors`, `backend_llvm.vector`) and the
+vectorization report (`Kernel.vectorization`, `td.VectorizationWarning`).
+
+Every kernel is checked against numpy on both backends; the LLVM source is checked
+for the vector instructions the plan promises, the report for what it says."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tdsl as td
+from tdsl.lower import finish, lower_schedule, vectors
+
+rng = np.random.default_rng(7)
+BACKENDS = ["c", "llvm"]
+
+
+def build(s, target):
+    """Build, failing on any VectorizationWarning (tests that expect one catch it)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", td.VectorizationWarning)
+        return td.build(s, target=target)
+
+
+def only(report: vectors.VectorReport) -> vectors.VectorLoop:
+    assert len(report) == 1, str(report)
+    return report[0]
+
+
+@pytest.mark.parametrize("target", BACKENDS)
+def test_elementwise_loop_is_contiguous_vector_code(target):
+    x = td.dim("x")
+    a = td.input("a", {x: 64}, td.float32)
+    out = td.compute("out", {x: 64}, td.exp(a[x]) * 2 + 1)
+    s = td.schedule(out).split(out, "x", 16).vectorize(out, "x_i")
+    f = build(s, target)
+    av = rng.standard_normal(64).astype(np.float32)
+    np.testing.assert_allclose(f(a=av), np.exp(av) * 2 + 1, rtol=2e-6)
+    loop = only(f.vectorization)
+    assert (loop.stages, loop.loop, loop.vectorized, loop.chunks) == (("out",), "x_i", True, (16,))
+    assert loop.counts() == {"contiguous": 2}
+    assert str(loop) == "out: loop x_i: vectorized, 16 lanes (2 contiguous)"
+    if target == "llvm":
+        assert "load <16 x float>" in f.source and "store <16 x float>" in f.source
+        assert "llvm.loop.vectorize" not in f.source
+
+
+@pytest.mark.parametrize("target", BACKENDS)
+def test_loop_of_24_runs_as_16_plus_8_lanes(target):
+    x, y = td.dims("x y")
+    a = td.input("a", {y: 5, x: 24}, td.int16)
+    out = td.compute("out", {y: 5, x: 24}, a[y, x] * 3 - a[y, 23 - x])
+    s = td.schedule(out).vectorize(out, "x")
+    f = build(s, target)
+    av = rng.integers(-1000, 1000, (5, 24)).astype(np.int16)
+    np.testing.assert_array_equal(f(a=av), av * np.int16(3) - av[:, ::-1])
+    loop = only(f.vectorization)
+    assert loop.chunks == (16, 8) and not loop.masked_tail
+    # a[y, 23 - x] runs backwards: stride -1, one element per lane
+    assert loop.counts() == {"contiguous": 2, "strided": 1}
+    if target == "llvm":
+        assert "<16 x i16>" in f.source and "<8 x i16>" in f.source
+
+
+@pytest.mark.parametrize("target", BACKENDS)
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 23])
+def test_split_tail_is_masked(target, n):
+    """A non-divisible split of a symbolic extent: the guard of the tail differs between
+    lanes, so stores under it are masked."""
+    x = td.dim("x")
+    N = td.size("N")
+    a = td.input("a", {x: N}, td.float32)
+    out = td.compute("out", {x: N}, td.sqrt(td.abs(a[x])) + a[x])
+    s = td.schedule(out).split(out, "x", 8).vectorize(out, "x_i")
+    f = build(s, target)
+    av = rng.standard_normal(n).astype(np.float32)
+    got = f(a=av)
+    np.testing.assert_allclose(got, np.sqrt(np.abs(av)) + av, rtol=1e-6)
+    assert all(loop.vectorized for loop in f.vectorization)
+    if target == "llvm":
+        assert "llvm.masked.store" in f.source or "llvm.masked.load" in f.source
+
+
+@pytest.mark.parametrize("target", BACKENDS)
+def test_data_dependent_index_is_a_gather(target):
+    x = td.dim("x")
+    lut = td.input("lut", {x: 256}, td.float32)
+    img = td.input("img", {x: 64}, td.uint8)
+    out = td.compute("out", {x: 64}, lut[img[x]] * 0.5)
+    s = td.schedule(out).vectorize(out, "x")
+    f = build(s, target)
+    lv = rng.standard_normal(256).astype(np.float32)
+    iv = rng.integers(0, 256, 64).astype(np.uint8)
+    np.testing.assert_array_equal(f(lut=lv, img=iv), lv[iv] * np.float32(0.5))
+    assert only(f.vectorization).counts() == {"contiguous": 2, "gather": 1}
+    if target == "llvm":
+        assert "llvm.masked.gather" in f.source
+
+
+@pytest.mark.parametrize("target", BACKENDS)
+def test_stride_two_is_strided_not_gathered(target):
+    x = td.dim("x")
+    a = td.input("a", {x: 64}, td.float64)
+    out = td.compute("out", {x: 32}, a[2 * x] + a[2 * x + 1])
+    s = td.schedule(out).vectorize(out, "x")
+    f = build(s, target)
+    av = rng.standard_normal(64)
+    np.testing.assert_array_equal(f(a=av), av[0::2] + av[1::2])
+    assert only(f.vectorization).counts() == {"contiguous": 1, "strided": 2}
+    if target == "llvm":
+        assert "gather" not in f.source
+
+
+@pytest.mark.parametrize("target", BACKENDS)
+def test_reduction_inside_a_vectorized_loop_has_a_private_accumulator_per_lane(target):
+    """The accumulator of a sum in an expression is a temp allocated inside the
+    vectorized loop: a copy per lane, contiguous."""
+    i, j, k = td.dims("i j k")
+    a = td.input("a", {i: 8, k: 20}, td.float32)
+    b = td.input("b", {k: 20, j: 32}, td.float32)
+    out = td.compute("out", {i: 8, j: 32}, td.sum(a[i, k] * b[k, j], over=k) * 2)
+    s = td.schedule(out).vectorize(out, "j")
+    f = build(s, target)
+    av = rng.standard_normal((8, 20)).astype(np.float32)
+    bv = rng.standard_normal((20, 32)).astype(np.float32)
+    np.testing.assert_allclose(f(a=av, b=bv), (av @ bv) * 2, rtol=1e-5, atol=1e-5)
+    loop = only(f.vectorization)
+    assert loop.vectorized and loop.chunks == (32,)
+
+
+@pytest.mark.parametrize("target", BACKENDS)
+def test_triangular_inner_loop_is_not_vectorized_and_says_why(target):
+    """Vectorizing i over a reduction whose bounds depend on i: the inner loop's trip
+    count differs between lanes. The kernel is a plain loop, correct, and the build
+    warns naming the stage, the loop and why."""
+    i, k = td.dims("i k")
+    a = td.input("a", {k: 16}, td.float32)
+    out = td.compute("out", {i: 16}, td.sum(a[k], over={k: (0, i + 1)}))
+    s = td.schedule(out).vectorize(out, "i")
+    with pytest.warns(td.VectorizationWarning, match=r"out: loop i: not vectorized \(the "
+                      r"bounds of loop k inside it differ between its iterations\)"):
+        f = td.build(s, target=target)
+    av = rng.standard_normal(16).astype(np.float32)
+    np.testing.assert_allclose(f(a=av), np.cumsum(av), rtol=1e-5, atol=1e-6)
+    (loop,) = f.vectorization.missed
+    assert not loop.vectorized and "loop k" in loop.reason
+
+
+@pytest.mark.parametrize("target", BACKENDS)
+def test_kernel_without_vectorized_loops_reports_none(target):
+    x = td.dim("x")
+    a = td.input("a", {x: 10}, td.int32)
+    out = td.compute("out", {x: 10}, a[x] + 1)
+    f = build(td.schedule(out), target)
+    assert len(f.vectorization) == 0 and str(f.vectorization) == "no vectorized loops"
+
+
+def test_copies_of_one_loop_are_counted_once():
+    i, j, k = td.dims("i j k")
+    N = td.size("N")
+    a = td.input("a", {i: N, k: 16}, td.float32)
+    b = td.input("b", {k: 16, j: 32}, td.float32)
+    c = td.compute("c", {i: N, j: 32}, td.sum(a[i, k] * b[k, j], over=k))
+    s = td.schedule(c).tile(c, i=4, j=16).reorder(c, "i_o j_o k i_i j_i")
+    s = s.vectorize(c, "j_i").unroll(c, "i_i")
+    report = vectors.report(finish(lower_schedule(s, late=False)))
+    assert all(x.vectorized for x in report) and sum(x.copies for x in report) == 16
+    assert len(report) < 16 and "copies" in str(report)
+
+
+# A kernel with a condition that differs between lanes: a boundary view partitions the
+# loop, a where() selects, and a split of a symbolic size guards its tail.
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 40), factor=st.sampled_from([2, 3, 4, 8, 16, 24]),
+       dtype=st.sampled_from([td.float32, td.int32, td.uint8, td.float64]),
+       shift=st.integers(-3, 3))
+def test_masked_vector_code_matches_numpy(n, factor, dtype, shift):
+    x = td.dim("x")
+    N = td.size("N")
+    a = td.input("a", {x: N}, dtype)
+    view = td.clamp(a)
+    out = td.compute("out", {x: N}, td.where(view[x + shift] > view[x], view[x + shift], a[x]))
+    s = td.schedule(out).split(out, "x", factor).vectorize(out, "x_i")
+    av = (rng.standard_normal(n) * 50).astype(dtype.np)
+    want = td.evaluate(out, a=av)
+    for target in BACKENDS:
+        f = build(s, target)
+        np.testing.assert_array_equal(f(a=av), want)
+        assert all(loop.vectorized for loop in f.vectorization), str(f.vectorization)
