@@ -119,6 +119,8 @@ def _chunk_loop(fe: _FunctionEmitter, loop: For, first: ir.Value, trips: ir.Valu
 
 def _splat(b: ir.IRBuilder, x: ir.Value, width: int) -> ir.Value:
     vty = ir.VectorType(x.type, width)
+    if isinstance(x, ir.Constant) and isinstance(x.constant, (int, float)):
+        return ir.Constant(vty, x.constant)
     one = b.insert_element(ir.Constant(vty, ir.Undefined), x, ir.Constant(I32, 0))
     return b.shuffle_vector(one, ir.Constant(vty, ir.Undefined),
                             ir.Constant(ir.VectorType(I32, width), 0))
@@ -139,7 +141,9 @@ class _Chunk:
         self.b = fe.b
         self.width = width
         self.mask = mask
-        self.scope: dict[str, _V] = {loop.var: _V("l", base, 1)}
+        # the loop's name on its first lane, so the code reads like the loop nest
+        first = fe.b.add(base, ir.Constant(I64, 0), name=loop.var)
+        self.scope: dict[str, _V] = {loop.var: _V("l", first, 1)}
         self.private: dict[str, ir.Value] = {}  # lane-private temps: a copy per lane
 
     # ---------------------------------------------------------------- helpers

@@ -25,6 +25,7 @@ import faulthandler
 import resource
 import time
 import traceback
+import warnings
 
 import numpy as np
 
@@ -170,7 +171,9 @@ def build(task, send, res, s):
         send({"type": "phase", "phase": "build", "lower_s": res["lower_s"],
               "lower_cpu_s": res["lower_cpu_s"]})
         t0 = time.perf_counter()
-        f = td.build(s, target=task["target"])
+        with warnings.catch_warnings():  # random schedules vectorize what they like
+            warnings.simplefilter("ignore", td.VectorizationWarning)
+            f = td.build(s, target=task["target"])
     except (td.DefinitionError, td.ScheduleError) as e:
         if res["lower_s"] is None:
             lowered()

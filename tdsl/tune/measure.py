@@ -15,11 +15,12 @@ import signal
 import struct
 import time
 import traceback
+import warnings
 from typing import Any
 
 import numpy as np
 
-from ..errors import CompileError, ScheduleError, TdslError
+from ..errors import CompileError, ScheduleError, TdslError, VectorizationWarning
 from .machine import fingerprint
 
 # seconds a killed child gets to be reaped
@@ -62,7 +63,9 @@ def _measure(task: dict[str, Any], phase) -> dict[str, Any]:
     phase("build")
     t0 = time.perf_counter()
     try:
-        f = build(sched, target=task["target"])
+        with warnings.catch_warnings():  # a candidate is judged by its time
+            warnings.simplefilter("ignore", VectorizationWarning)
+            f = build(sched, target=task["target"])
     except ScheduleError as e:
         return {"status": "illegal", "message": str(e)}
     except CompileError as e:
