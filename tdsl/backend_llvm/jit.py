@@ -1,10 +1,9 @@
 """Compile LLVM IR for the host (in a child process), load it, and call it through cffi.
 
 `build(func)` renders the loop IR (codegen.emit_module), optimizes the
-module with LLVM's O3 pipeline for the host CPU (new pass manager, SLP
-vectorization on, loop vectorization only of the loops the schedule
-vectorized, its loop unroller off), compiles it to object code, loads that
-with MCJIT and returns an `LLVMModule`.
+module with LLVM's O3 pipeline for the host CPU (new pass manager, SLP and
+loop vectorization on, its loop unroller off), compiles it to object code,
+loads that with MCJIT and returns an `LLVMModule`.
 
 LLVM runs in a child process (isolate.py). The llvmlite wheel's LLVM has its
 assertions on, and an assertion that fails in one of its passes aborts the
@@ -47,18 +46,18 @@ from .codegen import emit_module, entry_symbol
 CACHE_SIZE = 128  # compiled modules kept alive by the cache
 
 # LLVM's O3 pipeline, tuned:
-# - loop_vectorization False: the loop vectorizer runs only on loops that ask
-#   for it, the schedule's vectorized loops, which codegen marks
-#   `llvm.loop.vectorize.enable`. Left to pick loops by its cost model it
-#   vectorized loops no schedule marked, and on some of them (guarded
-#   udiv/urem) its two cost models disagreed, an assertion that aborts the
-#   process with this wheel's LLVM.
+# - loop_vectorization True: vectorized loops are vector code already
+#   (vector.py); LLVM's loop vectorizer may vectorize the other loops by its
+#   cost model, as gcc -O3 does, which is what unscheduled code needs. On some
+#   loops (guarded udiv/urem) its two cost models disagree, an assertion that
+#   kills the compile server: the build is then made again without it
+#   (`LLVMModule`), and only that kernel goes without.
 # - loop_unrolling False: unrolling is the schedule's to decide (the unroll
 #   primitive does it in the loop IR); LLVM's own unroller spent most of the
 #   build time on register-tiled kernels (0.6-1 s) for no measurable speed.
 PASS_OPTIONS = {
     "speed_level": 3,
-    "loop_vectorization": False,
+    "loop_vectorization": True,
     "slp_vectorization": True,
     "loop_unrolling": False,
 }
@@ -122,8 +121,17 @@ class LLVMModule:
             options = dict(PASS_OPTIONS)
             if isolated:
                 what = f"optimizing and compiling kernel {func.name!r}"
-                self.optimized_ir, code = isolate.run(_compile, source, func.name, options,
-                                                      what=what)
+                try:
+                    self.optimized_ir, code = isolate.run(_compile, source, func.name, options,
+                                                          what=what)
+                except CompileError as e:
+                    if not (options["loop_vectorization"] and "LLVM crashed" in str(e)):
+                        raise
+                    # LLVM's loop vectorizer is where its assertions have failed: once
+                    # more without it (vectorized loops are vector code regardless)
+                    options["loop_vectorization"] = False
+                    self.optimized_ir, code = isolate.run(_compile, source, func.name, options,
+                                                          what=what)
             else:
                 self.optimized_ir, code = _compile(source, func.name, options)
             module = llvm.parse_assembly("")
