@@ -105,6 +105,9 @@ BEST = {
     ("llvm", "best"): dict(ty=1, tx=8, tk=32, v=16, par="y_o", order="y_o k_o x_o"),
     ("c", "best", "avx2"): dict(ty=2, tx=4, tk=16, v=8),
     ("llvm", "best", "avx2"): dict(ty=1, tx=7, tk=32, v=16),
+    # --search on an AVX-512 machine: 14 pixels x 32 channels, 28 accumulators
+    ("c", "best", "avx512f"): dict(ty=1, tx=14, tk=32, v=16),
+    ("llvm", "best", "avx512f"): dict(ty=1, tx=14, tk=32, v=16),
     ("c", "plain"): dict(tx=8),
     ("llvm", "plain"): dict(tx=8),
 }
@@ -121,11 +124,15 @@ def candidates(target: str, variant: str, size: str):
                 for ty, tx in ((1, 8), (1, 14), (1, 28), (1, 56), (2, 28), (4, 14))]
     grid = [(1, 4, 32, 8), (1, 7, 32, 8), (2, 4, 16, 8), (1, 8, 16, 8), (2, 7, 16, 8),
             (1, 7, 32, 16), (2, 7, 32, 16), (1, 14, 32, 16), (4, 7, 16, 16), (2, 4, 32, 16),
-            (1, 8, 32, 16), (1, 14, 16, 8), (4, 7, 8, 8), (2, 7, 64, 16)]
+            (1, 8, 32, 16), (1, 14, 16, 8), (4, 7, 8, 8), (2, 7, 64, 16),
+            # AVX-512 has 32 vector registers: tiles of 16-28 accumulators
+            (1, 4, 64, 16), (1, 6, 64, 16), (1, 7, 64, 16), (2, 3, 64, 16), (1, 12, 32, 16),
+            (2, 6, 32, 16)]
     out = [(f"tile {ty}x{tx}x{tk} v{v}",
             lambda a=ty, b=tx, c=tk, d=v: tiled_schedule(dims, a, b, c, d))
            for ty, tx, tk, v in grid]
-    for ty, tx, tk, v in ((1, 7, 32, 8), (2, 7, 16, 8), (1, 7, 32, 16), (2, 4, 32, 16)):
+    for ty, tx, tk, v in ((1, 7, 32, 8), (2, 7, 16, 8), (1, 7, 32, 16), (2, 4, 32, 16),
+                          (1, 6, 64, 16), (2, 3, 64, 16), (1, 4, 64, 16), (1, 12, 32, 16)):
         out.append((f"tile {ty}x{tx}x{tk} v{v} par y_o",
                     lambda a=ty, b=tx, c=tk, d=v: tiled_schedule(
                         dims, a, b, c, d, par="y_o", order="y_o k_o x_o")))

@@ -77,6 +77,7 @@ def tiled_schedule(size, ti: int, tj: int, v: int, pack: bool) -> td.Schedule:
 BEST = {
     ("c", "best"): dict(ti=6, tj=16, v=8, pack=True),
     ("llvm", "best"): dict(ti=4, tj=24, v=8, pack=True),
+    ("llvm", "best", "avx512f"): dict(ti=12, tj=32, v=16, pack=False),  # --search, AVX-512
 }
 
 
@@ -89,6 +90,8 @@ def candidates(target: str, variant: str, size: str):
     # register tiles: ti x tj of v-lane vectors; with AVX2's 16 registers ti * tj / v
     # accumulators must stay within about 12 of them
     grid = [(4, 16, 8), (6, 16, 8), (8, 16, 8), (3, 32, 8), (4, 24, 8), (2, 32, 8), (8, 32, 8)]
+    # AVX-512: 32 registers of 16 lanes
+    grid += [(4, 32, 16), (6, 32, 16), (8, 32, 16), (12, 32, 16), (4, 64, 16)]
     return [(f"tile {ti}x{tj} v{v}{' packed' if p else ''}",
              lambda a=ti, b=tj, c=v, d=p: tiled_schedule(dims, a, b, c, d))
             for ti, tj, v in grid for p in (False, True)]

@@ -86,6 +86,8 @@ def tiled_schedule(size, ti: int, tj: int, v: int) -> td.Schedule:
 BEST = {
     ("c", "best"): dict(ti=4, tj=24, v=8),
     ("llvm", "best"): dict(ti=6, tj=16, v=8),
+    ("c", "best", "avx512f"): dict(ti=8, tj=48, v=16),  # --search on an AVX-512 machine
+    ("llvm", "best", "avx512f"): dict(ti=4, tj=64, v=16),
 }
 
 
@@ -98,6 +100,9 @@ def candidates(target: str, variant: str, size: str):
     # register tiles: ti x tj of v-lane vectors; with AVX2's 16 registers ti * tj / v
     # accumulators must stay within about 12 of them
     grid = [(4, 16, 8), (6, 16, 8), (8, 16, 8), (3, 32, 8), (4, 24, 8), (2, 32, 8), (8, 32, 8)]
+    # AVX-512: 32 registers of 16 lanes
+    grid += [(4, 32, 16), (6, 32, 16), (8, 32, 16), (12, 32, 16), (4, 64, 16), (6, 48, 16),
+             (8, 48, 16)]
     return [(f"tile {ti}x{tj} v{v}", lambda a=ti, b=tj, c=v: tiled_schedule(dims, a, b, c))
             for ti, tj, v in grid]
 

@@ -192,3 +192,18 @@ def test_masked_vector_code_matches_numpy(n, factor, dtype, shift):
         f = build(s, target)
         np.testing.assert_array_equal(f(a=av), want)
         assert all(loop.vectorized for loop in f.vectorization), str(f.vectorization)
+
+
+def test_kernel_shows_its_vectorized_loops_in_jupyter():
+    i, k = td.dims("i k")
+    a = td.input("a", {k: 16}, td.float32)
+    out = td.compute("out", {i: 16}, td.sum(a[k], over={k: (0, i + 1)}))
+    twice = td.compute("twice", {k: 16}, a[k] * 2)
+    html = build(td.schedule(twice).vectorize(twice, "k"), "llvm")._repr_html_()
+    assert "<summary>Vectorized loops (1)</summary>" in html
+    assert "twice: loop k: vectorized, 16 lanes (2 contiguous)" in html
+    with pytest.warns(td.VectorizationWarning):
+        f = td.build(td.schedule(out).vectorize(out, "i"), target="llvm")
+    html = f._repr_html_()
+    assert "<details open><summary>Vectorized loops (1, 1 not vectorized)</summary>" in html
+    assert "out: loop i: not vectorized (the bounds of loop k inside it differ" in html

@@ -262,9 +262,20 @@ class Kernel:
             f"(target {escape(self.target)}, built in {self.build_seconds * 1e3:.0f} ms)"
             + details("Arguments", args, True)
             + details("Loop nest", code_html(self.loop_nest, "nest"), True)
+            + self._vectorization_html()
             + details(f"Generated {'C' if self.target == 'c' else 'LLVM IR'}",
                       code_html(self.source, "c" if self.target == "c" else "llvm"))
             + "</div>")
+
+    def _vectorization_html(self) -> str:
+        """A section on the vectorized loops, open when one does not run as vector code."""
+        report = self.vectorization
+        if not len(report):
+            return ""
+        missed = len(report.missed)
+        title = f"Vectorized loops ({len(report)}" + (f", {missed} not vectorized)" if missed
+                                                       else ")")
+        return details(title, f"<pre>{escape(str(report))}</pre>", missed > 0)
 
     def _describe_args(self) -> list[str]:
         from ..lower.printer import expr
