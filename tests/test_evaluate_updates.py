@@ -727,3 +727,26 @@ def test_rows_are_computed_at_once_where_that_is_exact(monkeypatch):
     y = last_write_pipeline()  # a row writes one element twice
     evaluate(y, idx=np.zeros(12, np.int32), v=np.zeros(12, np.int32))
     assert rows == [False]
+
+
+@pytest.mark.parametrize("backend", ["c", "llvm"])
+def test_inline_reduction_with_a_data_index_inside_a_triangular_update(backend):
+    """Fuzz finding (llvm seed 303 case 631): td.evaluate raised IndexError, not
+    ArgumentError, on a data-dependent index out of range inside a sum whose bound
+    depends on the update's loop. In range, the same pipeline is exact."""
+    y, v, k2, k3 = td.dims("y v k2 k3")
+    in0 = td.input("in0", {y: 16}, td.int32)
+    lut = td.input("lut", {v: 1}, td.float32)
+    s2 = td.compute("s2", {y: 16}, td.cast(2.0, td.float64))
+    s4 = td.compute("s4", {y: 16}, td.sum(s2[k2], over={k2: (y, 16)}))
+    td.update(s4[y], td.sum(lut[in0[k3]], over={k3: (0, y + 1)}), over={y: (0, 15)})
+    arrays = dict(in0=np.zeros(16, np.int32), lut=np.array([1.5], np.float32))
+    want = np.array([(n + 1) * 1.5 for n in range(15)] + [2.0])
+    np.testing.assert_array_equal(td.evaluate(s4, **arrays), want)
+    f = td.build(td.schedule(s4), target=backend)
+    np.testing.assert_array_equal(f(**arrays), want)
+    arrays["in0"][3] = -6
+    with pytest.raises(td.ArgumentError, match="lut"):
+        td.evaluate(s4, **arrays)
+    with pytest.raises(td.ArgumentError, match="lut"):
+        f(**arrays)

@@ -244,6 +244,7 @@ def _row(pts: _Points, u: Update, lo: int, hi: int) -> bool:
     is exact (see the module's docstring); else write nothing and return False."""
     n, out = hi - lo, pts.arrays[u.stage]
     pts.at[u.axes[-1].dim], pts.shape, pts.reads = np.arange(lo, hi, dtype=np.int64), (n,), []
+    mask = pts.mask  # a reduction the error leaves midway leaves its mask of the row
     try:
         idx, _ = pts.locate(u.target(), write=True)
         vals = pts.value(u.value)
@@ -251,7 +252,7 @@ def _row(pts: _Points, u: Update, lo: int, hi: int) -> bool:
     except (DefinitionError, ArgumentError):
         return False
     finally:
-        pts.shape, pts.reads = (), None
+        pts.shape, pts.reads, pts.mask = (), None, mask
     writes = np.broadcast_to(np.ravel_multi_index(idx, out.shape), (n,))
     order = np.argsort(writes)  # the points of the row by the element they write
     written = writes[order]
