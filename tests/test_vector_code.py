@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tdsl as td
-from tdsl.lower import finish, lower_schedule, vectors
+from tdsl.lower import finish, ir, lower_schedule, vectors
 
 rng = np.random.default_rng(7)
 BACKENDS = ["c", "llvm"]
@@ -207,3 +207,101 @@ def test_kernel_shows_its_vectorized_loops_in_jupyter():
     html = f._repr_html_()
     assert "<details open><summary>Vectorized loops (1, 1 not vectorized)</summary>" in html
     assert "out: loop i: not vectorized (the bounds of loop k inside it differ" in html
+
+
+# ------------------------------------------- loops no schedule vectorized (LLVM backend)
+
+
+def lanes_of(dtype) -> int:
+    from tdsl.backend_llvm.codegen import host_vector_bytes
+
+    return host_vector_bytes() // dtype.itemsize
+
+
+@pytest.mark.parametrize("n", [1, 5, 17, 64])
+def test_unscheduled_matmul_runs_its_j_loop_as_vector_code(n):
+    """LLVM's loop vectorizer leaves the j loop around the k reduction scalar; the LLVM
+    backend vectorizes it itself (its iterations are independent: each writes its own
+    C[i, j]), in chunks of the host's width with a masked last one."""
+    i, j, k = td.dims("i j k")
+    N = td.size("N")
+    A = td.input("A", {i: N, k: N}, td.float32)
+    B = td.input("B", {k: N, j: N}, td.float32)
+    C = td.compute("C", {i: N, j: N}, td.sum(A[i, k] * B[k, j], over=k))
+    f = build(td.schedule(C), "llvm")
+    assert f"<{lanes_of(td.float32)} x float>" in f.source
+    assert len(f.vectorization) == 0  # the report lists the schedule's vectorized loops
+    a = rng.standard_normal((n, n)).astype(np.float32)
+    b = rng.standard_normal((n, n)).astype(np.float32)
+    np.testing.assert_allclose(f(A=a, B=b), a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_a_loop_reading_what_another_iteration_writes_stays_scalar():
+    """Forward substitution reads x[j] for j < i while iteration i writes x[i]: not
+    independent, so its i loop stays a scalar loop, and exact."""
+    i, j = td.dims("i j")
+    n = 40
+    L = td.input("L", {i: n, j: n}, td.float64)
+    b = td.input("b", {i: n}, td.float64)
+    x = td.compute("x", {i: n}, b[i])
+    td.update(x[i], (x[i] - td.sum(L[i, j] * x[j], over={j: (0, i)})) / L[i, i], over={i: n})
+    f = build(td.schedule(x), "llvm")
+    assert " x double>" not in f.source
+    lv = np.tril(rng.standard_normal((n, n))) + n * np.eye(n)
+    bv = rng.standard_normal(n)
+    np.testing.assert_allclose(f(L=lv, b=bv), np.linalg.solve(lv, bv), rtol=1e-10)
+
+
+def _loop(index, extra: list | None = None) -> ir.For:
+    """for j in 0..64: for k in 0..8: out[index] = out[index] + a[k] (+ extra stores)."""
+    from tdsl import dtypes
+
+    f32, idx = dtypes.float32, dtypes.index
+    out = ir.Buffer("out", f32, (ir.Const(128, idx),), "output")
+    a = ir.Buffer("a", f32, (ir.Const(8, idx),), "input")
+    k = ir.Var("k")
+    body = ir.Store(out, (index,), ir.Binary("add", ir.Load(out, (index,)),
+                                             ir.Load(a, (k,)), f32))
+    stmts = [body] + (extra or [])
+    inner = ir.For("k", ir.Const(0, idx), ir.Const(8, idx), ir.ForKind.SERIAL,
+                   ir.Block(tuple(stmts)))
+    return ir.For("j", ir.Const(0, idx), ir.Const(64, idx), ir.ForKind.SERIAL, inner, 64)
+
+
+def test_independence_test():
+    from tdsl import dtypes
+
+    idx = dtypes.index
+    j, k = ir.Var("j"), ir.Var("k")
+    two_j = ir.Binary("mul", ir.Const(2, idx), j, idx)
+    assert vectors.independent(_loop(j))
+    assert vectors.independent(_loop(two_j))  # stride 2: still one element each
+    assert not vectors.independent(_loop(ir.Binary("add", j, k, idx)))  # k is inner
+    assert not vectors.independent(_loop(ir.Const(3, idx)))  # every iteration, one element
+    out = ir.Buffer("out", dtypes.float32, (ir.Const(128, idx),), "output")
+    other = ir.Store(out, (ir.Binary("add", j, ir.Const(1, idx), idx),), ir.Const(0.0,
+                                                                                 dtypes.float32))
+    assert not vectors.independent(_loop(j, [other]))  # out written at two indices
+    read = ir.Store(out, (j,), ir.Load(out, (ir.Binary("add", j, ir.Const(1, idx), idx),)))
+    assert not vectors.independent(_loop(j, [read]))  # reads what iteration j + 1 writes
+    plan = vectors.auto_vector_plan(_loop(j), 16)
+    assert plan is not None and plan.chunks == (16, 16, 16, 16)
+    assert vectors.auto_vector_plan(_loop(two_j), 16) is None  # strided: not worth it
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_unscheduled_pipelines_on_llvm_match_numpy(data):
+    """Random pipelines with no schedule at all, where the LLVM backend picks the loops
+    it vectorizes itself."""
+    from strategies import pipelines
+
+    case = data.draw(pipelines(), label="pipeline")
+    f = build(td.schedule(list(case.outputs)), "llvm")
+    got = f(**case.arrays)
+    want = td.evaluate(case.outputs[0], **case.arrays)
+    if want.dtype.kind == "f":
+        tol = 1e-4 if want.dtype == np.float32 else 1e-9
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    else:
+        np.testing.assert_array_equal(got, want)

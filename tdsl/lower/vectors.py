@@ -36,7 +36,7 @@ from typing import Any
 from .. import dtypes as dt
 from . import ir
 from .passes.simplify import constant_difference
-from .rewrite import walk_exprs, walk_stmts
+from .rewrite import expr_vars, stmt_exprs, walk_exprs, walk_stmts
 
 MAX_LANES = 64  # the widest chunk, in lanes
 
@@ -228,9 +228,11 @@ class NotVectorizable(Exception):
     """Why a vectorized loop's body cannot run as vector code (internal)."""
 
 
-def chunk_widths(extent: int | None, max_extent: int) -> tuple[tuple[int, ...], bool]:
-    """(widths, masked_tail): the chunks a loop runs in (see the module docstring)."""
-    top = min(max_extent if extent is None else extent, MAX_LANES)
+def chunk_widths(extent: int | None, max_extent: int,
+                 lanes: int = MAX_LANES) -> tuple[tuple[int, ...], bool]:
+    """(widths, masked_tail): the chunks a loop runs in (see the module docstring), at
+    most `lanes` wide."""
+    top = min(max_extent if extent is None else extent, lanes)
     width = 1 << (max(top, 1).bit_length() - 1)
     if extent is None:
         return (width,), True
@@ -248,18 +250,23 @@ def loop_extent(loop: ir.For) -> int | None:
     return constant_difference(loop.end, loop.start)
 
 
-def plan(loop: ir.For, status: str | None = None) -> VectorLoop:
+def plan(loop: ir.For, status: str | None = None, lanes: int | None = None) -> VectorLoop:
     """The plan of one VECTORIZED loop of final loop IR (see the module docstring).
-    `status` names the function's status buffer, which is not a stage."""
-    assert loop.kind is ir.ForKind.VECTORIZED, f"loop {loop.var} is not vectorized"
+    `status` names the function's status buffer, which is not a stage. With `lanes`,
+    the plan of any loop (`auto_vector_plan`) in chunks of at most that many lanes,
+    whatever its extent."""
+    assert lanes is not None or loop.kind is ir.ForKind.VECTORIZED, (
+        f"loop {loop.var} is not vectorized")
     written = sorted({s.buffer.name for s in walk_stmts(loop.body) if isinstance(s, ir.Store)}
                      - {status} - _allocated(loop.body))
     extent = loop_extent(loop)
     max_extent = loop.max_extent if loop.max_extent is not None else extent
+    if lanes is not None and max_extent is None:
+        max_extent = lanes
     base = VectorLoop(tuple(written), loop.var, extent, max_extent or 0, False)
     if max_extent is None:
         return _with(base, reason="its extent has no constant bound")
-    chunks, masked_tail = chunk_widths(extent, max_extent)
+    chunks, masked_tail = chunk_widths(extent, max_extent, lanes or MAX_LANES)
     if max(chunks) < 2:
         return _with(base, reason="it has fewer than two iterations")
     walker = _Walker(chunks[0], status)
@@ -384,3 +391,65 @@ def report(func: ir.LoweredFunc) -> VectorReport:
     for x in out:
         merged[x] = merged.get(x, 0) + 1
     return VectorReport(tuple(_with(x, copies=n) for x, n in merged.items()))
+
+
+def independent(loop: ir.For, status: str | None = None) -> bool:
+    """Whether the iterations of `loop` are independent, by a test on the loop IR alone:
+    every buffer the body writes (other than temps allocated inside it) is read and
+    written only at one index, the same expression everywhere, linear in the loop's
+    variable with a stride other than 0 and otherwise made of variables bound outside
+    the loop. Each iteration then touches its own element of each such buffer, and
+    no iteration reads what another writes. Conservative: False when unsure (an
+    atomic update, a parallel loop inside, two spellings of one index). `status` names
+    the function's status, which every writer sets to the same code."""
+    private = _allocated(loop.body) | {status}
+    written: dict[str, tuple[ir.Expr, ...]] = {}
+    for s in walk_stmts(loop.body):
+        if isinstance(s, ir.Store) and s.buffer.name not in private:
+            if s.atomic or written.get(s.buffer.name, s.indices) != s.indices:
+                return False
+            written[s.buffer.name] = s.indices
+        if isinstance(s, ir.For) and s.kind is ir.ForKind.PARALLEL:
+            return False
+    inner = _bound_inside(loop.body)
+    for indices in written.values():
+        if len(indices) != 1 or expr_vars(indices[0]) & inner:
+            return False
+        shape = lane_shape(indices[0], {loop.var: LANE}, frozenset())
+        if shape.kind != "linear":
+            return False
+    for s in walk_stmts(loop.body):
+        for e in stmt_exprs(s):
+            for x in walk_exprs(e):
+                if isinstance(x, ir.Load) and x.buffer.name in written and (
+                        x.indices != written[x.buffer.name]):
+                    return False
+    return True
+
+
+def _bound_inside(s: ir.Stmt) -> set[str]:
+    """The variables bound inside `s`: loop variables and let names."""
+    return {x.var for x in walk_stmts(s) if isinstance(x, ir.For)} | {
+        x.name for x in walk_stmts(s) if isinstance(x, ir.Let)}
+
+
+def auto_vector_plan(loop: ir.For, lanes: int, status: str | None = None) -> VectorLoop | None:
+    """The plan to run a loop no schedule vectorized as vector code, when that is safe
+    and pays; None otherwise. It is for what a loop vectorizer of innermost loops
+    cannot do: a SERIAL loop with a loop inside (an outer loop around a reduction, as
+    an unscheduled matmul's j around its k), whose iterations are `independent`, with
+    no vectorized or parallel loop inside, whose plan has a contiguous access and no
+    strided or gathered one."""
+    if loop.kind is not ir.ForKind.SERIAL:
+        return None
+    loops = [x for x in walk_stmts(loop.body) if isinstance(x, ir.For)]
+    if not loops or any(x.kind in (ir.ForKind.VECTORIZED, ir.ForKind.PARALLEL) for x in loops):
+        return None
+    if not independent(loop, status):
+        return None
+    out = plan(loop, status, lanes=lanes)
+    kinds = out.counts()
+    if not out.vectorized or "contiguous" not in kinds or set(kinds) - {"contiguous",
+                                                                        "broadcast"}:
+        return None
+    return out
