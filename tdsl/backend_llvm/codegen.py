@@ -14,8 +14,12 @@ already allocated has been freed (`abi`'s unwind policy).
   with `llvm.loop.vectorize.*` hints (width: the largest power of two <=
   min(max_extent, 64)) when nothing but UNROLLED loops is nested in it,
   since LLVM only vectorizes innermost loops; UNROLLED loops carry
-  `llvm.loop.unroll.full`. LLVM's loop vectorizer runs on the hinted loops
-  only (see jit.py).
+  `llvm.loop.unroll.full`. A SERIAL loop with a loop inside is vector code
+  too when `lower.vectors.auto_vector_plan` proves its iterations independent
+  and its accesses contiguous (an outer loop around a reduction, which LLVM's
+  loop vectorizer of innermost loops leaves scalar), at the host's vector
+  width (`host_vector_bytes`). LLVM's loop vectorizer takes the other loops
+  (see jit.py).
 - A PARALLEL loop's body is outlined into `void NAME.VAR.body(i64 lo, i64 hi,
   ptr env)`, which runs iterations [lo, hi); `env` is a struct
   `{i64 lo, i64 hi, i64 next, i32 failed, captured values...}` built by the
