@@ -436,17 +436,23 @@ class _FunctionEmitter:
         self.place(done)
 
     def branch(self, s: If) -> None:
-        cond = self.cond(s.cond)
-        then = self.new_block("if.then")
-        other = self.new_block("if.else") if s.else_ is not None else None
-        end = self.new_block("if.end")
-        self.b.cbranch(cond, then, other or end)
-        self.place(then)
-        self.stmt(s.then)
+        other = s.else_
+        self.if_then_else(self.cond(s.cond), lambda: self.stmt(s.then),
+                          None if other is None else lambda: self.stmt(other))
+
+    def if_then_else(self, cond: ir.Value, then: Callable[[], None],
+                     other: Callable[[], None] | None = None, name: str = "if") -> None:
+        """if (cond) then() else other(): each emits its branch's code."""
+        then_bb = self.new_block(f"{name}.then")
+        other_bb = self.new_block(f"{name}.else") if other is not None else None
+        end = self.new_block(f"{name}.end")
+        self.b.cbranch(cond, then_bb, other_bb or end)
+        self.place(then_bb)
+        then()
         self.b.branch(end)
-        if other is not None and s.else_ is not None:  # one is there when the other is
-            self.place(other)
-            self.stmt(s.else_)
+        if other is not None and other_bb is not None:  # one is there when the other is
+            self.place(other_bb)
+            other()
             self.b.branch(end)
         self.place(end)
 

@@ -286,10 +286,8 @@ class _Chunk:
             case Store(atomic=False):
                 self.store(s)
             case Let(name=name, value=value, body=body):
-                old = self.scope.get(name)
-                self.scope[name] = self.expr(value)
-                self.stmt(body)
-                self._restore(name, old)
+                with self.fe.bind(self.scope, name, self.expr(value)):
+                    self.stmt(body)
             case If():
                 self.branch(s)
             case For(kind=kind, var=var, start=start, end=end, body=body) if (
@@ -298,10 +296,8 @@ class _Chunk:
                 assert self.uniform(lo, hi), f"loop {var} has bounds that differ between lanes"
 
                 def inner(i: ir.Value) -> None:
-                    old = self.scope.get(var)
-                    self.scope[var] = _V("u", i)
-                    self.stmt(body)
-                    self._restore(var, old)
+                    with self.fe.bind(self.scope, var, _V("u", i)):
+                        self.stmt(body)
 
                 self.fe.counted_loop(var, lo.value, hi.value, None, None, emit=inner)
             case Allocate(buffer=buf, body=body, storage=Storage.STACK):
@@ -316,48 +312,31 @@ class _Chunk:
                 raise TypeError(f"statement {type(s).__name__} cannot run as vector code: "
                                 "lower.vectors.plan should have refused the loop")
 
-    def _restore(self, name: str, old: _V | None) -> None:
-        if old is None:
-            del self.scope[name]
-        else:
-            self.scope[name] = old
-
     def branch(self, s: If) -> None:
         b, fe = self.b, self.fe
-        c = self.cond(s.cond)
+        c, other = self.cond(s.cond), s.else_
         if c.kind == "u":
-            then = fe.new_block("if.then")
-            other = fe.new_block("if.else") if s.else_ is not None else None
-            end = fe.new_block("if.end")
-            b.cbranch(c.value, then, other or end)
-            fe.place(then)
-            self.stmt(s.then)
-            b.branch(end)
-            if other is not None and s.else_ is not None:
-                fe.place(other)
-                self.stmt(s.else_)
-                b.branch(end)
-            fe.place(end)
+            fe.if_then_else(c.value, lambda: self.stmt(s.then),
+                            None if other is None else lambda: self.stmt(other))
             return
         outer = self.mask
         yes = c.value if outer is None else b.and_(outer, c.value)
         self.masked(yes, s.then)
-        if s.else_ is not None:
+        if other is not None:
             no = b.xor(c.value, ir.Constant(c.value.type, 1))
-            self.masked(no if outer is None else b.and_(outer, no), s.else_)
+            self.masked(no if outer is None else b.and_(outer, no), other)
         self.mask = outer
 
     def masked(self, mask: ir.Value, body: Stmt) -> None:
         """Run `body` on the lanes of `mask`, or not at all when it has none."""
-        b, fe = self.b, self.fe
+        b = self.b
         fn = ops.declare(b.module, f"llvm.vector.reduce.or.v{self.width}i1", I1, [mask.type])
-        run, end = fe.new_block("lanes.some"), fe.new_block("lanes.end")
-        b.cbranch(b.call(fn, [mask]), run, end)
-        fe.place(run)
-        self.mask = mask
-        self.stmt(body)
-        b.branch(end)
-        fe.place(end)
+
+        def run() -> None:
+            self.mask = mask
+            self.stmt(body)
+
+        self.fe.if_then_else(b.call(fn, [mask]), run, name="lanes")
 
     # ------------------------------------------------------- expressions
 
