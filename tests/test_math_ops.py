@@ -159,3 +159,24 @@ def test_random_integer_bit_operations(dtype, data):
     got = td.build(td.schedule(out))(a=av, b=bv)
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(td.evaluate(out, a=av, b=bv), want)
+
+
+@pytest.mark.parametrize("target", ["c", "llvm"])
+@pytest.mark.parametrize("vectorized", [False, True])
+@pytest.mark.parametrize("dtype", [td.float32, td.float64], ids=lambda d: d.name)
+def test_maximum_and_minimum_are_numpys_bit_for_bit(target, vectorized, dtype):
+    """Ties of +0 and -0 give the second operand, a NaN in either operand wins, and of
+    two NaNs the first one's payload: bit for bit what np.maximum / np.minimum give,
+    in scalar and in vector code."""
+    x = td.dim("x")
+    bits = np.dtype(f"u{dtype.itemsize}")
+    nan = np.array([np.nan], dtype.np).view(bits)[0]
+    p1, p2 = (np.array([nan | k], bits).view(dtype.np)[0] for k in (1, 2))
+    av = np.array([0.0, -0.0, p1, 1.0, p1, 2.0, -np.inf, 3.0], dtype.np)
+    bv = np.array([-0.0, 0.0, p2, p2, 1.0, 2.0, np.inf, -1.0], dtype.np)
+    a, b = td.input("a", {x: 8}, dtype), td.input("b", {x: 8}, dtype)
+    for fn, ref in ((td.maximum, np.maximum), (td.minimum, np.minimum)):
+        out = td.compute("out", {x: 8}, fn(a[x], b[x]))
+        s = td.schedule(out).vectorize(out, "x") if vectorized else td.schedule(out)
+        got = td.build(s, target=target)(a=av, b=bv)
+        np.testing.assert_array_equal(got.view(bits), ref(av, bv).view(bits))
