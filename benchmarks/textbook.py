@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+import harness
 import numpy as np
 
 import tdsl as td
@@ -156,17 +155,6 @@ def naive(name: str, sizes: dict[str, int]):
     return fn
 
 
-def median_seconds(call, min_seconds: float, runs: int = 5) -> float:
-    call()  # warm up
-    times: list[float] = []
-    start = time.perf_counter()
-    while len(times) < runs or time.perf_counter() - start < min_seconds:
-        t0 = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def check(got: np.ndarray, want: np.ndarray, what: str) -> None:
     if want.dtype.kind in "iub":
         np.testing.assert_array_equal(got, want, err_msg=what)
@@ -189,7 +177,7 @@ def measure(name: str, min_seconds: float) -> dict[str, float]:
     call = lambda: fn(*(a.ctypes.data for a in keep))  # noqa: E731
     call()
     check(result, want, f"{name}: naive C")
-    out["gcc"] = median_seconds(call, min_seconds)
+    out["gcc"] = harness.time_calls(call, runs=5, warmup=1, min_seconds=min_seconds).median
     for target in ("c", "llvm"):
         f = td.build(plain, target=target)
         check(f(**arrays), want, f"{name}: tdsl {target}")

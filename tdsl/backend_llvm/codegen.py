@@ -77,7 +77,7 @@ from ..lower.ir import (
 from ..lower.ir import Binary as BinaryExpr
 from ..lower.ir import Load as LoadExpr
 from ..lower.rewrite import atomic_fetch, walk_stmts
-from ..lower.vectors import VectorLoop, auto_vector_plan
+from ..lower.vectors import auto_vector_plan
 from ..lower.vectors import plan as vector_plan
 from . import ops
 from .captures import all_buffers, free_names
@@ -381,7 +381,8 @@ class _FunctionEmitter:
                 self.parallel(s)
             case For(kind=ForKind.VECTORIZED) if (plan := vector_plan(s, self.status)).vectorized:
                 emit_vector_loop(self, s, plan)
-            case For(kind=ForKind.SERIAL) if (auto := self.auto_vector(s)) is not None:
+            case For(kind=ForKind.SERIAL) if (auto := auto_vector_plan(
+                    s, host_vector_bytes(), self.status)) is not None:
                 emit_vector_loop(self, s, auto)
             case For():
                 lo, hi = self.expr(s.start), self.expr(s.end)
@@ -390,15 +391,6 @@ class _FunctionEmitter:
                 self.allocate(s)
             case _:
                 raise TypeError(f"unknown loop-IR statement {s!r}")
-
-    def auto_vector(self, s: For) -> VectorLoop | None:
-        """The plan to run serial loop `s` as vector code of the host's vector width
-        (`vectors.auto_vector_plan`: an outer loop around a loop, which LLVM's loop
-        vectorizer leaves scalar), or None."""
-        widest = max((x.buffer.dtype.itemsize for x in walk_stmts(s.body)
-                      if isinstance(x, Store)), default=4)
-        lanes = host_vector_bytes() // widest
-        return auto_vector_plan(s, lanes, self.status) if lanes >= 2 else None
 
     def atomic_store(self, s: Store) -> None:
         """An atomic read-modify-write (`Store.atomic`). In an outlined parallel body:

@@ -30,7 +30,7 @@ backend asks the C compiler for the same loops with `#pragma omp simd`.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import dtypes as dt
@@ -265,23 +265,17 @@ def plan(loop: ir.For, status: str | None = None, lanes: int | None = None) -> V
         max_extent = lanes
     base = VectorLoop(tuple(written), loop.var, extent, max_extent or 0, False)
     if max_extent is None:
-        return _with(base, reason="its extent has no constant bound")
+        return replace(base, reason="its extent has no constant bound")
     chunks, masked_tail = chunk_widths(extent, max_extent, lanes or MAX_LANES)
     if max(chunks) < 2:
-        return _with(base, reason="it has fewer than two iterations")
+        return replace(base, reason="it has fewer than two iterations")
     walker = _Walker(chunks[0], status)
     try:
         walker.stmt(loop.body, {loop.var: LANE}, frozenset(), masked_tail)
     except NotVectorizable as e:
-        return _with(base, reason=str(e))
-    return _with(base, vectorized=True, chunks=chunks, masked_tail=masked_tail,
+        return replace(base, reason=str(e))
+    return replace(base, vectorized=True, chunks=chunks, masked_tail=masked_tail,
                  accesses=tuple(walker.accesses))
-
-
-def _with(base: VectorLoop, **changes: Any) -> VectorLoop:
-    from dataclasses import replace
-
-    return replace(base, **changes)
 
 
 def _allocated(s: ir.Stmt) -> set[str]:
@@ -338,7 +332,6 @@ class _Walker:
             case _:
                 raise TypeError(f"unknown loop-IR statement {s!r}")
 
-
     def store(self, s: ir.Store, env: dict[str, Shape], private: frozenset[str],
               masked: bool) -> None:
         buf = s.buffer
@@ -390,7 +383,7 @@ def report(func: ir.LoweredFunc) -> VectorReport:
     merged: dict[VectorLoop, int] = {}
     for x in out:
         merged[x] = merged.get(x, 0) + 1
-    return VectorReport(tuple(_with(x, copies=n) for x, n in merged.items()))
+    return VectorReport(tuple(replace(x, copies=n) for x, n in merged.items()))
 
 
 def independent(loop: ir.For, status: str | None = None) -> bool:
@@ -433,19 +426,25 @@ def _bound_inside(s: ir.Stmt) -> set[str]:
         x.name for x in walk_stmts(s) if isinstance(x, ir.Let)}
 
 
-def auto_vector_plan(loop: ir.For, lanes: int, status: str | None = None) -> VectorLoop | None:
+def auto_vector_plan(loop: ir.For, vector_bytes: int,
+                     status: str | None = None) -> VectorLoop | None:
     """The plan to run a loop no schedule vectorized as vector code, when that is safe
     and pays; None otherwise. It is for what a loop vectorizer of innermost loops
     cannot do: a SERIAL loop with a loop inside (an outer loop around a reduction, as
     an unscheduled matmul's j around its k), whose iterations are `independent`, with
     no vectorized or parallel loop inside, whose plan has a contiguous access and no
-    strided or gathered one."""
+    strided or gathered one. Its lanes fill `vector_bytes` with the widest element
+    the loop stores."""
     if loop.kind is not ir.ForKind.SERIAL:
         return None
-    loops = [x for x in walk_stmts(loop.body) if isinstance(x, ir.For)]
+    inside = list(walk_stmts(loop.body))
+    loops = [x for x in inside if isinstance(x, ir.For)]
     if not loops or any(x.kind in (ir.ForKind.VECTORIZED, ir.ForKind.PARALLEL) for x in loops):
         return None
-    if not independent(loop, status):
+    widest = max((x.buffer.dtype.itemsize for x in inside if isinstance(x, ir.Store)),
+                 default=4)
+    lanes = vector_bytes // widest
+    if lanes < 2 or not independent(loop, status):
         return None
     out = plan(loop, status, lanes=lanes)
     kinds = out.counts()
