@@ -155,6 +155,20 @@ def test_simplify_decides_comparisons_by_loop_ranges():
                                  _store(ir.Const(0, dt.int32), i)))
 
 
+def test_simplify_picks_min_max_operands_when_the_difference_touches_zero():
+    # i in [0, 7]: i - 0 lies in [0, 7], which says i >= 0 (max(i, 0) is i, min(i, 0) is
+    # 0) without saying i <= 0 or its negation; 7 - i in [0, 7] likewise
+    i = ir.Var("i")
+    at = [ir.Binary("max", i, _i(0), dt.index), ir.Binary("min", i, _i(0), dt.index),
+          ir.Binary("min", _i(7), i, dt.index), ir.Binary("max", _i(7), i, dt.index),
+          ir.Binary("max", i, _i(1), dt.index)]
+    loop = ir.For("i", _i(0), _i(8), ir.ForKind.SERIAL,
+                  ir.Block(tuple(_store(ir.Const(0, dt.int32), x) for x in at)))
+    got = _simplified(loop)
+    want = [i, _i(0), i, _i(7), at[4]]  # max(i, 1): i - 1 in [-1, 6] decides nothing
+    assert got.body == ir.Block(tuple(_store(ir.Const(0, dt.int32), x) for x in want))
+
+
 def test_simplify_narrows_ranges_under_conditions():
     j = ir.Var("j")
     inner = ir.For("j", _i(0), ir.Var("N"), ir.ForKind.SERIAL,

@@ -38,7 +38,7 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                         }
                     } else if (x_o == 8) {
                         for (int64_t x = 15; x < 17; x++) {
-                            s0[(y - 7) * 6 + x - 2 * x_o + 1] = (int32_t)((uint32_t)a[min_i64(y + 2, 12) * 17 + min_i64(x + 1, 16)] + (uint32_t)a[min_i64(y + 2, 12) * 17 + x - 2] + (uint32_t)a[min_i64(y + 1, 12) * 17 + x]);
+                            s0[(y - 7) * 6 + x - 2 * x_o + 1] = (int32_t)((uint32_t)a[min_i64(y + 2, 12) * 17 + 16] + (uint32_t)a[min_i64(y + 2, 12) * 17 + x - 2] + (uint32_t)a[min_i64(y + 1, 12) * 17 + x]);
                         }
                     } else if (x_o == 7) {
                         for (int64_t x = 13; x < 17; x++) {
@@ -46,7 +46,7 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                         }
                     } else {
                         for (int64_t x = 0; x < 5; x++) {
-                            s0[(y - 7) * 6 + x - (x_o == 0 ? 0 : 2 * x_o - 1)] = (int32_t)((uint32_t)a[min_i64(y + 2, 12) * 17 + x + 1] + (uint32_t)a[min_i64(y + 2, 12) * 17 + max_i64(x - 2, 0)] + (uint32_t)a[min_i64(y + 1, 12) * 17 + max_i64(x, 0)]);
+                            s0[(y - 7) * 6 + x - (x_o == 0 ? 0 : 2 * x_o - 1)] = (int32_t)((uint32_t)a[min_i64(y + 2, 12) * 17 + x + 1] + (uint32_t)a[min_i64(y + 2, 12) * 17 + max_i64(x - 2, 0)] + (uint32_t)a[min_i64(y + 1, 12) * 17 + x]);
                         }
                     }
                 }
@@ -59,7 +59,7 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                         }
                     } else {
                         for (int64_t x = 0; x < 5; x++) {
-                            s0[(y - 2) * 6 + x] = (int32_t)((uint32_t)a[min_i64(y + 2, 12) * 17 + x + 1] + (uint32_t)a[min_i64(y + 2, 12) * 17 + max_i64(x - 2, 0)] + (uint32_t)a[min_i64(y + 1, 12) * 17 + max_i64(x, 0)]);
+                            s0[(y - 2) * 6 + x] = (int32_t)((uint32_t)a[min_i64(y + 2, 12) * 17 + x + 1] + (uint32_t)a[min_i64(y + 2, 12) * 17 + max_i64(x - 2, 0)] + (uint32_t)a[min_i64(y + 1, 12) * 17 + x]);
                         }
                     }
                 }
@@ -72,7 +72,7 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                         }
                     } else if (x_o == 8) {
                         for (int64_t x = 15; x < 17; x++) {
-                            s0[y * 6 + x - 2 * x_o + 1] = (int32_t)((uint32_t)a[(y + 2) * 17 + min_i64(x + 1, 16)] + (uint32_t)a[(y + 2) * 17 + x - 2] + (uint32_t)a[(y + 1) * 17 + x]);
+                            s0[y * 6 + x - 2 * x_o + 1] = (int32_t)((uint32_t)a[(y + 2) * 17 + 16] + (uint32_t)a[(y + 2) * 17 + x - 2] + (uint32_t)a[(y + 1) * 17 + x]);
                         }
                     } else if (x_o == 7) {
                         for (int64_t x = 13; x < 17; x++) {
@@ -80,7 +80,7 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                         }
                     } else {
                         for (int64_t x = 0; x < 5; x++) {
-                            s0[y * 6 + x - (x_o == 0 ? 0 : 2 * x_o - 1)] = (int32_t)((uint32_t)a[(y + 2) * 17 + x + 1] + (uint32_t)a[(y + 2) * 17 + max_i64(x - 2, 0)] + (uint32_t)a[(y + 1) * 17 + max_i64(x, 0)]);
+                            s0[y * 6 + x - (x_o == 0 ? 0 : 2 * x_o - 1)] = (int32_t)((uint32_t)a[(y + 2) * 17 + x + 1] + (uint32_t)a[(y + 2) * 17 + max_i64(x - 2, 0)] + (uint32_t)a[(y + 1) * 17 + x]);
                         }
                     }
                 }
@@ -112,7 +112,7 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                         for (int64_t y_s1 = y; y_s1 < min_i64(13, y + 2); y_s1++) {
                             TDSL_SCALAR_LOOP;
                             for (int64_t x_s1 = 15; x_s1 < 17; x_s1++) {
-                                s1[(y_s1 - y) * 2 + x_s1 - 15] = (int32_t)((uint32_t)s0[min_i64(y_s1 - 5, 5) * 6 + min_i64(x_s1 + 1, 16) - 2 * x_o + 1] + (uint32_t)s0[(y_s1 - 7) * 6 + x_s1 - 2 * x_o + 1] + (uint32_t)s0[(y_s1 - 8) * 6 + 17 - 2 * x_o]);
+                                s1[(y_s1 - y) * 2 + x_s1 - 15] = (int32_t)((uint32_t)s0[min_i64(y_s1 - 5, 5) * 6 + 17 - 2 * x_o] + (uint32_t)s0[(y_s1 - 7) * 6 + x_s1 - 2 * x_o + 1] + (uint32_t)s0[(y_s1 - 8) * 6 + 17 - 2 * x_o]);
                             }
                         }
                         s2[(y - 8) * 3 + 16 - 2 * x_o] = (int32_t)((uint32_t)s1[(min_i64(y + 1, 12) - y) * 2] + (uint32_t)s1[1]);
@@ -145,7 +145,7 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                         for (int64_t y_s1 = y; y_s1 < y + 2; y_s1++) {
                             TDSL_SCALAR_LOOP;
                             for (int64_t x_s1 = 15; x_s1 < 17; x_s1++) {
-                                s1[(y_s1 - y) * 2 + x_s1 - 15] = (int32_t)((uint32_t)s0[min_i64(y_s1, 10) * 6 + min_i64(x_s1 + 1, 16) - 2 * x_o + 1] + (uint32_t)s0[(y_s1 - 2) * 6 + x_s1 - 2 * x_o + 1] + (uint32_t)s0[(y_s1 - 3) * 6 + 17 - 2 * x_o]);
+                                s1[(y_s1 - y) * 2 + x_s1 - 15] = (int32_t)((uint32_t)s0[min_i64(y_s1, 10) * 6 + 17 - 2 * x_o] + (uint32_t)s0[(y_s1 - 2) * 6 + x_s1 - 2 * x_o + 1] + (uint32_t)s0[(y_s1 - 3) * 6 + 17 - 2 * x_o]);
                             }
                         }
                         s2[(y - 3) * 3 + 16 - 2 * x_o] = (int32_t)((uint32_t)s1[2] + (uint32_t)s1[1]);
@@ -178,7 +178,7 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                         for (int64_t y_s1 = y; y_s1 < y + 2; y_s1++) {
                             TDSL_SCALAR_LOOP;
                             for (int64_t x_s1 = 15; x_s1 < 17; x_s1++) {
-                                s1[(y_s1 - y) * 2 + x_s1 - 15] = (int32_t)((uint32_t)s0[(y_s1 + 2) * 6 + min_i64(x_s1 + 1, 16) - 2 * x_o + 1] + (uint32_t)s0[y_s1 * 6 + x_s1 - 2 * x_o + 1] + (uint32_t)s0[max_i64(y_s1 - 1, 0) * 6 + 17 - 2 * x_o]);
+                                s1[(y_s1 - y) * 2 + x_s1 - 15] = (int32_t)((uint32_t)s0[(y_s1 + 2) * 6 + 17 - 2 * x_o] + (uint32_t)s0[y_s1 * 6 + x_s1 - 2 * x_o + 1] + (uint32_t)s0[max_i64(y_s1 - 1, 0) * 6 + 17 - 2 * x_o]);
                             }
                         }
                         s2[y * 3 + 16 - 2 * x_o] = (int32_t)((uint32_t)s1[2] + (uint32_t)s1[1]);

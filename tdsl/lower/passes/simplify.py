@@ -327,9 +327,12 @@ class _Simplify(Rewriter):
         if d is not None:
             return e.a if (d <= 0) == (e.op == "min") else e.b
         if e.dtype == dt.index:
-            a_le_b = _decide("le", self.range_of(ir.Binary("sub", e.a, e.b, dt.index)))
-            if a_le_b is not None:
-                return e.a if a_le_b == (e.op == "min") else e.b
+            # a - b in [0, 5] decides neither "a <= b" nor its negation, yet a >= b
+            d = self.range_of(ir.Binary("sub", e.a, e.b, dt.index))
+            if _decide("le", d):
+                return e.a if e.op == "min" else e.b
+            if _decide("ge", d):
+                return e.b if e.op == "min" else e.a
         return None
 
     def stmt(self, s: ir.Stmt) -> ir.Stmt | None:
