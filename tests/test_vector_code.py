@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tdsl as td
+from tdsl import dtypes as dt
 from tdsl.lower import finish, ir, lower_schedule, vectors
 
 rng = np.random.default_rng(7)
@@ -187,6 +188,81 @@ def test_masked_vector_code_matches_numpy(n, factor, dtype, shift):
     out = td.compute("out", {x: N}, td.where(view[x + shift] > view[x], view[x + shift], a[x]))
     s = td.schedule(out).split(out, "x", factor).vectorize(out, "x_i")
     av = (rng.standard_normal(n) * 50).astype(dtype.np)
+    want = td.evaluate(out, a=av)
+    for target in BACKENDS:
+        f = build(s, target)
+        np.testing.assert_array_equal(f(a=av), want)
+        assert all(loop.vectorized for loop in f.vectorization), str(f.vectorization)
+
+
+@pytest.mark.parametrize("target", BACKENDS)
+def test_padded_read_in_a_boundary_chunk_is_a_masked_load(target):
+    # the chunks at either end read through td.pad: select(0 <= x + d < 32, a[clamp], 0)
+    # is a contiguous load masked by the condition, not a gather of clamped indices
+    x = td.dim("x")
+    a = td.input("a", {x: 32}, td.float32)
+    p = td.pad(a, 0.5)
+    out = td.compute("out", {x: 32}, p[x - 1] + p[x] * 2 + p[x + 1] * 3)
+    s = td.schedule(out).split(out, "x", 8).vectorize(out, "x_i")
+    f = build(s, target)
+    av = rng.standard_normal(32).astype(np.float32)
+    q = np.pad(av, 1, constant_values=0.5)
+    np.testing.assert_allclose(f(a=av), q[:-2] + q[1:-1] * 2 + q[2:] * 3, rtol=1e-5, atol=1e-6)
+    text = str(f.vectorization)
+    assert "nonaffine" not in text and "gather" not in text, text
+    assert sum(a.masked for loop in f.vectorization for a in loop.accesses) == 2, text
+    if target == "llvm":
+        assert "llvm.masked.load" in f.source and "llvm.masked.gather" not in f.source
+
+
+def test_guarded_arm_drops_only_the_clamps_its_condition_proves():
+    i, n = ir.Var("i"), ir.Var("N")
+    buf = ir.Buffer("a", td.float32, (n,), "input")
+
+    def idx(k: int) -> ir.Expr:
+        return ir.Binary("add", i, ir.index_const(k), dt.index) if k else i
+
+    def sel(cond: ir.Expr, index: ir.Expr) -> ir.Select:
+        return ir.Select(cond, ir.Load(buf, (index,)), ir.Const(0.0, td.float32), td.float32)
+
+    zero, last = ir.index_const(0), ir.Binary("sub", n, ir.index_const(1), dt.index)
+    lo = ir.Binary("max", idx(-1), zero, dt.index)  # max(i - 1, 0)
+    both = ir.Binary("min", lo, last, dt.index)  # min(max(i - 1, 0), N - 1)
+    ge = ir.Compare("ge", idx(-1), zero)  # i - 1 >= 0
+    lt = ir.Compare("lt", idx(-1), n)  # i - 1 < N
+    cases = [
+        (sel(ge, lo), idx(-1)),
+        (sel(ir.Compare("gt", i, zero), lo), idx(-1)),  # i > 0 says i - 1 >= 0
+        (sel(ir.Binary("and", ge, lt, dt.bool_), both), idx(-1)),
+        (sel(ge, both), ir.Binary("min", idx(-1), last, dt.index)),  # one side proved
+        (sel(ir.Compare("ge", i, zero), lo), None),  # i >= 0 does not say i - 1 >= 0
+        (sel(lt, lo), None),
+    ]
+    for select, want in cases:
+        got = vectors.guarded_arm(select, lambda e: True)
+        if want is None:
+            assert got is None, select
+        else:
+            assert got is not None and got[0] == ir.Load(buf, (want,)), (select, got)
+            assert got[1] == frozenset({got[0]})
+    # an index that becomes the same in every lane keeps its clamp: it is loaded unmasked
+    assert vectors.guarded_arm(cases[0][0], lambda e: False) is None
+
+
+# Reads through td.pad in two dimensions: whole rows outside the image (a condition the
+# same in every lane), boundary chunks (one that differs), and a symbolic width.
+@settings(max_examples=25, deadline=None)
+@given(h=st.integers(1, 9), w=st.integers(1, 40), factor=st.sampled_from([2, 4, 8, 16, 24]),
+       dtype=st.sampled_from([td.float32, td.int32, td.uint8, td.float64]),
+       dy=st.integers(-3, 3), dx=st.integers(-3, 3), symbolic=st.booleans())
+def test_padded_vector_code_matches_numpy(h, w, factor, dtype, dy, dx, symbolic):
+    y, x = td.dims("y x")
+    W = td.size("W") if symbolic else w
+    a = td.input("a", {y: h, x: W}, dtype)
+    p = td.pad(a, 7)
+    out = td.compute("out", {y: h, x: W}, p[y + dy, x + dx] + p[y, x - dx] + p[y - dy, x])
+    s = td.schedule(out).split(out, "x", factor).vectorize(out, "x_i")
+    av = (rng.standard_normal((h, w)) * 50).astype(dtype.np)
     want = td.evaluate(out, a=av)
     for target in BACKENDS:
         f = build(s, target)

@@ -13,7 +13,9 @@ once, on vectors of the chunk's lanes (`_Chunk`):
   ones a scalar access, strided ones a scalar access per lane
   (`llvm.masked.gather`/`scatter` under a mask), the rest gather/scatter;
 - a condition that differs between lanes narrows the mask for its branches,
-  each branch skipped when no lane of the mask is left;
+  each branch skipped when no lane of the mask is left; a select's guarded arm
+  (`vectors.guarded_arm`, a read through `td.pad`) is evaluated under the mask
+  of its condition, its loads at unclamped indices masked;
 - a temp allocated inside the loop is an array with a copy per lane.
 
 Loops the plan refuses stay scalar loops with LLVM's vectorizer hints
@@ -52,7 +54,7 @@ from ..lower.ir import (
     constant_elements,
     int_value,
 )
-from ..lower.vectors import VectorLoop
+from ..lower.vectors import UNIFORM, Shape, VectorLoop, guarded_arm, lane_shape
 from . import ops
 from .ops import I1, I8, I32, I64, PTR
 
@@ -145,6 +147,8 @@ class _Chunk:
         first = fe.b.add(base, ir.Constant(I64, 0), name=loop.var)
         self.scope: dict[str, _V] = {loop.var: _V("l", first, 1)}
         self.private: dict[str, ir.Value] = {}  # lane-private temps: a copy per lane
+        # loads of a guarded select arm at unclamped indices: safe only on masked lanes
+        self.unclamped: frozenset[Load] = frozenset()
 
     # ---------------------------------------------------------------- helpers
 
@@ -212,13 +216,21 @@ class _Chunk:
 
     # ------------------------------------------------------------ memory
 
-    def load(self, buf: Buffer, index_expr: Expr) -> _V:
+    def load(self, buf: Buffer, index_expr: Expr, guarded: bool = False) -> _V:
+        """A load of `buf` at `index_expr`; `guarded`: the index is in bounds only on the
+        lanes of the mask (an unclamped load of a guarded select arm)."""
         b, fe = self.b, self.fe
         align = buf.dtype.itemsize
         elty = ops.lltype(buf.dtype)
         idx = self.typed(index_expr, index)
         if idx.kind == "u" and buf.name not in self.private:
             ptr = self.scalar_address(buf, idx.value)
+            if guarded:  # one element for the lanes of the mask, none without them
+                vty = self.vty(buf.dtype)
+                name = f"llvm.masked.gather.{ops._suffix(vty)}.v{self.width}p0"
+                return _V("v", fe.annotate(self.masked_intrinsic(name, vty, [
+                    _splat(b, ptr, self.width), ir.Constant(I32, align), self.all_lanes(),
+                    ir.Constant(vty, None)]), buf))
             return _V("u", fe.annotate(b.load(ptr, typ=elty, align=align), buf))
         where, offsets = self.lane_offsets(buf, idx)
         vty = self.vty(buf.dtype)
@@ -360,6 +372,41 @@ class _Chunk:
             return _V("u", ops.truth(b, v.value, e.dtype))
         return _V("v", ops.truth(b, self.vec(v), e.dtype))
 
+    def select(self, e: Select) -> _V:
+        """A select; a guarded arm (`vectors.guarded_arm`) is evaluated on the lanes of
+        the condition alone, its unclamped loads masked."""
+        b, dtype = self.b, e.dtype
+        vc = self.cond(e.cond)
+        guarded = guarded_arm(e, self.varies)
+        if guarded is None:
+            va = self.typed(e.a, dtype)
+        else:
+            va = self.under(vc, guarded[1], lambda: self.typed(guarded[0], dtype))
+        vb = self.typed(e.b, dtype)
+        if self.uniform(vc, va, vb):
+            return _V("u", b.select(vc.value, va.value, vb.value))
+        cond = vc.value if vc.kind == "u" else self.vec(vc)
+        return _V("v", b.select(cond, self.vec(va), self.vec(vb)))
+
+    def varies(self, e: Expr) -> bool:
+        """Whether `e` differs between lanes (`vectors.lane_shape` on the chunk's scope)."""
+        shapes = {"u": lambda v: UNIFORM, "l": lambda v: Shape("linear", v.stride),
+                  "v": lambda v: Shape("varying")}
+        env = {name: shapes[v.kind](v) for name, v in self.scope.items()}
+        return lane_shape(e, env, frozenset(self.private)).kind != "uniform"
+
+    def under(self, c: _V, unclamped: frozenset[Load], emit: Callable[[], _V]) -> _V:
+        """`emit()` with the mask narrowed to the lanes where `c` holds, and the loads
+        `unclamped` done on those lanes alone."""
+        outer, before = self.mask, self.unclamped
+        lanes = self.vec(c) if c.kind == "v" else _splat(self.b, c.value, self.width)
+        self.mask = lanes if outer is None else self.b.and_(outer, lanes)
+        self.unclamped = before | unclamped
+        try:
+            return emit()
+        finally:
+            self.mask, self.unclamped = outer, before
+
     def lift(self, operands: list[_V], op: Callable[..., ir.Value]) -> _V:
         """`op` on scalars when every operand is uniform, else on vectors."""
         if self.uniform(*operands):
@@ -410,7 +457,7 @@ class _Chunk:
                     return self.scope[name]
                 return _V("u", self.fe.expr(e))
             case Load(buffer=buf, indices=(idx,)):
-                return self.load(buf, idx)
+                return self.load(buf, idx, e in self.unclamped)
             case Binary(op=op, a=x, b=y, dtype=dtype):
                 return self.binary(e, op, self.typed(x, dtype), self.typed(y, dtype))
             case Compare():
@@ -425,12 +472,8 @@ class _Chunk:
             case Call(fn=fn, args=args, dtype=dtype):
                 return self.lift([self.typed(x, dtype) for x in args],
                                  lambda *ps: ops.call(b, fn, dtype, *ps))
-            case Select(cond=c, a=x, b=y, dtype=dtype):
-                vc, va, vb = self.cond(c), self.typed(x, dtype), self.typed(y, dtype)
-                if self.uniform(vc, va, vb):
-                    return _V("u", b.select(vc.value, va.value, vb.value))
-                cond = vc.value if vc.kind == "u" else self.vec(vc)
-                return _V("v", b.select(cond, self.vec(va), self.vec(vb)))
+            case Select():
+                return self.select(e)
             case Cast(a=x, dtype=dtype):
                 v = self.expr(x)
                 if v.kind == "u":

@@ -17,6 +17,13 @@ vector. `plan(loop)` decides, without looking at any target:
   element, strided (one element per lane, no gather instruction), or a
   gather/scatter where an index is data-dependent or not affine in the lane.
 
+A read through `td.pad` is a select whose first arm loads at a clamped index;
+where the select's condition makes the clamp the identity (`guarded_arm`), the
+arm's load is done on the condition's lanes alone, at the index itself: a
+masked contiguous load in a loop's boundary chunk, not a gather. (The C
+backend keeps the clamp and leaves the choice to the C compiler: gcc does not
+if-convert every such load into a masked one.)
+
 A temp allocated inside the loop is private to each lane: it is widened to
 one copy per lane, element e of lane l at `e * width + l`, so an access with
 an index the same in every lane is contiguous.
@@ -29,14 +36,14 @@ backend asks the C compiler for the same loops with `#pragma omp simd`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import dtypes as dt
 from . import ir
 from .passes.simplify import constant_difference
-from .rewrite import expr_vars, stmt_exprs, walk_exprs, walk_stmts
+from .rewrite import Rewriter, expr_children, expr_vars, stmt_exprs, walk_exprs, walk_stmts
 
 MAX_LANES = 64  # the widest chunk, in lanes
 
@@ -110,6 +117,92 @@ def _binary_shape(e: ir.Binary, sa: Shape, sb: Shape) -> Shape:
             if c is not None:
                 return Shape("linear", lin.stride * c) if c else UNIFORM
     return _varying(sa, sb)
+
+
+# ------------------------------------------------------ loads guarded by a select
+
+def _conjuncts(c: ir.Expr) -> Iterator[ir.Expr]:
+    if isinstance(c, ir.Binary) and c.op == "and" and c.dtype.is_bool:
+        yield from _conjuncts(c.a)
+        yield from _conjuncts(c.b)
+    else:
+        yield c
+
+
+# a comparison `a op b` as `p - q >= least`: (p, q, least)
+_AS_NONNEG = {"ge": (0, 1, 0), "gt": (0, 1, 1), "le": (1, 0, 0), "lt": (1, 0, 1)}
+
+
+def _proves_nonneg(facts: tuple[ir.Expr, ...], e: ir.Expr) -> bool:
+    """Whether the comparisons `facts`, all holding, make index expression `e` >= 0:
+    some fact says p - q >= least, and e - (p - q) is a constant k with least + k >= 0."""
+    for f in facts:
+        if not (isinstance(f, ir.Compare) and f.a.dtype == dt.index and f.b.dtype == dt.index):
+            continue
+        forms = [_AS_NONNEG[f.op]] if f.op in _AS_NONNEG else \
+            [(0, 1, 0), (1, 0, 0)] if f.op == "eq" else []
+        for p, q, least in forms:
+            sides = (f.a, f.b)
+            k = constant_difference(e, ir.Binary("sub", sides[p], sides[q], dt.index))
+            if k is not None and least + k >= 0:
+                return True
+    return False
+
+
+def _unclamped(e: ir.Expr, facts: tuple[ir.Expr, ...]) -> ir.Expr:
+    """Index expression `e` with each min and max that `facts` make the identity
+    replaced by the operand it picks (`max(x - 1, 0)` is `x - 1` where `x - 1 >= 0`)."""
+    if not (isinstance(e, ir.Binary | ir.Unary) and e.dtype == dt.index):
+        return e
+    if isinstance(e, ir.Unary):
+        a = _unclamped(e.a, facts)
+        return e if a is e.a else replace(e, a=a)
+    a, b = _unclamped(e.a, facts), _unclamped(e.b, facts)
+    if e.op in ("min", "max"):
+        a_minus_b = ir.Binary("sub", a, b, dt.index)
+        b_minus_a = ir.Binary("sub", b, a, dt.index)
+        if _proves_nonneg(facts, a_minus_b if e.op == "max" else b_minus_a):
+            return a
+        if _proves_nonneg(facts, b_minus_a if e.op == "max" else a_minus_b):
+            return b
+    return e if a is e.a and b is e.b else replace(e, a=a, b=b)
+
+
+def guarded_arm(sel: ir.Select, varying: Callable[[ir.Expr], bool]
+                ) -> tuple[ir.Expr, frozenset[ir.Load]] | None:
+    """The first arm of `sel` with its loads at unclamped indices, and those loads; None
+    when no load changes.
+
+    A read through `td.pad` is `select(0 <= e < n, t[clamp(e)], v)`: the clamp keeps the
+    load in bounds on the lanes the select then discards. Where the condition holds the
+    clamp is the identity, so a load done only on those lanes (masked) can use `e`
+    itself: a contiguous masked load in place of a gather. A load's index is replaced
+    when the condition's comparisons prove a min or max in it the identity and the new
+    index differs between lanes (`varying`); a load whose new index is the same in every
+    lane keeps its clamp, as it is then done unmasked. The caller evaluates the returned
+    arm with the lanes of `sel.cond` masked."""
+    rewrite = _Unclamp(tuple(_conjuncts(sel.cond)), varying)
+    arm = rewrite.visit_expr(sel.a)
+    return (arm, frozenset(rewrite.changed)) if rewrite.changed else None
+
+
+class _Unclamp(Rewriter):
+    """Loads at unclamped indices (see `guarded_arm`)."""
+
+    def __init__(self, facts: tuple[ir.Expr, ...], varying: Callable[[ir.Expr], bool]):
+        self.facts = facts
+        self.varying = varying
+        self.changed: list[ir.Load] = []
+
+    def expr(self, e: ir.Expr) -> ir.Expr | None:
+        if not isinstance(e, ir.Load) or len(e.indices) != 1:
+            return None
+        idx = _unclamped(e.indices[0], self.facts)
+        if idx is e.indices[0] or not self.varying(idx):
+            return None
+        load = replace(e, indices=(idx,))
+        self.changed.append(load)
+        return load
 
 
 def access_kind(shape: Shape, private: bool) -> str:
@@ -292,12 +385,27 @@ class _Walker:
 
     def loads(self, e: ir.Expr, env: dict[str, Shape], private: frozenset[str],
               masked: bool) -> Shape:
-        for x in walk_exprs(e):
-            if isinstance(x, ir.Load):
-                shape = lane_shape(x.indices[0], env, private)
-                kind = access_kind(shape, x.buffer.name in private)
-                self.accesses.append(Access(x.buffer.name, False, kind, masked))
+        """Lists the loads of `e` and returns its shape."""
+        self.list_loads(e, env, private, masked)
         return lane_shape(e, env, private)
+
+    def list_loads(self, e: ir.Expr, env: dict[str, Shape], private: frozenset[str],
+                   masked: bool) -> None:
+        """The loads of `e`; those of a guarded select arm (`guarded_arm`) at their
+        unclamped indices, masked."""
+        if isinstance(e, ir.Select):
+            guarded = guarded_arm(e, lambda x: lane_shape(x, env, private).kind != "uniform")
+            if guarded is not None:
+                self.list_loads(e.cond, env, private, masked)
+                self.list_loads(guarded[0], env, private, True)
+                self.list_loads(e.b, env, private, masked)
+                return
+        if isinstance(e, ir.Load):
+            shape = lane_shape(e.indices[0], env, private)
+            kind = access_kind(shape, e.buffer.name in private)
+            self.accesses.append(Access(e.buffer.name, False, kind, masked))
+        for x in expr_children(e):
+            self.list_loads(x, env, private, masked)
 
     def stmt(self, s: ir.Stmt, env: dict[str, Shape], private: frozenset[str],
              masked: bool) -> None:

@@ -328,10 +328,10 @@ class _Simplify(Rewriter):
             return e.a if (d <= 0) == (e.op == "min") else e.b
         if e.dtype == dt.index:
             # a - b in [0, 5] decides neither "a <= b" nor its negation, yet a >= b
-            d = self.range_of(ir.Binary("sub", e.a, e.b, dt.index))
-            if _decide("le", d):
+            span = self.range_of(ir.Binary("sub", e.a, e.b, dt.index))
+            if _decide("le", span):
                 return e.a if e.op == "min" else e.b
-            if _decide("ge", d):
+            if _decide("ge", span):
                 return e.b if e.op == "min" else e.a
         return None
 
