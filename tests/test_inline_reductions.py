@@ -416,3 +416,78 @@ def test_code_before_a_checked_index_is_kept(backend):
     ix[4] = 9  # read as idx[4 - y] at y=0, the first of the two indices checked
     with pytest.raises(td.ArgumentError, match="index 9"):
         td.build(td.schedule(out), target=backend)(A=a, idx=ix, lut=table)
+
+
+# ---------------------------------------------------------------- where and reductions
+
+
+def test_where_computes_the_reductions_of_the_arm_it_takes(backend):
+    # Cholesky's step: the diagonal's sum and the column's sum each run under the
+    # condition that selects them, not both at every element
+    n = 24
+    i, j, k = td.dims("i j k")
+    A = td.input("A", {i: n, j: n}, td.float64)
+    L = td.compute("L", {i: n, j: n}, td.where(i >= j, A[i, j], 0.0))
+    diag = td.sqrt(L[j, j] - td.sum(L[j, k] * L[j, k], over={k: (0, j)}))
+    below = (L[i, j] - td.sum(L[i, k] * L[j, k], over={k: (0, j)})) / L[j, j]
+    td.update(L[i, j], td.where(i == j, diag, below), over={j: n, i: (j, n)})
+    m = RNG.standard_normal((n, n))
+    a = m @ m.T + n * np.eye(n)
+    run(L, np.linalg.cholesky(a), backend, A=a)
+    listing = str(td.lower(td.schedule(L)))
+    assert re.search(r"if int32\(i\) == int32\(j\):\n\s+for tdsl_r\d+_k", listing), listing
+    assert re.search(r"if ~\(int32\(i\) == int32\(j\)\):\n\s+for tdsl_r\d+_k", listing), listing
+
+
+def test_reduction_in_both_arms_of_a_where_is_computed_for_each(backend):
+    # one reduction (the same structure) read by both arms: each arm computes it under
+    # its own condition, and neither reads the other's accumulator
+    n = 9
+    i, k = td.dims("i k")
+    a = td.input("a", {i: n, k: n}, td.float32)
+    s = td.sum(a[i, k], over={k: (0, i)})
+    out = td.compute("out", {i: n}, td.where(i % 2 == 0, s * 2.0, s + 1.0))
+    av = RNG.standard_normal((n, n)).astype(np.float32)
+    sums = np.array([av[r, :r].sum() for r in range(n)], np.float32)
+    run(out, np.where(np.arange(n) % 2 == 0, sums * 2, sums + 1), backend, rtol=1e-5, a=av)
+    # a sum the condition reads as well is computed once, before the select
+    out2 = td.compute("out2", {i: n}, td.where(s > 0.0, s, -s))
+    run(out2, np.abs(sums), backend, rtol=1e-5, a=av)
+    assert str(td.lower(td.schedule(out2))).count("for tdsl_r") == 1
+
+
+def test_where_keeps_the_checks_of_a_data_dependent_index_in_the_arm_it_skips(backend):
+    # an index out of range is an error in either arm (td.evaluate's rule), so the arm's
+    # reduction is not made conditional: the kernel still reports it
+    n = 6
+    i, k = td.dims("i k")
+    a = td.input("a", {k: n}, td.float32)
+    idx = td.input("idx", {k: n}, td.int32)
+    out = td.compute("out", {i: n}, td.where(i < 0, td.sum(a[idx[k]], over={k: (0, i)}), 1.0))
+    f = td.build(td.schedule(out), target=backend)
+    ok = np.arange(n, dtype=np.int32)
+    np.testing.assert_array_equal(f(a=np.ones(n, np.float32), idx=ok), np.ones(n, np.float32))
+    bad = ok.copy()
+    bad[2] = 99
+    with pytest.raises(td.TdslError, match="data-dependent index 99"):
+        f(a=np.ones(n, np.float32), idx=bad)
+    with pytest.raises(td.TdslError, match="data-dependent index 99"):
+        td.evaluate(out, a=np.ones(n, np.float32), idx=bad)
+
+
+def test_scalar_reduction_steps_on_llvm_are_a_multiply_then_an_add():
+    # the step acc = acc + a * b of a scalar inline reduction is not fused into an FMA on LLVM:
+    # its chain then waits on adds alone, and the result is numpy's float32 arithmetic,
+    # one rounding per multiply and per add
+    n = 257
+    i, j = td.dims("i j")
+    a = td.input("a", {j: n}, td.float32)
+    b = td.input("b", {j: n}, td.float32)
+    dot = td.compute("dot", {i: 1}, td.sum(a[j] * b[j], over=j) + 0.5)
+    av, bv = (RNG.standard_normal(n).astype(np.float32) for _ in range(2))
+    acc = np.float32(0)
+    for x, y in zip(av, bv):
+        acc = np.float32(acc + np.float32(x * y))
+    f = td.build(td.schedule(dot), target="llvm")
+    assert f(a=av, b=bv)[0] == np.float32(acc + np.float32(0.5))
+    assert "fadd float" in f.source  # the step; the + 0.5 after the sum may fuse

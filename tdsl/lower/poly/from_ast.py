@@ -34,7 +34,7 @@ from ...schedule.state import Schedulable
 from .. import ir
 from ..abi import INDEX_OUT_OF_RANGE
 from ..rewrite import Substitute as _Substitute
-from ..rewrite import free_vars
+from ..rewrite import free_vars, walk_stmts
 from .access import functions_map
 from .affine import ast_expr_to_ir, pwaff_to_ir
 from .isl_ast import NODE_FOR, NODE_IF, OP_AND, expr_type, node_type, op_type
@@ -522,6 +522,37 @@ class _StmtWriter:
             self.accs[pack.token] = outer
         return stores
 
+    def arm(self, e: cx.Expr, holds: ir.Expr) -> ir.Expr:
+        """An arm of a select (`td.where`), which the select uses where `holds`.
+
+        The loops of the inline reductions only this arm reads, placed in the current
+        scope, run under `if holds`: Cholesky's `where(i == j, sqrt(... - sum), (... -
+        sum) / ...)` computes one sum per element, not both. Their accumulators are
+        still set to the reduction's start outside the `if`, so the arm's value is
+        defined either way, and the reductions are forgotten (`computed`), so a later
+        use computes its own. The loops stay unconditional when the arm's code binds a
+        variable or tests a data-dependent index (an access out of range in either arm
+        is an error, `td.evaluate`'s rule), or when they are unrolled (straight-line
+        code, which a vectorized loop keeps without a branch)."""
+        pre, _, scope = self.scopes[-1]
+        mark, known = len(pre), set(self.computed)
+        v = self.value(e)
+        added = pre[mark:]
+        inits = [x for x in added if isinstance(x, ir.Store)
+                 and x.buffer in self.accumulators]
+        loops = [x for x in added if x not in inits]
+        if not loops or any(
+                not isinstance(x, ir.For) or x.kind is ir.ForKind.UNROLLED
+                or any(isinstance(y, ir.Store) and y.buffer is self.conv.status
+                       for y in walk_stmts(x))
+                for x in loops):
+            return v
+        pre[mark:] = [*inits, ir.If(holds, _sequence(loops))]
+        for key in set(self.computed) - known:
+            if key[0] == scope:
+                del self.computed[key]
+        return v
+
     def store_indices(self) -> tuple[ir.Expr, ...]:
         stage = self.s.stage
         assert isinstance(stage, Stage), "an update stores to its target (`indices_for`)"
@@ -616,7 +647,9 @@ class _StmtWriter:
             case cx.Call(fn, args, d):
                 return ir.Call(fn, tuple(self.value(a) for a in args), d)
             case cx.Select(c, a, b, d):
-                return ir.Select(self.value(c), self.value(a), self.value(b), d)
+                cond = self.value(c)
+                return ir.Select(cond, self.arm(a, cond),
+                                 self.arm(b, ir.Unary("invert", cond, dt.bool_)), d)
             case cx.Cast(a, d):
                 return ir.Cast(self.value(a), d)
             case cx.Item(fold, index):
