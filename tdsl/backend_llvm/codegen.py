@@ -367,7 +367,12 @@ class _FunctionEmitter:
             case Store(atomic=True):
                 self.atomic_store(s)
             case Store(buffer=buf, indices=idx, value=value):
-                value = self.typed(value, buf.dtype)
+                step = _chain_step(s)
+                if step is not None:  # acc + x with no FMA (see _chain_step)
+                    acc, x = (self.typed(v, buf.dtype) for v in step)
+                    value = b.fadd(acc, x)
+                else:
+                    value = self.typed(value, buf.dtype)
                 self.annotate(b.store(value, self.address(buf, idx), align=buf.dtype.itemsize), buf)
             case Let(name=name, value=value, body=body):
                 v = self.expr(value)
@@ -623,3 +628,24 @@ class _FunctionEmitter:
 def _only_unrolled_loops(s: Stmt) -> bool:
     """No loops in `s` but UNROLLED ones (LLVM vectorizes innermost loops only)."""
     return all(x.kind is ForKind.UNROLLED for x in walk_stmts(s) if isinstance(x, For))
+
+
+def _chain_step(s: Store) -> tuple[Expr, Expr] | None:
+    """(acc, x) when `s` is the step `acc[0] = acc[0] + x` of a scalar float
+    reduction into a one-element accumulator (an inline `td.sum`), else None.
+
+    Such a chain is bound by the latency of its adds, one after the other: written as a
+    multiply and an add that is not fused (the add without `contract`), the multiply
+    leaves the chain, which then costs an add's latency per step where an FMA costs
+    more (3 against 4 cycles on AMD Zen; equal elsewhere). gcc's tuning for Zen does
+    the same. A vectorized loop's steps (`vector.py`) keep their FMAs: there
+    throughput counts."""
+    buf, v = s.buffer, s.value
+    if not (buf.dtype.is_float and buf.kind == "temp" and constant_elements(buf) == 1):
+        return None
+    if not (isinstance(v, BinaryExpr) and v.op == "add" and v.dtype == buf.dtype):
+        return None
+    for acc, x in ((v.a, v.b), (v.b, v.a)):
+        if isinstance(acc, LoadExpr) and acc.buffer == buf and acc.indices == s.indices:
+            return acc, x
+    return None
