@@ -422,19 +422,11 @@ def test_code_before_a_checked_index_is_kept(backend):
 
 
 def test_where_computes_the_reductions_of_the_arm_it_takes(backend):
-    # Cholesky's step: the diagonal's sum and the column's sum each run under the
-    # condition that selects them, not both at every element
-    n = 24
-    i, j, k = td.dims("i j k")
-    A = td.input("A", {i: n, j: n}, td.float64)
-    L = td.compute("L", {i: n, j: n}, td.where(i >= j, A[i, j], 0.0))
-    diag = td.sqrt(L[j, j] - td.sum(L[j, k] * L[j, k], over={k: (0, j)}))
-    below = (L[i, j] - td.sum(L[i, k] * L[j, k], over={k: (0, j)})) / L[j, j]
-    td.update(L[i, j], td.where(i == j, diag, below), over={j: n, i: (j, n)})
-    m = RNG.standard_normal((n, n))
-    a = m @ m.T + n * np.eye(n)
-    run(L, np.linalg.cholesky(a), backend, A=a)
-    listing = str(td.lower(td.schedule(L)))
+    # Cholesky's step (examples/textbook.py): the diagonal's sum and the column's sum
+    # each run under the condition that selects them, not both at every element
+    sched, arrays, want = TEXTBOOK.cholesky(24)
+    run(sched, want, backend, **arrays)
+    listing = str(td.lower(sched))
     assert re.search(r"if int32\(i\) == int32\(j\):\n\s+for tdsl_r\d+_k", listing), listing
     assert re.search(r"if ~\(int32\(i\) == int32\(j\)\):\n\s+for tdsl_r\d+_k", listing), listing
 
