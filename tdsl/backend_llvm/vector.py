@@ -128,6 +128,13 @@ def _splat(b: ir.IRBuilder, x: ir.Value, width: int) -> ir.Value:
                             ir.Constant(ir.VectorType(I32, width), 0))
 
 
+def _shape(v: _V) -> Shape:
+    """The `vectors.Shape` of an emitted value."""
+    if v.kind == "u":
+        return UNIFORM
+    return Shape("linear", v.stride) if v.kind == "l" else Shape("varying")
+
+
 def _steps(width: int, stride: int) -> ir.Constant:
     """<0, stride, 2 * stride, ...> as i64 lanes."""
     return ir.Constant(ir.VectorType(I64, width), [stride * n for n in range(width)])
@@ -390,9 +397,7 @@ class _Chunk:
 
     def varies(self, e: Expr) -> bool:
         """Whether `e` differs between lanes (`vectors.lane_shape` on the chunk's scope)."""
-        shapes = {"u": lambda v: UNIFORM, "l": lambda v: Shape("linear", v.stride),
-                  "v": lambda v: Shape("varying")}
-        env = {name: shapes[v.kind](v) for name, v in self.scope.items()}
+        env = {name: _shape(v) for name, v in self.scope.items()}
         return lane_shape(e, env, frozenset(self.private)).kind != "uniform"
 
     def under(self, c: _V, unclamped: frozenset[Load], emit: Callable[[], _V]) -> _V:
