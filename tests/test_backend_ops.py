@@ -290,6 +290,28 @@ def test_int_unary(target, dtype, op):
 
 
 @pytest.mark.parametrize("target", BACKENDS)
+@pytest.mark.parametrize("dtype", INTS, ids=lambda d: d.name)
+def test_wrapping_arithmetic_of_constants_alone(target, dtype):
+    # 0 + -2, 3 - 5, -(7) and 2**31 * 4 with no operand of a 64-bit C type: C must not
+    # compute them in a 32-bit unsigned int (a pad read outside the tensor, folded to
+    # its value, gave int64 0 + -2 = 4294967294)
+    exprs = [Binary("add", c(0, dtype), c(-2, dtype) if dtype.kind == "i" else c(3, dtype), dtype),
+             Binary("sub", c(3, dtype), c(5, dtype), dtype),
+             Unary("neg", c(7, dtype), dtype),
+             Binary("mul", c(2**(dtype.bits - 1) - 1, dtype), c(4, dtype), dtype)]
+    out = vector("out", dtype, "output", c(len(exprs)))
+    body = Block(tuple(Store(out, (c(k),), e) for k, e in enumerate(exprs)))
+    func = finish(LoweredFunc("consts", (), (out,), (), body))
+    got = run(target, func, [], {})[0]
+    with np.errstate(all="ignore"):
+        t = dtype.np.type
+        big = np.array(2**(dtype.bits - 1) - 1, t)
+        want = np.array([t(0) + (t(-2) if dtype.kind == "i" else t(3)), t(3) - t(5), -t(7),
+                         big * t(4)], t)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("target", BACKENDS)
 @pytest.mark.parametrize("dtype", [dt.int8, dt.int16, dt.int32, dt.int64], ids=lambda d: d.name)
 def test_int_division_edges(target, dtype):
     info = np.iinfo(dtype.np)

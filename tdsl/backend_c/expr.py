@@ -65,6 +65,13 @@ def literal(value, dtype: DType) -> CExpr:
     return CExpr(text, Prec.UNARY) if v < 0 else atom(text)
 
 
+def _unsigned(v: int, u: str) -> CExpr:
+    """Constant v >= 0 of unsigned C type u (uint32_t or uint64_t) for wrapping
+    arithmetic: `2u` is an unsigned int, so `0u - 2u` would wrap at 32 bits where
+    uint64_t arithmetic is due; UINT64_C(2) has uint64_t's width."""
+    return atom(f"UINT64_C({v})" if u == "uint64_t" else f"{v}u")
+
+
 def _float_literal(v: float, dtype: DType) -> CExpr:
     if math.isnan(v):
         return atom("NAN")
@@ -197,14 +204,14 @@ class ExprEmitter:
             case Binary(op, a, b, _) if op in _WRAPPING:
                 if op in ("add", "sub") and isinstance(b, Const) and int(b.value) < 0:
                     op = "sub" if op == "add" else "add"
-                    negated = atom(f"{-int(b.value)}u")
+                    negated = _unsigned(-int(b.value), u)
                     return binary(_WRAPPING[op], self._wrapped(a, t), negated, exact=True)
                 return binary(_WRAPPING[op], self._wrapped(a, t), self._wrapped(b, t), exact=True)
             case Unary("neg", a, _):
                 return unary("-", self._wrapped(a, t))
             case Const(value, _):
                 v = int(value)
-                return atom(f"{v}u") if v >= 0 else cast(u, literal(v, t))
+                return _unsigned(v, u) if v >= 0 else cast(u, literal(v, t))
             case Load(buffer, _) if ctype(buffer.dtype) == u:
                 return self(e)
         return cast(u, self(e))
