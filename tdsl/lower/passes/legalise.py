@@ -50,6 +50,7 @@ from dataclasses import replace
 from ... import dtypes as dt
 from .. import ir
 from ..fastexp import (
+    EXPONENT_BIAS,
     EXPONENT_SHIFT,
     HI,
     LN2_HI,
@@ -57,8 +58,7 @@ from ..fastexp import (
     LO,
     LOG2E,
     MAGIC,
-    MAGIC_BITS,
-    TAYLOR,
+    POLY,
 )
 from ..rewrite import Rewriter, bound_names, expr_vars
 from .narrow import narrow_node
@@ -218,19 +218,17 @@ def _exp_f32(x: ir.Expr, bind: Bind) -> ir.Expr:
     k = bind(_bin("sub", t, c(MAGIC)), "k")
     r = bind(_bin("sub", _bin("sub", y, _bin("mul", k, c(LN2_HI))), _bin("mul", k, c(LN2_LO))),
              "r")
-    p: ir.Expr = c(TAYLOR[0])
-    for coef in (*TAYLOR[1:], 1.0):
+    p: ir.Expr = c(POLY[0])
+    for coef in (*POLY[1:], 1.0, 1.0):
         p = fma(r, p, c(coef))
     p = bind(p, "p")
-    n = bind(_bin("sub", ir.Call("bitcast", (t,), i32), _c(MAGIC_BITS, i32)), "n")  # k
-    k1 = bind(_bin("ashr", n, _c(1, i32)), "k1")  # floor(k / 2)
-    k2 = bind(_bin("sub", n, k1), "k2")
-
-    def power(e: ir.Expr) -> ir.Expr:  # 2^e for a normal exponent e
-        bits = _bin("shl", _bin("add", e, _c(127, i32)), _c(EXPONENT_SHIFT, i32))
-        return ir.Call("bitcast", (bits,), f32)
-
-    return _bin("mul", _bin("mul", p, power(k1)), power(k2))
+    # k << 23 from t's bits, k1 << 23 with k1 = floor(k / 2), and the bits of 2^k1, 2^k2
+    a = bind(_bin("shl", ir.Call("bitcast", (t,), i32), _c(EXPONENT_SHIFT, i32)), "a")
+    h = bind(_bin("shl", _bin("ashr", a, _c(EXPONENT_SHIFT + 1, i32)), _c(EXPONENT_SHIFT, i32)),
+             "h")
+    power1 = ir.Call("bitcast", (_bin("add", h, _c(EXPONENT_BIAS, i32)),), f32)
+    power2 = ir.Call("bitcast", (_bin("sub", _bin("add", a, _c(EXPONENT_BIAS, i32)), h),), f32)
+    return _bin("mul", _bin("mul", p, power1), power2)
 
 
 # ---------------------------------------------------------------- one node
