@@ -317,6 +317,8 @@ def schedules(draw, case: Case, fused: bool = False):
                     s = s.store_at(stage, consumer, loops[draw(st.integers(0, n))])
         except td.ScheduleError:
             pass
+    if draw(st.integers(0, 2)) == 0:  # the output's vector stores past the caches
+        s = s.store_nontemporal(case.stages[-1])
     return s
 
 

@@ -59,8 +59,10 @@ TO_INT64 = {"f32": "toi64_f32", "f64": "toi64_f64"}  # float -> int64, defined e
 # a float's bits as the int of its width and back: bitcast_i32_f32, bitcast_f32_i32, ...
 BITCASTS = (("f32", "i32"), ("f32", "u32"), ("f64", "i64"), ("f16", "u16"), ("bf16", "u16"))
 BITCAST = frozenset(n for f, i in BITCASTS for n in (f"bitcast_{i}_{f}", f"bitcast_{f}_{i}"))
+STREAM_STORE, STREAM_FENCE = "stream_store", "stream_fence"  # Schedule.store_nontemporal
 NAMES = frozenset({f"{op}_{s}" for op in OPS for s in _SUFFIX_CTYPE if s[0] != "f"}
-                  | {ALLOC, MUL_SAT, ADD_SAT, PAR_CHUNK, *TO_INT64.values()} | BITCAST)
+                  | {ALLOC, MUL_SAT, ADD_SAT, PAR_CHUNK, STREAM_STORE, STREAM_FENCE,
+                     *TO_INT64.values()} | BITCAST)
 
 
 
@@ -97,6 +99,8 @@ def definition(name: str) -> tuple[str, frozenset[str]]:
         return text.strip() + "\n", frozenset({"stdint.h"})
     if name == PAR_CHUNK:
         return _PAR_CHUNK.format(n=CHUNKS_PER_THREAD).strip() + "\n", frozenset({"stdint.h"})
+    if name in _STREAM:
+        return _STREAM[name].strip() + "\n", frozenset({"stdint.h", "string.h"})
     if name in _SATURATING:
         return _SATURATING[name].strip() + "\n", frozenset({"stdint.h"})
     if name in TO_INT64.values():
@@ -179,6 +183,41 @@ static inline uint64_t mul_sat_u64(uint64_t a, uint64_t b) {
 /* a + b, or UINT64_MAX when the sum does not fit. */
 static inline uint64_t add_sat_u64(uint64_t a, uint64_t b) {
     return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+""",
+}
+
+# Streaming (non-temporal) stores: SSE2's, where the compiler targets x86; an
+# ordinary copy elsewhere (the values are the same)
+_SSE2 = """
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+"""
+
+_STREAM = {
+    STREAM_STORE: _SSE2 + """
+/* Copy `bytes` bytes from `src` (16-byte aligned) to `dst`, past the caches where the
+   target has streaming stores and `dst` is 16-byte aligned. */
+static inline void stream_store(void *restrict dst, const void *restrict src, int64_t bytes) {
+    int64_t done = 0;
+#if defined(__SSE2__)
+    if (((uintptr_t)dst & 15) == 0) {
+        for (; done + 16 <= bytes; done += 16) {
+            _mm_stream_si128((__m128i *)((char *)dst + done),
+                             _mm_load_si128((const __m128i *)((const char *)src + done)));
+        }
+    }
+#endif
+    memcpy((char *)dst + done, (const char *)src + done, (size_t)(bytes - done));
+}
+""",
+    STREAM_FENCE: _SSE2 + """
+/* Order the streaming stores before the kernel returns (they are weakly ordered). */
+static inline void stream_fence(void) {
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
 }
 """,
 }

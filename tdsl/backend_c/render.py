@@ -35,6 +35,7 @@ flavour renders the storage it has and refuses the rest.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..lower.abi import OUT_OF_MEMORY, may_fail
@@ -52,6 +53,7 @@ from ..lower.ir import (
     ForKind,
     If,
     Let,
+    Load,
     LoweredFunc,
     Stmt,
     Storage,
@@ -61,12 +63,20 @@ from ..lower.ir import (
     int_value,
 )
 from ..lower.layout import element_count
-from ..lower.rewrite import atomic_fetch, walk_exprs, walk_stmts
+from ..lower.rewrite import (
+    atomic_fetch,
+    bound_names,
+    expr_vars,
+    stmt_exprs,
+    walk_exprs,
+    walk_stmts,
+)
+from ..lower.vectors import loop_extent
 from . import helpers
 from .expr import ExprEmitter
 from .helpers import ctype
 from .workspace import ALIGN, Workspace, workspace_layout
-from .writer import CWriter, atom, binary, call, cast
+from .writer import CExpr, CWriter, atom, binary, call, cast
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +124,9 @@ _SCALAR_LOOP_DEFINITION = (
     "   the loop vectorizer, which does not touch a loop containing an asm statement. */\n"
     f"#define {SCALAR_LOOP} __asm__ __volatile__(\"\")\n"
 )
-_HEADER_ORDER = ("math.h", "stddef.h", "stdint.h", "stdlib.h")
+_HEADER_ORDER = ("math.h", "stddef.h", "stdint.h", "stdlib.h", "string.h")
+# the most bytes of a vectorized loop's streamed stores that go through a stack buffer
+STREAM_STAGE_BYTES = 1024
 
 
 def render(func: LoweredFunc, flavour: str = "host") -> str:
@@ -176,6 +188,54 @@ def _trips(s: For) -> Expr:
     return Binary("sub", end, start, start.dtype)
 
 
+def _straight_line(s: Stmt) -> Iterator[Stmt]:
+    """The statements `s` runs once each time it runs: through blocks, lets and
+    allocations, not into loops or branches."""
+    yield s
+    match s:
+        case Block(stmts):
+            for x in stmts:
+                yield from _straight_line(x)
+        case Let(body=body) | Allocate(body=body):
+            yield from _straight_line(body)
+
+
+def _unit_stride(e: Expr, var: str) -> bool:
+    """Whether index `e` is `var` plus terms that do not use it."""
+    match e:
+        case Var(name):
+            return name == var
+        case Binary("add", a, b):
+            return (_unit_stride(a, var) and var not in expr_vars(b)
+                    or _unit_stride(b, var) and var not in expr_vars(a))
+        case Binary("sub", a, b):
+            return _unit_stride(a, var) and var not in expr_vars(b)
+    return False
+
+
+def _first_lane(e: Expr, var: str, start: Expr) -> Expr:
+    """Index `e` (`_unit_stride` in `var`) at var = start, written without the term."""
+    def drop(x: Expr) -> Expr | None:  # x without var: None for nothing left
+        match x:
+            case Var(name) if name == var:
+                return None
+            case Binary("add", a, b) if var in expr_vars(a):
+                rest = drop(a)
+                return b if rest is None else Binary("add", rest, b, x.dtype)
+            case Binary("add", a, b):
+                rest = drop(b)
+                return a if rest is None else Binary("add", a, rest, x.dtype)
+            case Binary("sub", a, b):
+                rest = drop(a)
+                return Binary("sub", Const(0, x.dtype) if rest is None else rest, b, x.dtype)
+        raise AssertionError(f"{x!r} is not a unit-stride index in {var}")
+
+    base = drop(e)
+    if int_value(start) == 0:
+        return Const(0, e.dtype) if base is None else base
+    return start if base is None else Binary("add", base, start, e.dtype)
+
+
 def _short(s: Stmt) -> bool:
     """A loop of at most SHORT_LOOP iterations (a constant bound on its trip count)."""
     if not isinstance(s, For):
@@ -218,6 +278,9 @@ class _Renderer:
         self.layout = workspace_layout(func) if in_workspace else None
         self.ws_param: str | None = None
         self.ws_base: str | None = None
+        # buffer -> (stack buffer, loop variable, first iteration) for the streamed
+        # stores of the vectorized loop being written (`_streamed`)
+        self.staged: dict[str, tuple[str, str, CExpr]] = {}
 
     # ------------------------------------------------------------ file
 
@@ -253,11 +316,13 @@ class _Renderer:
             status = self.func.status
             if status is None:
                 self.stmt(self.func.body)
+                self._fence_streams()
                 w.line("return 0;")
             else:  # the kernel's own status: 0 unless the body sets it
                 with w.binding(("buf", status.name), status.name) as name:
                     w.line(f"{ctype(status.dtype)} {name}[1] = {{0}};")
                     self.stmt(self.func.body)
+                    self._fence_streams()
                     w.line(f"return {name}[0];")
             w.close()
         if self.status is not None:
@@ -297,6 +362,11 @@ class _Renderer:
                     self.stmt(child)
             case Store(atomic=True):
                 self.atomic_store(s)
+            case Store(buffer, indices, value) if buffer.name in self.staged:
+                stage, var, first = self.staged[buffer.name]
+                lane = self._name_of("var", var)
+                at = atom(lane) if first.text == "0" else binary("-", atom(lane), first)
+                self.w.line(f"{stage}[{at}] = {self.expr(value)};")
             case Store(buffer, indices, value):
                 self.w.line(f"{self.expr.element(buffer, indices)} = {self.expr(value)};")
             case For():
@@ -360,9 +430,76 @@ class _Renderer:
         w.close()
 
     def loop(self, s: For) -> None:
+        pragma, parallel, simd = self._pragma(s)
+        streamed = self._streamed(s) if simd else {}
+        if not streamed:
+            self._loop(s, pragma, parallel, simd)
+            return
+        # the loop's streamed stores go to stack buffers, copied out after it
+        w = self.w
+        w.open("")
+        first = self.expr(s.start)
+        trips = loop_extent(s)
+        assert trips is not None
+        copies = []
+        for buf, index in streamed.items():
+            stage = w.fresh(f"{buf.name}_stream")
+            w.line(f"{ctype(buf.dtype)} {stage}[{trips}] __attribute__((aligned(64)));")
+            self.staged[buf.name] = (stage, s.var, first)
+            at = self.expr.element(buf, (_first_lane(index, s.var, s.start),))
+            copies.append(f"{helpers.STREAM_STORE}(&{at}, {stage}, "
+                          f"{trips * buf.dtype.itemsize});")
+        self._use_helper(helpers.STREAM_STORE)
+        self._loop(s, pragma, parallel, simd)
+        for buf in streamed:
+            del self.staged[buf.name]
+        for line in copies:
+            w.line(line)
+        w.close()
+
+    def _streamed(self, s: For) -> dict[Buffer, Expr]:
+        """The buffers whose stores in vectorized loop `s` stream (`LoweredFunc.nontemporal`),
+        each with its store's index; {} in portable C or where the loop does not
+        store them as whole runs.
+
+        gcc has no streaming-store builtin and does not make streaming stores of a
+        loop's ordinary ones, so the loop stores into a 64-byte aligned stack buffer
+        instead and `helpers.STREAM_STORE` copies that out with SSE2's streaming
+        stores after it. A buffer qualifies when the loop has a constant extent of at
+        most `STREAM_STAGE_BYTES` of it, stores it exactly once per iteration at
+        index `base + var` (base not depending on the loop), outside any branch or
+        inner loop, and does not read it."""
+        if not (self.func.nontemporal and self.flavour.gnu):
+            return {}
+        trips = loop_extent(s)
+        if trips is None or trips <= 0:
+            return {}
+        body = s.body
+        inner = bound_names(body) | {s.var}
+        found: dict[Buffer, Expr] = {}
+        written = {x.buffer.name: x.buffer for x in walk_stmts(body) if isinstance(x, Store)}
+        for _, buf in sorted(written.items()):
+            if buf.name not in self.func.nontemporal or trips * buf.dtype.itemsize > STREAM_STAGE_BYTES:
+                continue
+            stores = [x for x in walk_stmts(body) if isinstance(x, Store) and x.buffer == buf]
+            top = [x for x in _straight_line(body) if isinstance(x, Store) and x.buffer == buf]
+            reads = any(isinstance(e, Load) and e.buffer == buf
+                        for x in walk_stmts(body) for root in stmt_exprs(x) for e in walk_exprs(root))
+            if len(stores) != 1 or top != stores or reads or stores[0].atomic:
+                continue
+            index = stores[0].indices[0]
+            if _unit_stride(index, s.var) and not (expr_vars(index) - {s.var}) & inner:
+                found[buf] = index
+        return found
+
+    def _fence_streams(self) -> None:
+        if self.func.nontemporal and self.flavour.gnu:
+            self._use_helper(helpers.STREAM_FENCE)
+            self.w.line(f"{helpers.STREAM_FENCE}();")
+
+    def _loop(self, s: For, pragma: str | None, parallel: bool, simd: bool) -> None:
         w = self.w
         start, end = self.expr(s.start), self.expr(s.end)
-        pragma, parallel, simd = self._pragma(s)
         region = self.regions[-1]
         with w.scope():
             v = w.bind(("var", s.var), s.var)

@@ -166,14 +166,23 @@ class _ModuleEmitter:
             em.scope[var.name] = arg
         if func.status is None:
             em.stmt(func.body)
+            self.fence_streams(em.b)
             em.b.ret(ir.Constant(I32, 0))
         else:  # the kernel's own status: 0 unless the body sets it
             status = em.alloca(I32, func.status.name, align=4)
             em.b.store(ir.Constant(I32, 0), status)
             em.ptrs[func.status.name] = status
             em.stmt(func.body)
+            self.fence_streams(em.b)
             em.b.ret(em.b.load(status, typ=I32))
         em.finish()
+
+    def fence_streams(self, b: ir.IRBuilder) -> None:
+        """After a function's streaming stores (`LoweredFunc.nontemporal`), which are
+        weakly ordered: a full fence (x86's mfence), so that the thread that joins a
+        parallel loop, and the caller, see every element."""
+        if self.func.nontemporal:
+            b.fence("seq_cst")
 
     def unique_base(self, base: str) -> str:
         """`base`, or `base2`, ...: a prefix no outlined function uses yet."""
@@ -243,6 +252,7 @@ class _ModuleEmitter:
                 k += 1
                 inner[name] = em.b.load(field(em.b, env, env_ty, k), name=name, typ=value.type)
         em.counted_loop(loop.var, lo, hi, loop.body, hints=None)
+        self.fence_streams(em.b)
         em.b.ret_void()
         em.finish()
         return self._thunk(base, fn, env_ty)

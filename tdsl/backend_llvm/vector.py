@@ -62,6 +62,10 @@ if TYPE_CHECKING:
     from .codegen import _FunctionEmitter
 
 
+# the alignment a streaming store needs (`_Chunk.streaming_store`)
+STREAM_ALIGN = 16
+
+
 class _V(NamedTuple):
     """A value over the lanes: kind "u" (one scalar for every lane), "l" (index
     `value + stride * lane`) or "v" (a vector)."""
@@ -277,6 +281,9 @@ class _Chunk:
         where, offsets = self.lane_offsets(buf, idx)
         if where == "contiguous":
             ptr = self.scalar_address(buf, offsets)
+            if self.mask is None and buf.name in fe.mod.func.nontemporal:
+                self.streaming_store(vec, ptr, buf)
+                return
             if self.mask is None:
                 fe.annotate(b.store(vec, ptr, align=align), buf)
                 return
@@ -294,6 +301,24 @@ class _Chunk:
         fe.annotate(self.masked_intrinsic(
             name, ir.VoidType(),
             [vec, self.pointers(buf, offsets), ir.Constant(I32, align), self.all_lanes()]), buf)
+
+    def streaming_store(self, vec: ir.Value, ptr: ir.Value, buf: Buffer) -> None:
+        """A non-temporal store of `vec` at `ptr` when `ptr` is 16-byte aligned (what
+        x86's streaming stores need; an under-aligned one would be split into scalar
+        stores), an ordinary store otherwise."""
+        b, fe = self.b, self.fe
+        low = b.and_(b.ptrtoint(ptr, I64), ir.Constant(I64, STREAM_ALIGN - 1))
+        stream, plain = fe.new_block(f"{buf.name}.stream"), fe.new_block(f"{buf.name}.store")
+        done = fe.new_block(f"{buf.name}.stored")
+        b.cbranch(b.icmp_unsigned("==", low, ir.Constant(I64, 0)), stream, plain)
+        fe.place(stream)
+        st = fe.annotate(b.store(vec, ptr, align=STREAM_ALIGN), buf)
+        st.set_metadata("nontemporal", b.module.add_metadata([ir.Constant(I32, 1)]))
+        b.branch(done)
+        fe.place(plain)
+        fe.annotate(b.store(vec, ptr, align=buf.dtype.itemsize), buf)
+        b.branch(done)
+        fe.place(done)
 
     # -------------------------------------------------------- statements
 

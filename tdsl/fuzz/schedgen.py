@@ -227,6 +227,10 @@ class SchedGen:
             self.loop_ops(stage, int(self.rng.integers(0, 3)))
         for stage in self.spec["outputs"]:
             self.loop_ops(stage, int(self.rng.integers(0, 2)))
+            if self.chance(0.3):
+                self.attempt("store_nontemporal", stage)
+        if self.chance(0.05):  # refused: not an output
+            self.attempt("store_nontemporal", self.pick(self.all_stages()))
         return self.s, self.ops
 
 

@@ -305,6 +305,9 @@ class LoweredFunc:
     holds: 0 when it starts, set by the body to a status of `abi.STATUS` (every
     writer stores the same code, so writes from parallel iterations agree), and
     returned at the end when nothing failed before.
+
+    `nontemporal` names the outputs whose contiguous vector stores bypass the
+    caches (`Schedule.store_nontemporal`); the targets fence after them.
     """
 
     name: str
@@ -313,6 +316,7 @@ class LoweredFunc:
     sizes: tuple[Var, ...]
     body: Stmt
     status: Buffer | None = None
+    nontemporal: frozenset[str] = frozenset()
 
     def __str__(self) -> str:
         from .printer import show

@@ -55,7 +55,7 @@ def expr(e: ir.Expr, prec: int = 0) -> str:
     return repr(e)
 
 
-def _lines(s: ir.Stmt, ind: int, out: list[str]) -> None:
+def _lines(s: ir.Stmt, ind: int, out: list[str], streamed: frozenset[str] = frozenset()) -> None:
     pad = "  " * ind
     match s:
         case ir.For(var, start, end, kind, body, _, mark):
@@ -63,25 +63,26 @@ def _lines(s: ir.Stmt, ind: int, out: list[str]) -> None:
                 [] if mark is None else [f"reassociate {mark.op} into {mark.buffer.name}"])
             tag = f"  # {', '.join(tags)}" if tags else ""
             out.append(f"{pad}for {var} in {expr(start)} .. {expr(end)}:{tag}")
-            _lines(body, ind + 1, out)
+            _lines(body, ind + 1, out, streamed)
         case ir.If(c, t, e):
             out.append(f"{pad}if {expr(c)}:")
-            _lines(t, ind + 1, out)
+            _lines(t, ind + 1, out, streamed)
             if e is not None:
                 out.append(f"{pad}else:")
-                _lines(e, ind + 1, out)
+                _lines(e, ind + 1, out, streamed)
         case ir.Block(stmts):
             for x in stmts:
-                _lines(x, ind, out)
+                _lines(x, ind, out, streamed)
         case ir.Store(buf, idx, v, atomic):
-            out.append(f"{pad}{'atomic ' if atomic else ''}{buf.name}[{', '.join(expr(i) for i in idx)}] = {expr(v)}")
+            how = "atomic " if atomic else "nontemporal " if buf.name in streamed else ""
+            out.append(f"{pad}{how}{buf.name}[{', '.join(expr(i) for i in idx)}] = {expr(v)}")
         case ir.Let(name, v, body):
             out.append(f"{pad}let {name} = {expr(v)}")
-            _lines(body, ind, out)
+            _lines(body, ind, out, streamed)
         case ir.Allocate(buf, body):
             shape = ", ".join(expr(x) for x in buf.shape)
             out.append(f"{pad}allocate {buf.name}[{shape}] {buf.dtype.name}")
-            _lines(body, ind, out)
+            _lines(body, ind, out, streamed)
 
 
 def _arg(b: ir.Buffer) -> str:
@@ -91,7 +92,7 @@ def _arg(b: ir.Buffer) -> str:
 def show(func: ir.LoweredFunc) -> str:
     args = [_arg(b) for b in func.inputs + func.outputs] + [f"{v.name}: int64" for v in func.sizes]
     out = [f"func {func.name}({', '.join(args)}):"]
-    _lines(func.body, 1, out)
+    _lines(func.body, 1, out, func.nontemporal)
     return "\n".join(out)
 
 

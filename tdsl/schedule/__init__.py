@@ -12,6 +12,7 @@ from .primitives import (
     Reorder,
     Split,
     StoreAt,
+    StoreNontemporal,
     Tile,
     Unroll,
     Vectorize,
@@ -23,6 +24,6 @@ from .template import Template
 
 __all__ = [
     "Atomic", "CacheRead", "CacheWrite", "Layout", "RFactor", "ComputeAt", "ComputeInline", "Fuse", "FuseUpdates", "LDim", "LFuse", "LInner", "LOuter", "Loop", "LoopExpr",
-    "Parallel", "Placement", "Primitive", "Reorder", "Schedule", "Split", "State", "StoreAt",
+    "Parallel", "Placement", "Primitive", "Reorder", "Schedule", "Split", "State", "StoreAt", "StoreNontemporal",
     "Template", "Tile", "Unroll", "Vectorize", "Knob", "knob", "schedule",
 ]

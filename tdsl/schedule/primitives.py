@@ -479,6 +479,48 @@ class Atomic(Primitive):
 
 
 @dataclass(frozen=True)
+class StoreNontemporal(Primitive):
+    """Write an output of the pipeline past the caches (non-temporal stores).
+
+    The loop nest does not change; the vector stores of a vectorized loop that
+    write whole runs of the output's elements (contiguous stores) become streaming
+    stores, which go to memory without reading the lines they fill into the cache
+    first. An output written once, larger than the last-level cache and not read
+    back soon, then costs one memory transfer per line instead of two (a read for
+    ownership, then the write back): a softmax or a layer norm of a 64 MB matrix,
+    whose output is the only traffic besides its input. Where the output is read
+    again soon (by the caller, or a consumer in the same pipeline) the read comes
+    from memory, which is slower.
+
+    Before (vectorize(out, "x_i")):            after store_nontemporal(out):
+        for y in 0 .. 4096:                        for y in 0 .. 4096:
+          for x_o in 0 .. 512:                       for x_o in 0 .. 512:
+            for x_i in 0 .. 8:  # vectorized           for x_i in 0 .. 8:  # vectorized
+              out[y, 8 * x_o + x_i] = ...                nontemporal out[y, 8 * x_o + x_i] = ...
+
+    Values are the same. Only contiguous vector stores stream; scalar, strided,
+    scattered and masked stores (a tail chunk) are ordinary ones, and so is a store
+    whose address is not aligned to 16 bytes (checked when it runs). On LLVM every
+    target that has streaming stores uses them; the C backend uses them on x86
+    (SSE) and writes ordinary stores elsewhere. A kernel with streaming stores
+    fences after them, so threads and the caller see every element.
+    """
+
+    stage: StageRef
+    method: ClassVar[str] = "store_nontemporal"
+
+    def apply(self, st: State) -> None:
+        stage = _stage(self, st, self.stage)
+        outputs = st.pipeline.outputs
+        if isinstance(stage, Update) or stage not in outputs:
+            valid = ", ".join(o.name for o in outputs)
+            what = "an update" if isinstance(stage, Update) else "not an output of the pipeline"
+            raise _err(self, f"{stage.name} is {what}; streaming stores apply to the "
+                             f"buffers of the pipeline's outputs: {valid}")
+        st.nontemporal.add(stage.name)
+
+
+@dataclass(frozen=True)
 class FuseUpdates(Primitive):
     """Run two updates of one stage in one loop nest: each iteration of `first`, then the
     same iteration of `second` (the update right after it), where the dependences allow.
@@ -673,5 +715,5 @@ class StoreAt(Primitive):
 PRIMITIVES: dict[str, type[Primitive]] = {
     c.__name__: c
     for c in (Split, Tile, Reorder, Fuse, Vectorize, Unroll, Parallel, Atomic, FuseUpdates,
-              ComputeInline, ComputeAt, StoreAt)
+              ComputeInline, ComputeAt, StoreAt, StoreNontemporal)
 }

@@ -27,6 +27,7 @@ from .primitives import (
     Split,
     StageRef,
     StoreAt,
+    StoreNontemporal,
     Tile,
     Unroll,
     Vectorize,
@@ -154,6 +155,9 @@ class Schedule:
 
     def atomic(self, stage) -> Schedule:
         return self.append(Atomic(self._stage(stage)))
+
+    def store_nontemporal(self, stage) -> Schedule:
+        return self.append(StoreNontemporal(self._stage(stage)))
 
     def compute_inline(self, stage) -> Schedule:
         return self.append(ComputeInline(self._stage(stage)))
@@ -304,7 +308,7 @@ class Schedule:
 
 PRIMITIVE_METHODS = ("split", "tile", "reorder", "fuse", "vectorize", "unroll", "parallel", "atomic", "fuse_updates",
                      "compute_inline", "compute_at", "store_at", "cache_write", "cache_read",
-                     "rfactor", "layout")
+                     "rfactor", "layout", "store_nontemporal")
 
 
 def _knob_aware(name: str) -> None:
@@ -402,7 +406,7 @@ def _method_call(p: Primitive) -> str:
             return f"fuse({_ref(stage)}, {outer!r}, {inner!r}{extra})"
         case FuseUpdates(stage, second):
             return f"fuse_updates({_ref(stage)}, {_ref(second)})"
-        case ComputeInline(stage) | Atomic(stage):
+        case ComputeInline(stage) | Atomic(stage) | StoreNontemporal(stage):
             return f"{p.method}({_ref(stage)})"
         case ComputeAt(stage, consumer, loop) | StoreAt(stage, consumer, loop):
             return f"{p.method}({_ref(stage)}, {_ref(consumer)}, {loop!r})"

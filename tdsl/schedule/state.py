@@ -102,6 +102,7 @@ class State:
     current: dict = field(default_factory=dict)
     layout: dict = field(default_factory=dict)  # stage -> storage order (positions of its dims)
     atomic: set = field(default_factory=set)  # updates run as atomic read-modify-writes
+    nontemporal: set = field(default_factory=set)  # names of outputs written by streaming stores
 
     @classmethod
     def initial(cls, pipeline: Pipeline) -> State:
@@ -114,7 +115,7 @@ class State:
     def copy(self) -> State:
         return State(self.pipeline, dict(self.loops), dict(self.compute), dict(self.store),
                      set(self.touched), dict(self.current), dict(self.layout),
-                     set(self.atomic))
+                     set(self.atomic), set(self.nontemporal))
 
     def resolve(self, stage):
         """The scheduled stage meant by `stage`: a stage (or update) object of this pipeline,

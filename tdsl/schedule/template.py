@@ -160,6 +160,9 @@ class Template:
     def atomic(self, *args: Any, **kwargs: Any) -> Template:
         return self.then("atomic", args, kwargs)
 
+    def store_nontemporal(self, *args: Any, **kwargs: Any) -> Template:
+        return self.then("store_nontemporal", args, kwargs)
+
     def compute_inline(self, *args: Any, **kwargs: Any) -> Template:
         return self.then("compute_inline", args, kwargs)
 

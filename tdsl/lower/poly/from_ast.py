@@ -809,6 +809,7 @@ def convert(model: Model, ast: isl.AstNode, vectors: dict[Statement, Vector], na
         tuple(ir.Var(p) for p in model.params),
         body,
         conv.status if conv.checked else None,
+        frozenset(model.schedule.state.nontemporal),
     )
     temps = []
     for stage in pipeline.stages:

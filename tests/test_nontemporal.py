@@ -1,0 +1,173 @@
+"""`Schedule.store_nontemporal`: an output's contiguous vector stores past the caches.
+
+Values must not change whatever the schedule, dtype, extent or the output array's
+alignment; the generated code must hold streaming stores where the docstring says
+(LLVM: `!nontemporal` vector stores behind an alignment test; host C: the loop's
+stores staged in a stack buffer that `stream_store` copies out), and ordinary stores
+elsewhere."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tdsl as td
+
+BACKENDS = ["c", "llvm"]
+rng = np.random.default_rng(11)
+
+
+def _softmax_like(rows, cols):
+    r, c = td.dims("r c")
+    X = td.input("X", {r: rows, c: cols}, td.float32)
+    mx = td.compute("mx", {r: rows}, td.max(X[r, c], over=c))
+    e = td.compute("e", {r: rows, c: cols}, td.exp(X[r, c] - mx[r]))
+    total = td.compute("total", {r: rows}, td.sum(e[r, c], over=c))
+    out = td.compute("out", {r: rows, c: cols}, e[r, c] / total[r])
+    s = td.schedule(out)
+    for st_ in (mx, e, total):
+        s = s.compute_at(st_, out, "r")
+    s = (s.split(e, "c", 16).vectorize(e, "c_i").split(out, "c", 32).vectorize(out, "c_i")
+         .parallel(out, "r"))
+    return X, out, s
+
+
+def _reference(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("target", BACKENDS)
+def test_softmax_with_streaming_stores_matches_numpy_and_streams(target):
+    X, out, s = _softmax_like(37, 96)
+    plain = td.build(s, target=target)
+    f = td.build(s.store_nontemporal(out), target=target)
+    x = rng.standard_normal((37, 96)).astype(np.float32)
+    np.testing.assert_array_equal(f(X=x), plain(X=x))
+    np.testing.assert_allclose(f(X=x), _reference(x), rtol=1e-5, atol=1e-7)
+    if target == "llvm":
+        assert "!nontemporal" in f.source and "!nontemporal" not in plain.source
+        assert "fence seq_cst" in f.source
+    else:
+        assert "stream_store(&out[" in f.source and "stream_store" not in plain.source
+        assert "_mm_stream_si128" in f.source and "stream_fence();" in f.source
+
+
+@pytest.mark.parametrize("target", BACKENDS)
+@pytest.mark.parametrize("offset", [0, 1, 2, 3])
+def test_output_array_not_16_byte_aligned(target, offset):
+    """A caller's output array at any 4-byte offset: the aligned stores stream, the
+    others are ordinary ones (an unaligned streaming store would fault)."""
+    X, out, s = _softmax_like(5, 64)
+    f = td.build(s.store_nontemporal(out), target=target)
+    x = rng.standard_normal((5, 64)).astype(np.float32)
+    storage = np.full(5 * 64 + 4, np.nan, np.float32)
+    given_out = storage[offset: offset + 5 * 64].reshape(5, 64)
+    result = f(X=x, out=given_out)
+    assert result is given_out or np.shares_memory(result, given_out)
+    np.testing.assert_allclose(given_out, _reference(x), rtol=1e-5, atol=1e-7)
+    assert np.isnan(storage[:offset]).all() and np.isnan(storage[offset + 5 * 64:]).all()
+
+
+@settings(max_examples=30, deadline=None)
+@given(h=st.integers(1, 9), w=st.integers(1, 70),
+       factor=st.sampled_from([1, 2, 3, 4, 8, 16, 24, 64]),
+       dtype=st.sampled_from([td.float32, td.float64, td.int8, td.uint16, td.int64]),
+       symbolic=st.booleans(), parallel=st.booleans(), offset=st.integers(0, 3),
+       vector_rows=st.booleans())
+def test_streamed_stencil_matches_evaluate(h, w, factor, dtype, symbolic, parallel, offset,
+                                           vector_rows):
+    y, x = td.dims("y x")
+    H, W = (td.size("H"), td.size("W")) if symbolic else (h, w)
+    a = td.input("a", {y: H, x: W}, dtype)
+    out = td.compute("out", {y: H, x: W},
+                     td.clamp(a)[y, x - 1] * 3 + td.pad(a, 1)[y - 1, x + 2])
+    s = td.schedule(out).split(out, "x", factor).vectorize(out, "x_i")
+    if vector_rows:  # outer-loop vectorization: the row loop's lanes store a column
+        s = td.schedule(out).reorder(out, "x y").split(out, "y", factor).vectorize(out, "y_i")
+    if parallel:
+        s = s.parallel(out, s.loops(out)[0])
+    npd = np.dtype(dtype.name)
+    av = (rng.standard_normal((h, w)) * 50).astype(npd)
+    want = td.evaluate(out, a=av)
+    for target in BACKENDS:
+        f = td.build(s.store_nontemporal(out), target=target)
+        storage = np.zeros(h * w + 4, npd)
+        got = f(a=av, out=storage[offset: offset + h * w].reshape(h, w))
+        # the same code but for the stores: the same values, multiply-adds fused alike
+        np.testing.assert_array_equal(got, td.build(s, target=target)(a=av))
+        # and numpy's up to the rounding of a fused a * 3 + b (operands up to ~500)
+        tol = {"float32": 1e-3, "float64": 1e-11}.get(dtype.name, 0)
+        np.testing.assert_allclose(got, want, rtol=0, atol=tol)
+
+
+@pytest.mark.parametrize("target", BACKENDS)
+def test_output_read_back_by_its_update(target):
+    """A streamed output that its own update then reads (a running sum along x): the
+    thread that streamed a row reads it back, and a later parallel loop reads rows
+    other threads streamed."""
+    y, x = td.dims("y x")
+    a = td.input("a", {y: 8, x: 64}, td.int32)
+    out = td.compute("out", {y: 8, x: 64}, a[y, x] * 2)
+    xr = td.dim("xr")
+    td.update(out[y, xr], out[y, xr] + out[y, xr - 1], over={y: 8, xr: (1, 64)})
+    s = (td.schedule(out).split(out, "x", 16).vectorize(out, "x_i").parallel(out, "y")
+         .parallel(out.updates[0], "y").store_nontemporal(out))
+    av = rng.integers(-1000, 1000, (8, 64)).astype(np.int32)
+    np.testing.assert_array_equal(td.build(s, target=target)(a=av), np.cumsum(av * 2, axis=1))
+
+
+def test_c_streams_only_loops_of_constant_extent_that_store_whole_runs():
+    y, x = td.dims("y x")
+    W = td.size("W")
+    a = td.input("a", {y: 4, x: W}, td.float32)
+    out = td.compute("out", {y: 4, x: W}, a[y, x] + 1)
+    # the split's tail makes the vectorized loop's extent depend on W: ordinary stores
+    s = td.schedule(out).split(out, "x", 8).vectorize(out, "x_i").store_nontemporal(out)
+    f = td.build(s, target="c")
+    assert "stream_store(&" not in f.source and "stream_fence();" in f.source
+    av = rng.standard_normal((4, 21)).astype(np.float32)
+    np.testing.assert_array_equal(f(a=av), av + 1)
+    # a strided store (the vectorized loop runs down a column): ordinary stores too
+    s = (td.schedule(out).reorder(out, "x y").vectorize(out, "y").store_nontemporal(out))
+    f = td.build(s, target="c")
+    assert "stream_store(&" not in f.source
+    np.testing.assert_array_equal(f(a=av), av + 1)
+
+
+def test_lowered_nest_shows_streamed_stores():
+    x = td.dim("x")
+    a = td.input("a", {x: 64}, td.float32)
+    out = td.compute("out", {x: 64}, a[x] * 2)
+    s = td.schedule(out).split(out, "x", 16).vectorize(out, "x_i")
+    assert "nontemporal out[" in str(td.lower(s.store_nontemporal(out)))
+    assert "nontemporal" not in str(td.lower(s))
+
+
+def test_refused_on_a_stage_that_is_not_an_output_and_on_an_update():
+    x = td.dim("x")
+    a = td.input("a", {x: 64}, td.float32)
+    mid = td.compute("mid", {x: 64}, a[x] * 2)
+    out = td.compute("out", {x: 64}, mid[x] + 1)
+    td.update(out[x], out[x] * 2, over={x: 64})
+    with pytest.raises(td.ScheduleError, match=r"mid is not an output.*outputs: out"):
+        td.schedule(out).store_nontemporal(mid)
+    with pytest.raises(td.ScheduleError, match=r"out\.u0 is an update.*outputs: out"):
+        td.schedule(out).store_nontemporal(out.updates[0])
+    with pytest.raises(td.ScheduleError, match="an input of this pipeline"):
+        td.schedule(out).store_nontemporal(a)
+
+
+def test_round_trips_through_json_and_repr():
+    x = td.dim("x")
+    a = td.input("a", {x: 64}, td.float32)
+    out = td.compute("out", {x: 64}, a[x] * 2)
+    s = td.schedule(out).vectorize(out, "x").store_nontemporal(out)
+    assert td.Schedule.from_json(s.to_json(), out) == s
+    assert json.loads(s.to_json())["primitives"][-1] == {"type": "StoreNontemporal", "stage": "out"}
+    assert eval(repr(s), {"td": td, "out": out}) == s
+    assert s.primitives[-1] == td.StoreNontemporal(out)
