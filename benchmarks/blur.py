@@ -35,10 +35,11 @@ def user_algorithm(h: int, w: int):
     return algorithm(h, w)[0]
 
 
-def strip_schedule(size, ys: int, v: int, xs: int | None = None) -> td.Schedule:
+def strip_schedule(size, ys: int, v: int, xs: int | None = None, nt: bool = False
+                   ) -> td.Schedule:
     """Strips of ys output rows on threads; bx computed per strip (ys + 2 rows,
     recomputing 2 rows per strip) or, with xs, per ys x xs tile; both stages
-    vectorized by v along x."""
+    vectorized by v along x; with nt, by written by streaming stores."""
     by, bx = algorithm(*size)
     s = td.schedule(by)
     if xs is None:
@@ -46,7 +47,8 @@ def strip_schedule(size, ys: int, v: int, xs: int | None = None) -> td.Schedule:
     else:
         s = (s.tile(by, y=ys, x=xs).split(by, "x_i", v, names=("x_u", "x_v"))
              .vectorize(by, "x_v").compute_at(bx, by, "x_o"))
-    return s.split(bx, "x", v).vectorize(bx, "x_i").parallel(by, "y_o")
+    s = s.split(bx, "x", v).vectorize(bx, "x_i").parallel(by, "y_o")
+    return s.store_nontemporal(by) if nt else s
 
 
 BEST = {
@@ -61,6 +63,8 @@ def candidates(target: str, variant: str, size: str):
     for ys in (16, 32, 64, 128, 256):
         for v in (4, 8, 16, 32):
             out.append((f"strip {ys} v{v}", lambda a=ys, b=v: strip_schedule(dims, a, b)))
+            out.append((f"strip {ys} v{v} nt",
+                        lambda a=ys, b=v: strip_schedule(dims, a, b, nt=True)))
     for ys, xs in ((32, 1024), (64, 512), (128, 256), (16, 2048)):
         for v in (8, 16):
             out.append((f"tile {ys}x{xs} v{v}",
