@@ -210,3 +210,28 @@ def test_a_convolution_vectorizes_output_channels_with_packed_weights(target):
     s = check(out, {"inp": a, "w": w}, want, target)
     layouts = {p.stage: p.dims for p in s.primitives if p.method == "layout"}
     assert layouts == {"out_acc": ("y", "x", "k"), "w_p": ("c", "ry", "rx", "k")}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_output_beyond_the_cache_is_streamed_and_a_small_one_is_not(target):
+    """Sizes are hints: a 4096 x N output with N = 4096 is 64 MB, past any last-level
+    cache this rule assumes, and gets streaming stores (a knob); the same pipeline built
+    and run at N = 96 gives numpy's values. An output other stages read is not streamed."""
+    r, c = td.dims("r c")
+    N = td.size("N")
+    X = td.input("X", {r: 64, c: N}, td.float32)
+    out = td.compute("out", {r: 64, c: N}, td.exp(X[r, c]) * 2)
+    small = td.autotemplate(out, target=target, N=96)
+    assert "out.stream" not in small.knobs
+    assert "store_nontemporal" not in [p.method for p in small.instantiate().primitives]
+    rows = (machine().llc // (64 * 4)) * 2 + 64  # an output twice the cache
+    big = td.autotemplate(out, target=target, N=rows)
+    assert big.knobs["out.stream"] == ("out", None)
+    s = big.instantiate()
+    assert s.primitives[-1] == td.StoreNontemporal(out)
+    x = rand(64, 96)
+    check(out, {"X": x}, np.exp(x) * 2, target, s=s, rtol=1e-5)
+    # read by another stage (a second output): ordinary stores
+    total = td.compute("total", {r: 64}, td.sum(out[r, c], over=c))
+    both = td.autotemplate((out, total), target=target, N=rows)
+    assert "out.stream" not in both.knobs

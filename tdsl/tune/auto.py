@@ -17,7 +17,10 @@ Rules, in the spirit of Halide's Mullapudi2016 and TVM's MetaSchedule:
   consumer's outer loop (`compute_at`): strips of rows for stencils, one row for
   row reductions, whose long reductions are split into vector lanes (`rfactor`);
 - the unit-stride innermost loop is vectorized at the machine's vector width, and
-  the outermost loop with enough iterations runs in parallel.
+  the outermost loop with enough iterations runs in parallel;
+- an output larger than half the last-level cache, which no other stage reads, is
+  written by streaming stores (`store_nontemporal`): written once and not read back
+  soon, it would only push the input out of the cache.
 
 Every rule is applied through the checked primitives, and the result is proven legal
 (`Schedule.check`); a rule that a stage refuses is left out for that stage.
@@ -49,6 +52,7 @@ class Machine:
     l1: int  # bytes per core
     l2: int
     cores: int
+    llc: int = 32 << 20  # the last-level cache, bytes
 
 
 @functools.cache
@@ -69,7 +73,7 @@ def machine() -> Machine:
 
     threads = fp["threads"]
     return Machine(vector, 32 if wide else 16, cache(0, 32 << 10), cache(2, 1 << 20),
-                   threads if isinstance(threads, int) else 1)
+                   threads if isinstance(threads, int) else 1, cache(3, 32 << 20))
 
 
 def autoschedule(outputs, target: str = "c", **sizes: int) -> Schedule:
@@ -162,7 +166,22 @@ class _Rules:
             if s.name in self.placed or self.p.updates_of(s):
                 continue
             t = _try(t, lambda t, s=s: self.root(t, s))
+        for s in self.p.outputs:
+            t = self.stream(t, s)
         return t
+
+    def stream(self, t: Template, s: Stage) -> Template:
+        """Streaming stores for an output larger than half the last-level cache (with the
+        input it is computed from, more than the cache holds) that no stage reads back;
+        a knob: the stage's name, or None for ordinary stores."""
+        if self.p.updates_of(s) or self.p.consumers(s):
+            return t
+        elements = 1
+        for d in s.dims:
+            elements *= self.extent(s, d)
+        if 2 * elements * s.dtype.itemsize <= self.m.llc:
+            return t
+        return _try(t, lambda t: t.store_nontemporal(knob(f"{s.name}.stream", [s.name, None])))
 
     def inlinable(self, s: Stage) -> bool:
         """Pointwise, no updates, read by exactly one access in all, with every loop of its
