@@ -75,7 +75,7 @@ def test_backends_follow_the_recorded_storage(target, storage):
     func = verify(_small_temp(storage))
     heap = storage is ir.Storage.HEAP
     assert ("alloc_temp(" in render(func)) == heap
-    assert ('@"tdsl_malloc"' in emit_module(func)) == heap
+    assert ('@"tdsl_aligned_alloc"' in emit_module(func)) == heap
     a = np.linspace(-1, 1, 9)
     out = np.zeros_like(a)
     assert BUILD[target](func).call([a, out], [a.size]) == abi.OK
@@ -131,3 +131,15 @@ def test_out_of_memory_is_the_status_on_both_backends(target):
     assert module.run([a, out], [2**62]) == abi.OUT_OF_MEMORY  # 2**64 bytes
     assert module.run([a, out], [4]) == abi.OK
     np.testing.assert_array_equal(out, a * 2 + 1)
+
+
+@pytest.mark.parametrize("target", ["c", "llvm"])
+@pytest.mark.parametrize("n", [2**61 - 1, 2**61 - 16, 2**61 - 17])
+def test_byte_counts_just_below_2_63_are_refused_not_wrapped(target, n):
+    """A heap temp's byte count rounded up to the 64-byte alignment: a count near
+    2^63 must stay huge (and be refused), not wrap around to a small allocation."""
+    module = BUILD[target](td.lower(_two_stages(td.size("N"))))
+    a, out = np.ones(4, np.float32), np.zeros(4, np.float32)
+    assert module.run([a, out], [n]) == abi.OUT_OF_MEMORY
+    assert module.run([a, out], [3]) == abi.OK
+    np.testing.assert_array_equal(out[:3], a[:3] * 2 + 1)

@@ -2,8 +2,8 @@
 
 - libm: `tanhf`/`tanh`, and `fmodf`, `expf`, ... that frem and the math
   intrinsics become;
-- the C library's `malloc`/`free` for large temps, bound to the names
-  `tdsl_malloc`/`tdsl_free` that LLVM's optimizer does not know (see
+- the C library's `aligned_alloc`/`free` for large temps, bound to the names
+  `tdsl_aligned_alloc`/`tdsl_free` that LLVM's optimizer does not know (see
   codegen.py);
 - libgomp, for PARALLEL loops: `GOMP_parallel(fn, data, num_threads, flags)`
   and `omp_get_num_threads`.
@@ -41,7 +41,7 @@ def load() -> bool:
         if _parallel is None:
             _load_library("m", "libm.so.6")
             libc = ctypes.CDLL(None)
-            for name in ("malloc", "free"):
+            for name in ("aligned_alloc", "free"):
                 address = ctypes.cast(getattr(libc, name), ctypes.c_void_p).value
                 llvm.add_symbol(f"tdsl_{name}", address)
             try:
