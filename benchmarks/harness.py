@@ -81,6 +81,18 @@ class Peer:
     info: dict = field(default_factory=dict)
 
 
+def partials_in_lanes(s: td.Schedule, consumer, stages, lanes: int) -> td.Schedule:
+    """A row reduction's partial results, rfactored into vector lanes (its c_i loop),
+    rfactored again into `lanes` vector lanes computed per row of `consumer`
+    (stage_rf2): the stage then combines `lanes` numbers in a chain instead of all
+    the partials. For each of `stages`, rfactored already, computed per row r."""
+    for st in stages:
+        s = (s.rfactor(st, "c_i", lanes, name=f"{st}_rf2", names=("a_o", "a_i"))
+             .compute_at(f"{st}_rf2", consumer, "r")
+             .reorder(f"{st}_rf2", "a_o a_i").vectorize(f"{st}_rf2", "a_i"))
+    return s
+
+
 def rate(work: float, seconds: float) -> float:
     return work / seconds / 1e9
 
