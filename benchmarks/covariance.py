@@ -78,6 +78,8 @@ BEST = {
     ("c", "best"): dict(ti=6, tj=16, v=8, pack=True),
     ("llvm", "best"): dict(ti=4, tj=24, v=8, pack=True),
     ("llvm", "best", "avx512f"): dict(ti=12, tj=32, v=16, pack=False),  # --search, AVX-512
+    # the same on C, on an AVX-512 Xeon, interleaved: 26.6 against 43.1 ms for 6x16 v8
+    ("c", "best", "avx512f"): dict(ti=12, tj=32, v=16, pack=False),
 }
 
 
