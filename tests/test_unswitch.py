@@ -98,3 +98,19 @@ def test_many_distinct_tests_do_not_multiply_the_code():
         want = want * 2.0 + n
     for target in BACKENDS:
         np.testing.assert_allclose(td.build(s, target=target)(A=a), want, rtol=1e-6)
+
+
+def test_edge_block_guards_stay_where_they_are():
+    """The unroll pass guards each row of an edge block (`1 < min(4, N - 4 * i_o)`):
+    invariant in the loops inside, but moving them would copy the block once per
+    combination of rows (16 copies of a 4-row tile, most of them never run)."""
+    i, j, k = td.dims("i j k")
+    N = td.size("N")
+    a = td.input("a", {i: N, k: 16}, td.float32)
+    b = td.input("b", {k: 16, j: 32}, td.float32)
+    c = td.compute("c", {i: N, j: 32}, td.sum(a[i, k] * b[k, j], over=k))
+    s = (td.schedule(c).tile(c, i=4, j=16).reorder(c, "i_o j_o k i_i j_i")
+         .vectorize(c, "j_i").unroll(c, "i_i"))
+    before = td.lower(s, trace=True)["simplify"]
+    assert _tests_inside(before.body, "k") == 5  # the trip test and four guards
+    assert unswitch(before) == before

@@ -39,15 +39,16 @@ def _is_trip_test(c: ir.Expr) -> bool:
 
 
 def _is_tile_test(c: ir.Expr) -> bool:
-    """isl's test of a full tile: an index expression (variables, constants, integer
-    arithmetic; so evaluating it anywhere its variables are bound gives the same answer
-    and cannot fail) against a constant, or an and/or of such. (The guards of an edge
-    block compare with the extent, `4 * i_o + 1 < min(M, 4 * i_o + 4)`: moving those
-    would copy the edge code once per combination of them.)"""
+    """isl's test of a full tile: a linear index expression (variables, constants, +,
+    -, *; so evaluating it anywhere its variables are bound gives the same answer and
+    cannot fail) against a constant, or an and/or of such. (The unroll pass's guards
+    of an edge block compare with a trip count, `1 < min(4, N - 4 * i_o)`: moving
+    those would copy the edge code once per combination of them.)"""
     match c:
         case ir.Compare(_, a, ir.Const()) | ir.Compare(_, ir.Const(), a):
             return all(isinstance(e, (ir.Var, ir.Const)) or isinstance(e, ir.Binary)
-                       and e.dtype == dt.index for e in walk_exprs(a))
+                       and e.op in ("add", "sub", "mul") and e.dtype == dt.index
+                       for e in walk_exprs(a))
         case ir.Binary("and" | "or", a, b, dtype) if dtype == dt.bool_:
             return _is_tile_test(a) and _is_tile_test(b)
     return False
