@@ -15,8 +15,9 @@ a 2mm with 64-wide tiles over 900 columns ran 2.7x slower on C than on LLVM.)
 Guarantees: the result computes the same values. A test moves out of a loop
 only when it is a comparison of index expressions (variables, constants and
 integer arithmetic; no load, no call) against a constant, and no variable it
-reads is bound inside that loop; a loop is duplicated only while it stays below a size limit, and
-isl's tests only while the copies at most double the function (GROWTH).
+reads is bound inside that loop; a loop is duplicated only while it stays below
+a size limit, and for isl's tests only while the copies at most double the
+function (GROWTH).
 """
 
 from __future__ import annotations
@@ -78,8 +79,11 @@ def _invariant_test(loop: ir.For, any_test: bool) -> ir.Expr | None:
     copy it costs)."""
     bound = bound_names(loop)
     for x, looped in _tests(loop.body):
-        if (_is_trip_test(x.cond) or any_test and looped and _is_tile_test(x.cond)) and \
-                not any(isinstance(e, ir.Var) and e.name in bound for e in walk_exprs(x.cond)):
+        if not (_is_trip_test(x.cond) or any_test and looped and _is_tile_test(x.cond)):
+            continue
+        reads = list(walk_exprs(x.cond))
+        if not any(isinstance(e, ir.Load) or isinstance(e, ir.Var) and e.name in bound
+                   for e in reads):
             return x.cond
     return None
 
