@@ -45,6 +45,21 @@ def test_float_to_int_is_the_same_everywhere(src, dst, backend):
         np.testing.assert_array_equal(got, ref)
 
 
+def test_unsigned_64_bit_constants_keep_their_width(backend):
+    # fuzz C seed 2008 case 288: `~td.pad(lut, 3)[-1]` of a uint64 lut, read in the pad,
+    # became the constant 3, which C wrote as 3u (an unsigned int): ~3u is 2**32 - 4,
+    # not 2**64 - 4, and lut[2] * in0[y] / ~3 came out 2**32 times too large
+    (y,) = td.dims("y")
+    in0 = td.input("in0", {y: 2}, td.uint64)
+    lut = td.input("lut", {y: 3}, td.uint64)
+    s0 = td.compute("s0", {y: 2}, (td.pad(lut, 0)[2] * in0[y]) / (~td.pad(lut, 3)[-1]))
+    a0, lt = np.array([2**63 + 5, 7], np.uint64), np.array([0, 0, 3], np.uint64)
+    with np.errstate(all="ignore"):
+        want = (lt[2] * a0).astype(np.float64) / float(~np.uint64(3))
+    np.testing.assert_array_equal(td.evaluate(s0, in0=a0, lut=lt), want)
+    np.testing.assert_array_equal(td.build(td.schedule(s0), target=backend)(in0=a0, lut=lt), want)
+
+
 def test_unsigned_32_bit_constants_keep_their_type(backend):
     # fuzz seed 2622 case 2444 (C only): `~td.pad(in0, 3)[...]` read entirely in the pad
     # became the constant 3, and C computed `~3` as an int (-4), not uint32 (4294967292)

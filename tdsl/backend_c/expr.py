@@ -59,8 +59,11 @@ def literal(value, dtype: DType) -> CExpr:
         return atom("1" if v else "0")
     if v == _INT64_MIN:
         return atom("INT64_MIN")
-    # an unsigned 32-bit constant keeps its type in C (`~3u`, not the int `~3`); narrower
-    # ones are promoted to int anyway, and their results are cast back
+    # an unsigned constant of 32 or 64 bits keeps its width in C (`~3u` and
+    # `~UINT64_C(3)`, not the int `~3`, nor the 32-bit `~3u` for a uint64); narrower ones
+    # are promoted to int anyway, and their results are cast back
+    if dtype.kind == "u" and dtype.bits == 64:
+        return atom(f"UINT64_C({v})")
     text = f"{v}u" if dtype.kind == "u" and dtype.bits >= 32 else str(v)
     return CExpr(text, Prec.UNARY) if v < 0 else atom(text)
 
