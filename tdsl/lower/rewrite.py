@@ -118,6 +118,11 @@ def walk_stmts(s: ir.Stmt) -> Iterator[ir.Stmt]:
                 yield from walk_stmts(x)
 
 
+def stmt_count(s: ir.Stmt) -> int:
+    """How many statements `s` is made of, itself included (a size for copy limits)."""
+    return sum(1 for _ in walk_stmts(s))
+
+
 def stmt_exprs(s: ir.Stmt) -> tuple[ir.Expr, ...]:
     """The expressions statement `s` itself holds (not those of the statements inside it)."""
     match s:

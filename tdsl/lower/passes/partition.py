@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 
 from ... import dtypes as dt
 from .. import ir
-from ..rewrite import Rewriter, _rebuild_expr, expr_children, walk_stmts
+from ..rewrite import Rewriter, _rebuild_expr, expr_children, stmt_count, walk_stmts
 
 MAX_STATEMENTS = 200  # a loop larger than this is not copied
 GROWTH = 2  # nor once the copies would make the function this many times larger (or add
@@ -279,10 +279,6 @@ def _vectorized(s: ir.Stmt) -> bool:
     return any(isinstance(x, ir.For) and x.kind is ir.ForKind.VECTORIZED for x in walk_stmts(s))
 
 
-def _size(s: ir.Stmt) -> int:
-    return sum(1 for _ in walk_stmts(s))
-
-
 def _max(a: ir.Expr, b: ir.Expr) -> ir.Expr:
     return ir.Binary("max", a, b, dt.index)
 
@@ -315,7 +311,7 @@ class _Partition:
 
     def loop(self, s: ir.For) -> ir.Stmt:
         sites: list[_Site] = []
-        size = _size(s)
+        size = stmt_count(s)
         if (s.kind in (ir.ForKind.SERIAL, ir.ForKind.PARALLEL) and s.reassociate is None
                 and size <= MAX_STATEMENTS and 2 * size + 3 <= self.budget
                 and _vectorized(s.body)):
@@ -353,5 +349,5 @@ class _Partition:
 
 def partition(func: ir.LoweredFunc) -> ir.LoweredFunc:
     """`func` with loops partitioned around reads through boundary views (see the module)."""
-    budget = max((GROWTH - 1) * _size(func.body), MAX_STATEMENTS)
+    budget = max((GROWTH - 1) * stmt_count(func.body), MAX_STATEMENTS)
     return replace(func, body=_Partition(budget).visit(func.body))

@@ -27,7 +27,7 @@ from dataclasses import replace
 
 from ... import dtypes as dt
 from .. import ir
-from ..rewrite import Rewriter, bound_names, walk_exprs, walk_stmts
+from ..rewrite import Rewriter, bound_names, stmt_count, walk_exprs
 
 MAX_STATEMENTS = 4000  # a loop larger than this is not duplicated
 GROWTH = 2  # isl's tests stop moving once the copies would make the function this many
@@ -88,10 +88,6 @@ def _invariant_test(loop: ir.For, any_test: bool) -> ir.Expr | None:
     return None
 
 
-def _size(s: ir.Stmt) -> int:
-    return sum(1 for _ in walk_stmts(s))
-
-
 class _Decide(Rewriter):
     """Replace every `if cond` by the branch that `cond == value` takes."""
 
@@ -114,7 +110,7 @@ class _Unswitch(Rewriter):
         cond = _invariant_test(s, any_test=True)
         if cond is None:
             return None
-        size = _size(s)
+        size = stmt_count(s)
         if size > MAX_STATEMENTS:
             return None
         if not _is_trip_test(cond):
@@ -130,5 +126,5 @@ class _Unswitch(Rewriter):
 
 
 def unswitch(func: ir.LoweredFunc) -> ir.LoweredFunc:
-    budget = max((GROWTH - 1) * _size(func.body), MAX_STATEMENTS)
+    budget = max((GROWTH - 1) * stmt_count(func.body), MAX_STATEMENTS)
     return replace(func, body=_Unswitch(budget).visit(func.body))
