@@ -25,7 +25,9 @@ best   as sgemm.py's: Bw computed per tj-column panel packs it (int32,
        loop (acc is already the accumulator cache_write makes in sgemm.py); the
        requantization runs once per element as the tile is stored, vectorized.
        The tile sizes are --search's winners on an AVX2 machine, which moved
-       between runs by up to 2x: 8x32 (C) and 4x24 (LLVM).
+       between runs by up to 2x: 8x32 (C) and 4x24 (LLVM); on AVX-512 2x128
+       in vectors of 16 lanes, where the int32 multiply (vpmulld) bounds every
+       tile shape alike.
 default the algorithm with no schedule.
 """
 
@@ -97,6 +99,11 @@ def staged_schedule(size, ti: int, tj: int, v: int, par: str = "j_o") -> td.Sche
 
 
 BEST = {
+    # AVX-512 (Intel Xeon), interleaved in one process: every v16 tile from 2x128 to
+    # 14x32 ran in 20-25 ms, the v8 tiles in 28-30: bound by vpmulld (two uops on one
+    # port), so the shape matters little once the vectors are 16 lanes wide
+    ("c", "best", "avx512f"): dict(ti=2, tj=128, v=16),
+    ("llvm", "best", "avx512f"): dict(ti=2, tj=128, v=16),
     ("c", "best"): dict(ti=8, tj=32, v=8),
     ("llvm", "best"): dict(ti=4, tj=24, v=8),
 }
@@ -110,7 +117,9 @@ def candidates(target: str, variant: str, size: str):
     dims = SIZES[size]
     # register tiles: ti x tj of v-lane vectors; with AVX2's 16 registers ti * tj / v
     # accumulators must stay within about 12 of them
-    grid = [(4, 16, 8), (6, 16, 8), (8, 16, 8), (3, 32, 8), (4, 24, 8), (2, 32, 8), (8, 32, 8)]
+    grid = [(4, 16, 8), (6, 16, 8), (8, 16, 8), (3, 32, 8), (4, 24, 8), (2, 32, 8), (8, 32, 8),
+            # AVX-512: 32 registers of 16 lanes
+            (2, 128, 16), (4, 64, 16), (6, 64, 16), (8, 32, 16), (12, 32, 16)]
     return [(f"tile {ti}x{tj} v{v}", lambda a=ti, b=tj, c=v: staged_schedule(dims, a, b, c))
             for ti, tj, v in grid]
 
