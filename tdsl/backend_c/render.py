@@ -10,7 +10,9 @@ with inputs, outputs and sizes in the `LoweredFunc`'s order. A flavour
 (`Flavour`) is data: what differs between the two C files tdsl writes.
 
 - "host" (`HOST`): C11 that tdsl compiles and loads itself; OpenMP parallel and
-  simd pragmas, GCC extensions, temporaries on the stack or the heap. The
+  simd pragmas, GCC extensions, temporaries on the stack or the heap. A parallel
+  loop's body is a static function of its own with `restrict` pointer parameters
+  (`_Outline`), called once per iteration. The
   kernel returns 0, or `abi.OUT_OF_MEMORY` when a heap temporary cannot be
   allocated, unwinding as `lower.abi` states: it frees what it had allocated
   and never returns from inside an OpenMP parallel region (a failing parallel
@@ -250,10 +252,27 @@ class _Region:
     """Code that runs on one thread: the function body or a parallel loop's body."""
 
     parallel: bool
-    var: str = ""  # the parallel loop's variable
     live: list[str] = field(default_factory=list)  # heap temporaries to free on failure
-    loops: int = 0  # serial loops entered inside the region (so `continue` would not do)
-    end_label: str | None = None  # end of the parallel iteration, once a failure needs it
+
+
+@dataclass
+class _Outline:
+    """A parallel loop's body being written as a function of its own (host C).
+
+    gcc's OpenMP lowering moves a parallel loop's body into a function that reads
+    the kernel's pointers from a struct, and they lose `restrict` there: gcc must
+    then assume a store to an output may change an input, and keeps every
+    intermediate store of a sum accumulated in the output (a depthwise convolution
+    stored its vector ten times per tap row). So the renderer moves the body into
+    a static function whose pointer parameters are `restrict`, called once per
+    iteration (and inlined by gcc, which keeps the restrict information). Its
+    parameters are what the body reads from outside: the names bound in scopes
+    below `boundary`, recorded as `_name_of` finds them."""
+
+    boundary: int  # scopes at this level and deeper belong to the function
+    flag: str  # the parameter that points to the kernel's failure status
+    captures: dict[tuple[str, str], str] = field(default_factory=dict)  # key -> C name
+    fails: bool = False  # the body may record a failure
 
 
 class _Renderer:
@@ -268,11 +287,18 @@ class _Renderer:
         self.helpers: dict[str, None] = {}  # ordered set
         self.expr = ExprEmitter(self._name_of, self._use_helper, self.headers.add)
         self.regions = [_Region(parallel=False)]
+        self.outline: _Outline | None = None
+        self.buffers = {b.name: b for b in (*func.inputs, *func.outputs)}
+        self.buffers.update((x.buffer.name, x.buffer) for x in walk_stmts(func.body)
+                            if isinstance(x, Allocate))
+        if func.status is not None:
+            self.buffers[func.status.name] = func.status
+        self.outlined: list[str] = []  # the functions of outlined loop bodies, as text
+        self.ctypes: dict[tuple[object, str], str] = {}  # (key, C name) -> C type of a variable
         self.in_parallel = False
         self.in_simd = False
         self.status: str | None = None
         self.scalar_loops = False  # a loop was kept out of the loop vectorizer
-        self.labels: set[str] = set()
         in_workspace = any(isinstance(s, Allocate) and s.storage is Storage.WORKSPACE
                            for s in walk_stmts(func.body))
         self.layout = workspace_layout(func) if in_workspace else None
@@ -340,6 +366,7 @@ class _Renderer:
         if self.scalar_loops:
             parts.append(_SCALAR_LOOP_DEFINITION)
         parts.extend(helpers.definition(h)[0] for h in self.helpers)
+        parts.extend(self.outlined)
         parts.append(body)
         return "\n".join(parts)
 
@@ -347,11 +374,14 @@ class _Renderer:
         self.helpers.setdefault(name, None)
 
     def _name_of(self, kind: str, name: str) -> str:
-        found = self.w.lookup((kind, name))
+        found = self.w.lookup_level((kind, name))
         if found is None:
             what = "buffer" if kind == "buf" else "variable"
             raise ValueError(f"loop IR of {self.func.name} uses {what} {name!r} outside its scope")
-        return found
+        cname, level = found
+        if self.outline is not None and level < self.outline.boundary:
+            self.outline.captures[(kind, name)] = cname
+        return cname
 
     # ------------------------------------------------------------ statements
 
@@ -376,6 +406,7 @@ class _Renderer:
             case Let(name, value, body):
                 text = self.expr(value)
                 with self.w.binding(("var", name), name) as c:
+                    self.ctypes[(("var", name), c)] = ctype(value.dtype)
                     self.w.line(f"const {ctype(value.dtype)} {c} = {text};")
                     self.stmt(body)
             case Allocate():
@@ -506,30 +537,68 @@ class _Renderer:
             if pragma:
                 w.line(pragma)
             w.open(f"for (int64_t {v} = {start}; {binary('<', atom(v), end)}; {v}++)")
-            if self._scalar(s, simd):
+            if self._scalar(s, simd) and not parallel:  # a parallel loop's body is a call
                 self.scalar_loops = True
                 w.line(f"{SCALAR_LOOP};")
+            self.ctypes[(("var", s.var), v)] = "int64_t"
             saved = self.in_parallel, self.in_simd
-            if parallel:
-                self.regions.append(_Region(parallel=True, var=v))
-                self.in_parallel = True
-            else:
-                region.loops += 1
             self.in_simd = self.in_simd or simd
-            self.stmt(s.body)
-            self.in_parallel, self.in_simd = saved
-            if parallel:
-                inner = self.regions.pop()
-                if inner.end_label:
-                    w.line(f"{inner.end_label}: ;")
+            if parallel:  # host C only: portable C runs parallel loops serially
+                self.regions.append(_Region(parallel=True))
+                self.in_parallel = True
+                self._outlined_body(s)
+                self.regions.pop()
             else:
-                region.loops -= 1
+                self.stmt(s.body)
+            self.in_parallel, self.in_simd = saved
             w.close()
         if parallel and may_fail(s.body):
             w.open(f"if ({self._status()} != 0)")
             self._unwind(region)
             w.line(f"return {OUT_OF_MEMORY};")
             w.close()
+
+    def _outlined_body(self, s: For) -> None:
+        """Parallel loop `s`'s body as a call of a static function with `restrict`
+        pointer parameters (see `_Outline`); its text goes before the entry point."""
+        w = self.w
+        fn = w.fresh(f"{self.name}_{s.var}_body", level=0)
+        start, depth = len(w.lines), w.depth
+        with w.scope():
+            outline = _Outline(boundary=w.level, flag=w.fresh("failed"))
+            self.outline = outline
+            try:
+                self.stmt(s.body)
+            finally:
+                self.outline = None
+        body = [line[len(w.INDENT) * (depth - 1):] if line else line for line in w.lines[start:]]
+        del w.lines[start:]
+        # the loop's variable, other variables, then buffers in the kernel's order
+        order = {("var", s.var): -1}
+        order.update((("var", v.name), i) for i, v in enumerate(self.func.sizes))
+        order.update((("buf", b), i) for i, b in enumerate(self.buffers))
+        params, args = [], []
+        last = len(self.func.sizes)  # other variables after the sizes
+        for key, cname in sorted(outline.captures.items(), key=lambda kv: (
+                kv[0][0] == "buf", order.get(kv[0], last))):
+            params.append(f"{self._param_type(key, cname)} {cname}")
+            args.append(cname)
+        if outline.fails:
+            params.append(f"int *restrict {outline.flag}")
+            args.append(f"&{self._status()}")
+        header = _header(fn, ", ".join(params) or "void").replace("int ", "static void ", 1)
+        self.outlined.append("\n".join([f"{header} {{", *body, "}", ""]))
+        w.line(f"{fn}({', '.join(args)});")
+
+    def _param_type(self, key: tuple[str, str], cname: str) -> str:
+        """The C type of an outlined body's parameter for binding `key`: a buffer's
+        `restrict` pointer (`const` for an input), a variable's value type."""
+        kind, name = key
+        if kind == "var":
+            return self.ctypes.get((key, cname), "int64_t")
+        buf = self.buffers[name]
+        const = "const " if buf.kind == "input" else ""
+        return f"{const}{ctype(buf.dtype)} *restrict"
 
     def _scalar(self, s: For, simd: bool) -> bool:
         """Whether loop `s` is kept out of the C compiler's loop vectorizer: a host loop
@@ -612,21 +681,19 @@ class _Renderer:
 
     def _fail(self) -> None:
         """Leave after an allocation failed: free this region's temporaries, then
-        return OUT_OF_MEMORY, or in a parallel iteration record the failure and skip
-        the rest of the iteration (`lower.abi`'s unwind policy)."""
+        return OUT_OF_MEMORY, or in a parallel iteration (an outlined body, `_Outline`)
+        record the failure through its flag and return, skipping the rest of the
+        iteration (`lower.abi`'s unwind policy)."""
         w, region = self.w, self.regions[-1]
         self._unwind(region)
         if not region.parallel:
             w.line(f"return {OUT_OF_MEMORY};")
             return
+        assert self.outline is not None
+        self.outline.fails = True
         w.line("#pragma omp atomic write")
-        w.line(f"{self._status()} = 1;")
-        if region.loops == 0:
-            w.line("continue;")
-            return
-        if region.end_label is None:
-            region.end_label = self._label(f"next_{region.var}")
-        w.line(f"goto {region.end_label};")
+        w.line(f"*{self.outline.flag} = 1;")
+        w.line("return;")
 
     def _unwind(self, region: _Region) -> None:
         for name in reversed(region.live):
@@ -636,14 +703,6 @@ class _Renderer:
         if self.status is None:
             self.status = self.w.bind(("status",), "status", level=self.body_level)
         return self.status
-
-    def _label(self, hint: str) -> str:
-        name, n = hint, 0
-        while name in self.labels:
-            n += 1
-            name = f"{hint}_{n}"
-        self.labels.add(name)
-        return name
 
     # ------------------------------------------------------------ the portable checks
 

@@ -285,7 +285,13 @@ class CWriter:
                 bound[key] = previous
 
     def lookup(self, key: object) -> str | None:
-        for _, bound in reversed(self._scopes):
+        found = self.lookup_level(key)
+        return None if found is None else found[0]
+
+    def lookup_level(self, key: object) -> tuple[str, int] | None:
+        """The C name bound to `key` and the level of the scope that binds it."""
+        for level in range(len(self._scopes) - 1, -1, -1):
+            bound = self._scopes[level][1]
             if key in bound:
-                return bound[key]
+                return bound[key], level
         return None

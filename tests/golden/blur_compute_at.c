@@ -3,10 +3,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-/* A loop with a short loop inside that the schedule does not vectorize stays out of
-   the loop vectorizer, which does not touch a loop containing an asm statement. */
-#define TDSL_SCALAR_LOOP __asm__ __volatile__("")
-
 int omp_get_max_threads(void);
 
 /* The chunk size for a parallel loop of `trips` iterations: about 8 chunks per thread. */
@@ -30,28 +26,38 @@ static inline int64_t min_i64(int64_t a, int64_t b) {
     return a < b ? a : b;
 }
 
+static void tdsl_by_y_o_body(
+    int64_t y_o,
+    int64_t H,
+    int64_t W,
+    const float *restrict inp,
+    float *restrict by,
+    int *restrict failed
+) {
+    float *restrict bx = alloc_temp((W - 2) * 10, sizeof(float));
+    if (bx == NULL) {
+        #pragma omp atomic write
+        *failed = 1;
+        return;
+    }
+    for (int64_t y = 8 * y_o; y < min_i64(H, 8 * y_o + 10); y++) {
+        for (int64_t x = 0; x < W - 2; x++) {
+            bx[(y - 8 * y_o) * (W - 2) + x] = (inp[y * W + x] + inp[y * W + x + 1] + inp[y * W + x + 2]) / 3.0f;
+        }
+    }
+    for (int64_t y_i = 0; y_i < min_i64(8, H - 8 * y_o - 2); y_i++) {
+        for (int64_t x = 0; x < W - 2; x++) {
+            by[(8 * y_o + y_i) * (W - 2) + x] = (bx[y_i * (W - 2) + x] + bx[(y_i + 1) * (W - 2) + x] + bx[(y_i + 2) * (W - 2) + x]) / 3.0f;
+        }
+    }
+    free(bx);
+}
+
 int tdsl_by(const float *restrict inp, float *restrict by, int64_t H, int64_t W) {
     int status = 0;
     #pragma omp parallel for schedule(dynamic, par_chunk((H - 3) / 8 + 1))
     for (int64_t y_o = 0; y_o < (H - 3) / 8 + 1; y_o++) {
-        TDSL_SCALAR_LOOP;
-        float *restrict bx = alloc_temp((W - 2) * 10, sizeof(float));
-        if (bx == NULL) {
-            #pragma omp atomic write
-            status = 1;
-            continue;
-        }
-        for (int64_t y = 8 * y_o; y < min_i64(H, 8 * y_o + 10); y++) {
-            for (int64_t x = 0; x < W - 2; x++) {
-                bx[(y - 8 * y_o) * (W - 2) + x] = (inp[y * W + x] + inp[y * W + x + 1] + inp[y * W + x + 2]) / 3.0f;
-            }
-        }
-        for (int64_t y_i = 0; y_i < min_i64(8, H - 8 * y_o - 2); y_i++) {
-            for (int64_t x = 0; x < W - 2; x++) {
-                by[(8 * y_o + y_i) * (W - 2) + x] = (bx[y_i * (W - 2) + x] + bx[(y_i + 1) * (W - 2) + x] + bx[(y_i + 2) * (W - 2) + x]) / 3.0f;
-            }
-        }
-        free(bx);
+        tdsl_by_y_o_body(y_o, H, W, inp, by, &status);
     }
     if (status != 0) {
         return 1;

@@ -18,31 +18,40 @@ static inline int64_t min_i64(int64_t a, int64_t b) {
     return a < b ? a : b;
 }
 
-int tdsl_C(const float *restrict A, const float *restrict B, float *restrict C, int64_t N) {
-    #pragma omp parallel for schedule(dynamic, par_chunk((N - 1) / 32 + 1))
-    for (int64_t i_o = 0; i_o < (N - 1) / 32 + 1; i_o++) {
+static void tdsl_C_i_o_body(
+    int64_t i_o,
+    int64_t N,
+    const float *restrict A,
+    const float *restrict B,
+    float *restrict C
+) {
+    for (int64_t j_o = 0; j_o < 4; j_o++) {
         TDSL_SCALAR_LOOP;
-        for (int64_t j_o = 0; j_o < 4; j_o++) {
+        for (int64_t i_i = 0; i_i < min_i64(32, N - 32 * i_o); i_i++) {
+            #pragma omp simd
+            for (int64_t j_i = 0; j_i < 64; j_i++) {
+                C[(32 * i_o + i_i) * 256 + 64 * j_o + j_i] = 0.0f;
+            }
+        }
+        for (int64_t k_o = 0; k_o < 128; k_o++) {
             TDSL_SCALAR_LOOP;
             for (int64_t i_i = 0; i_i < min_i64(32, N - 32 * i_o); i_i++) {
-                #pragma omp simd
-                for (int64_t j_i = 0; j_i < 64; j_i++) {
-                    C[(32 * i_o + i_i) * 256 + 64 * j_o + j_i] = 0.0f;
-                }
-            }
-            for (int64_t k_o = 0; k_o < 128; k_o++) {
                 TDSL_SCALAR_LOOP;
-                for (int64_t i_i = 0; i_i < min_i64(32, N - 32 * i_o); i_i++) {
-                    TDSL_SCALAR_LOOP;
-                    for (int64_t k_i = 0; k_i < 4; k_i++) {
-                        #pragma omp simd
-                        for (int64_t j_i = 0; j_i < 64; j_i++) {
-                            C[(32 * i_o + i_i) * 256 + 64 * j_o + j_i] = C[(32 * i_o + i_i) * 256 + 64 * j_o + j_i] + A[(32 * i_o + i_i) * 512 + 4 * k_o + k_i] * B[(4 * k_o + k_i) * 256 + 64 * j_o + j_i];
-                        }
+                for (int64_t k_i = 0; k_i < 4; k_i++) {
+                    #pragma omp simd
+                    for (int64_t j_i = 0; j_i < 64; j_i++) {
+                        C[(32 * i_o + i_i) * 256 + 64 * j_o + j_i] = C[(32 * i_o + i_i) * 256 + 64 * j_o + j_i] + A[(32 * i_o + i_i) * 512 + 4 * k_o + k_i] * B[(4 * k_o + k_i) * 256 + 64 * j_o + j_i];
                     }
                 }
             }
         }
+    }
+}
+
+int tdsl_C(const float *restrict A, const float *restrict B, float *restrict C, int64_t N) {
+    #pragma omp parallel for schedule(dynamic, par_chunk((N - 1) / 32 + 1))
+    for (int64_t i_o = 0; i_o < (N - 1) / 32 + 1; i_o++) {
+        tdsl_C_i_o_body(i_o, N, A, B, C);
     }
     return 0;
 }

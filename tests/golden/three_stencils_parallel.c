@@ -22,6 +22,69 @@ static inline int64_t par_chunk(int64_t trips) {
     return chunk > 1 ? chunk : 1;
 }
 
+static void tdsl_out_x_body(int64_t x, int64_t y, int64_t x_o, int32_t *restrict s2, int32_t *restrict s0) {
+    int32_t s1[4] __attribute__((aligned(64)));
+    if (x >= 1) {
+        for (int64_t y_s1 = y; y_s1 < min_i64(13, y + 2); y_s1++) {
+            TDSL_SCALAR_LOOP;
+            for (int64_t x_s1 = x - 1; x_s1 < x + 1; x_s1++) {
+                s1[(y_s1 - y) * 2 + x_s1 - x + 1] = (int32_t)((uint32_t)s0[min_i64(y_s1 - 5, 5) * 6 + min_i64(x_s1 + 1, 16) - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))] + (uint32_t)s0[(y_s1 - 7) * 6 + x_s1 - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))] + (uint32_t)s0[(y_s1 - 8) * 6 + min_i64(x_s1 + 2, 16) - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))]);
+            }
+        }
+    } else {
+        for (int64_t y_s1 = y; y_s1 < min_i64(13, y + 2); y_s1++) {
+            s1[(y_s1 - y) * 2 + -(x_o == 0 ? 0 : x - 1)] = (int32_t)((uint32_t)s0[min_i64(y_s1 - 5, 5) * 6 + 1 - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))] + (uint32_t)s0[(y_s1 - 7) * 6 + -(x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))] + (uint32_t)s0[(y_s1 - 8) * 6 + 2 - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))]);
+        }
+    }
+    s2[(y - 8) * 3 + x - 2 * x_o] = (int32_t)((uint32_t)s1[(min_i64(y + 1, 12) - y) * 2 + max_i64(x - 1, 0) - (((x_o == 0) & (x == 0)) ? 0 : x - 1)] + (uint32_t)s1[x - (((x_o == 0) & (x == 0)) ? 0 : x - 1)]);
+}
+
+static void tdsl_out_x_body_1(
+    int64_t x,
+    int64_t y,
+    int64_t x_o,
+    int32_t *restrict s2,
+    int32_t *restrict s0
+) {
+    int32_t s1[4] __attribute__((aligned(64)));
+    if (x >= 1) {
+        for (int64_t y_s1 = y; y_s1 < y + 2; y_s1++) {
+            TDSL_SCALAR_LOOP;
+            for (int64_t x_s1 = x - 1; x_s1 < x + 1; x_s1++) {
+                s1[(y_s1 - y) * 2 + x_s1 - x + 1] = (int32_t)((uint32_t)s0[min_i64(y_s1, 10) * 6 + min_i64(x_s1 + 1, 16) - (x_o == 0 ? 0 : 2 * x_o - 1)] + (uint32_t)s0[(y_s1 - 2) * 6 + x_s1 - (x_o == 0 ? 0 : 2 * x_o - 1)] + (uint32_t)s0[(y_s1 - 3) * 6 + min_i64(x_s1 + 2, 16) - (x_o == 0 ? 0 : 2 * x_o - 1)]);
+            }
+        }
+    } else {
+        for (int64_t y_s1 = y; y_s1 < y + 2; y_s1++) {
+            s1[(y_s1 - y) * 2 + -(x_o == 0 ? 0 : x - 1)] = (int32_t)((uint32_t)s0[min_i64(y_s1, 10) * 6 + 1 - (x_o == 0 ? 0 : 2 * x_o - 1)] + (uint32_t)s0[(y_s1 - 2) * 6 + -(x_o == 0 ? 0 : 2 * x_o - 1)] + (uint32_t)s0[(y_s1 - 3) * 6 + 2 - (x_o == 0 ? 0 : 2 * x_o - 1)]);
+        }
+    }
+    s2[(y - 3) * 3 + x - 2 * x_o] = (int32_t)((uint32_t)s1[2 + max_i64(x - 1, 0) - (((x_o == 0) & (x == 0)) ? 0 : x - 1)] + (uint32_t)s1[x - (((x_o == 0) & (x == 0)) ? 0 : x - 1)]);
+}
+
+static void tdsl_out_x_body_2(
+    int64_t x,
+    int64_t y,
+    int64_t x_o,
+    int32_t *restrict s2,
+    int32_t *restrict s0
+) {
+    int32_t s1[4] __attribute__((aligned(64)));
+    if (x >= 1) {
+        for (int64_t y_s1 = y; y_s1 < y + 2; y_s1++) {
+            TDSL_SCALAR_LOOP;
+            for (int64_t x_s1 = x - 1; x_s1 < x + 1; x_s1++) {
+                s1[(y_s1 - y) * 2 + x_s1 - x + 1] = (int32_t)((uint32_t)s0[(y_s1 + 2) * 6 + min_i64(x_s1 + 1, 16) - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))] + (uint32_t)s0[y_s1 * 6 + x_s1 - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))] + (uint32_t)s0[max_i64(y_s1 - 1, 0) * 6 + min_i64(x_s1 + 2, 16) - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))]);
+            }
+        }
+    } else {
+        for (int64_t y_s1 = y; y_s1 < y + 2; y_s1++) {
+            s1[(y_s1 - y) * 2 + -(x_o == 0 ? 0 : x - 1)] = (int32_t)((uint32_t)s0[(y_s1 + 2) * 6 + 1 - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))] + (uint32_t)s0[y_s1 * 6 + -(x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))] + (uint32_t)s0[max_i64(y_s1 - 1, 0) * 6 + 2 - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))]);
+        }
+    }
+    s2[y * 3 + x - 2 * x_o] = (int32_t)((uint32_t)s1[2 + max_i64(x - 1, 0) - (((x_o == 0) & (x == 0)) ? 0 : x - 1)] + (uint32_t)s1[x - (((x_o == 0) & (x == 0)) ? 0 : x - 1)]);
+}
+
 int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
     for (int64_t y_o = 0; y_o < 3; y_o++) {
         TDSL_SCALAR_LOOP;
@@ -91,21 +154,7 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                     if (x_o <= 7) {
                         #pragma omp parallel for schedule(dynamic, par_chunk(3))
                         for (int64_t x = 2 * x_o; x < 2 * x_o + 3; x++) {
-                            TDSL_SCALAR_LOOP;
-                            int32_t s1[4] __attribute__((aligned(64)));
-                            if (x >= 1) {
-                                for (int64_t y_s1 = y; y_s1 < min_i64(13, y + 2); y_s1++) {
-                                    TDSL_SCALAR_LOOP;
-                                    for (int64_t x_s1 = x - 1; x_s1 < x + 1; x_s1++) {
-                                        s1[(y_s1 - y) * 2 + x_s1 - x + 1] = (int32_t)((uint32_t)s0[min_i64(y_s1 - 5, 5) * 6 + min_i64(x_s1 + 1, 16) - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))] + (uint32_t)s0[(y_s1 - 7) * 6 + x_s1 - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))] + (uint32_t)s0[(y_s1 - 8) * 6 + min_i64(x_s1 + 2, 16) - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))]);
-                                    }
-                                }
-                            } else {
-                                for (int64_t y_s1 = y; y_s1 < min_i64(13, y + 2); y_s1++) {
-                                    s1[(y_s1 - y) * 2 + -(x_o == 0 ? 0 : x - 1)] = (int32_t)((uint32_t)s0[min_i64(y_s1 - 5, 5) * 6 + 1 - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))] + (uint32_t)s0[(y_s1 - 7) * 6 + -(x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))] + (uint32_t)s0[(y_s1 - 8) * 6 + 2 - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))]);
-                                }
-                            }
-                            s2[(y - 8) * 3 + x - 2 * x_o] = (int32_t)((uint32_t)s1[(min_i64(y + 1, 12) - y) * 2 + max_i64(x - 1, 0) - (((x_o == 0) & (x == 0)) ? 0 : x - 1)] + (uint32_t)s1[x - (((x_o == 0) & (x == 0)) ? 0 : x - 1)]);
+                            tdsl_out_x_body(x, y, x_o, s2, s0);
                         }
                     } else {
                         int32_t s1[4] __attribute__((aligned(64)));
@@ -124,21 +173,7 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                     if (x_o <= 7) {
                         #pragma omp parallel for schedule(dynamic, par_chunk(3))
                         for (int64_t x = 2 * x_o; x < 2 * x_o + 3; x++) {
-                            TDSL_SCALAR_LOOP;
-                            int32_t s1[4] __attribute__((aligned(64)));
-                            if (x >= 1) {
-                                for (int64_t y_s1 = y; y_s1 < y + 2; y_s1++) {
-                                    TDSL_SCALAR_LOOP;
-                                    for (int64_t x_s1 = x - 1; x_s1 < x + 1; x_s1++) {
-                                        s1[(y_s1 - y) * 2 + x_s1 - x + 1] = (int32_t)((uint32_t)s0[min_i64(y_s1, 10) * 6 + min_i64(x_s1 + 1, 16) - (x_o == 0 ? 0 : 2 * x_o - 1)] + (uint32_t)s0[(y_s1 - 2) * 6 + x_s1 - (x_o == 0 ? 0 : 2 * x_o - 1)] + (uint32_t)s0[(y_s1 - 3) * 6 + min_i64(x_s1 + 2, 16) - (x_o == 0 ? 0 : 2 * x_o - 1)]);
-                                    }
-                                }
-                            } else {
-                                for (int64_t y_s1 = y; y_s1 < y + 2; y_s1++) {
-                                    s1[(y_s1 - y) * 2 + -(x_o == 0 ? 0 : x - 1)] = (int32_t)((uint32_t)s0[min_i64(y_s1, 10) * 6 + 1 - (x_o == 0 ? 0 : 2 * x_o - 1)] + (uint32_t)s0[(y_s1 - 2) * 6 + -(x_o == 0 ? 0 : 2 * x_o - 1)] + (uint32_t)s0[(y_s1 - 3) * 6 + 2 - (x_o == 0 ? 0 : 2 * x_o - 1)]);
-                                }
-                            }
-                            s2[(y - 3) * 3 + x - 2 * x_o] = (int32_t)((uint32_t)s1[2 + max_i64(x - 1, 0) - (((x_o == 0) & (x == 0)) ? 0 : x - 1)] + (uint32_t)s1[x - (((x_o == 0) & (x == 0)) ? 0 : x - 1)]);
+                            tdsl_out_x_body_1(x, y, x_o, s2, s0);
                         }
                     } else {
                         int32_t s1[4] __attribute__((aligned(64)));
@@ -157,21 +192,7 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                     if (x_o <= 7) {
                         #pragma omp parallel for schedule(dynamic, par_chunk(3))
                         for (int64_t x = 2 * x_o; x < 2 * x_o + 3; x++) {
-                            TDSL_SCALAR_LOOP;
-                            int32_t s1[4] __attribute__((aligned(64)));
-                            if (x >= 1) {
-                                for (int64_t y_s1 = y; y_s1 < y + 2; y_s1++) {
-                                    TDSL_SCALAR_LOOP;
-                                    for (int64_t x_s1 = x - 1; x_s1 < x + 1; x_s1++) {
-                                        s1[(y_s1 - y) * 2 + x_s1 - x + 1] = (int32_t)((uint32_t)s0[(y_s1 + 2) * 6 + min_i64(x_s1 + 1, 16) - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))] + (uint32_t)s0[y_s1 * 6 + x_s1 - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))] + (uint32_t)s0[max_i64(y_s1 - 1, 0) * 6 + min_i64(x_s1 + 2, 16) - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))]);
-                                    }
-                                }
-                            } else {
-                                for (int64_t y_s1 = y; y_s1 < y + 2; y_s1++) {
-                                    s1[(y_s1 - y) * 2 + -(x_o == 0 ? 0 : x - 1)] = (int32_t)((uint32_t)s0[(y_s1 + 2) * 6 + 1 - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))] + (uint32_t)s0[y_s1 * 6 + -(x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))] + (uint32_t)s0[max_i64(y_s1 - 1, 0) * 6 + 2 - (x_o == 0 ? 0 : (x_o == 7 ? 13 : 2 * x_o - 1))]);
-                                }
-                            }
-                            s2[y * 3 + x - 2 * x_o] = (int32_t)((uint32_t)s1[2 + max_i64(x - 1, 0) - (((x_o == 0) & (x == 0)) ? 0 : x - 1)] + (uint32_t)s1[x - (((x_o == 0) & (x == 0)) ? 0 : x - 1)]);
+                            tdsl_out_x_body_2(x, y, x_o, s2, s0);
                         }
                     } else {
                         int32_t s1[4] __attribute__((aligned(64)));
