@@ -224,7 +224,9 @@ def input_shapes(spec) -> dict:
 
 def program(spec, schedule: bool = False) -> str:
     """Module source defining `outputs`, `s` and `arrays` for a spec."""
-    lines = ["import numpy as np", "", "import tdsl as td", "", f"INPUTS = {input_shapes(spec)!r}",
+    # the expressions as the generator built them: `a == True` compares a tensor
+    lines = ["# ruff: noqa: E712, UP034", "import numpy as np", "", "import tdsl as td", "",
+             f"INPUTS = {input_shapes(spec)!r}",
              ARRAYS, *algorithm(spec), "s = td.schedule(outputs)"]
     if schedule:
         lines += [call(op) for op in spec["schedule"]]

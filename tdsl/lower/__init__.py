@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Literal, overload
 
+from ..compute.tensor import Stage
 from ..schedule import Schedule
 from ..schedule.schedule import set_legality_check
 from . import ir
@@ -55,7 +56,8 @@ from .passes.simplify import simplify
 from .passes.unroll import unroll
 from .passes.unswitch import unswitch
 from .passes.verify import verify
-from .poly.budget import bounded, check_unrolling, isl_budget, step
+from .poly.access import reads_remapped_stage, whole_axis_remaps
+from .poly.budget import AnalysisLimitError, bounded, check_unrolling, isl_budget, step
 from .poly.from_ast import convert
 from .poly.legality import check_legality, check_schedule
 from .poly.model import build_model
@@ -172,8 +174,21 @@ def lower_schedule(sched: Schedule, name: str | None = None, trace: bool = False
     sched._require_current()
     name = name or f"tdsl_{sched.outputs[0].name}"
     what = f"the schedule of {', '.join(o.name for o in sched.outputs)}"
-    steps = bounded(what, lambda: _lower(sched, name, what, trace, workspace,
-                                         PASSES + LATE_PASSES if late else PASSES))
+    passes = PASSES + LATE_PASSES if late else PASSES
+    try:
+        steps = bounded(what, lambda: _lower(sched, name, what, trace, workspace, passes))
+    except AnalysisLimitError:
+        # a stage computed inside a loop over a mirror or wrap read of it: its exact
+        # region is piecewise and can cost isl more than the schedule has; the whole
+        # axis is a region too (larger), within the budget once more
+        exprs = [x.expr if isinstance(x, Stage) else x.value for x in sched.pipeline.schedulables]
+        if not reads_remapped_stage(exprs):
+            raise
+
+        def coarse() -> list[tuple[str, ir.LoweredFunc]]:
+            with whole_axis_remaps():
+                return _lower(sched, name, what, trace, workspace, passes)
+        steps = bounded(what, coarse)
     return Trace(steps) if trace else steps[-1][1]
 
 

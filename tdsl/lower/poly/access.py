@@ -8,19 +8,44 @@ raises DefinitionError with one offending point.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import contextvars
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import islpy as isl
 
 from ...compute import expr as cx
-from ...compute.tensor import BoundaryView, Tensor, is_affine_index
+from ...compute.tensor import BoundaryView, Stage, Tensor, is_affine_index
 from ...errors import DefinitionError
 from .affine import Vars, pwaff, space
 
 if TYPE_CHECKING:
     from .model import Statement
+
+_REMAPPED = ("mirror", "mirror_interior", "wrap")
+# whether `access_map(..., remap=True)` maps mirror and wrap reads within one period
+_EXACT_REMAP: contextvars.ContextVar[bool] = contextvars.ContextVar("exact_remap", default=True)
+
+
+@contextlib.contextmanager
+def whole_axis_remaps() -> Iterator[None]:
+    """Inside, `access_map` takes every mirror or wrap read to be anywhere along its
+    axis, `remap` or not: the regions of a lowering whose exact ones were too costly."""
+    token = _EXACT_REMAP.set(False)
+    try:
+        yield
+    finally:
+        _EXACT_REMAP.reset(token)
+
+
+def reads_remapped_stage(exprs: Iterable[cx.Expr]) -> bool:
+    """Whether any of `exprs` reads a stage (not an input) through a mirror or wrap
+    view: only then does `remap` change a region."""
+    return any(isinstance(n, cx.Access) and isinstance(n.tensor, BoundaryView)
+               and n.tensor.mode in _REMAPPED and isinstance(n.tensor.tensor, Stage)
+               for e in exprs for n in cx.walk(e))
 
 
 def functions_map(vals: list[isl.PwAff], domain: isl.Set) -> isl.Map:
@@ -43,16 +68,19 @@ class Scoped:
         return repr(self.access)
 
 
-def access_map(stmt: Statement, acc: cx.Access | Scoped) -> isl.Map:
+def access_map(stmt: Statement, acc: cx.Access | Scoped, remap: bool = False) -> isl.Map:
     """The elements of the accessed tensor that `acc` may read, per statement instance.
 
     An access inside a reduction of the expression reads at every point of that
-    reduction: the reduction's dims are existentially quantified."""
+    reduction: the reduction's dims are existentially quantified. A mirror or wrap
+    view's read is anywhere along its axis, or with `remap` where it reads within one
+    period (`_remapped`: tighter, at a cost in isl's time that only the regions a
+    stage is computed over are worth)."""
     scoped = acc if isinstance(acc, Scoped) else Scoped(acc)
     own = set(stmt.dims)
     extra = [ax for ax in scoped.axes if ax.dim not in own]
     if not extra:
-        return _map(scoped.access, stmt.vars, stmt.dim_names, stmt.domain)
+        return _map(scoped.access, stmt.vars, stmt.dim_names, stmt.domain, remap)
     base_names = stmt.isl_names
     sp = stmt.vars.space
     params = [str(sp.get_dim_name(isl.dim_type.param, k)) for k in range(sp.dim(isl.dim_type.param))]
@@ -69,31 +97,69 @@ def access_map(stmt: Statement, acc: cx.Access | Scoped) -> isl.Map:
         x = vs[name]
         dom = dom & x.ge_set(pwaff(ax.lo, vs, names)) & x.lt_set(pwaff(ax.hi, vs, names))
         names[ax.dim] = name
-    m = _map(scoped.access, vs, names, dom)
+    m = _map(scoped.access, vs, names, dom, remap)
     m = m.project_out(isl.dim_type.in_, len(base_names), len(ext))
     return m.set_tuple_name(isl.dim_type.in_, tuple_name) if tuple_name else m
 
 
-def _map(acc: cx.Access, vs: Vars, names: Mapping[cx.Dim, str], domain: isl.Set) -> isl.Map:
+def _map(acc: cx.Access, vs: Vars, names: Mapping[cx.Dim, str], domain: isl.Set,
+         remap: bool = False) -> isl.Map:
     t = acc.tensor
     base: Tensor = t.tensor if isinstance(t, BoundaryView) else t
     m = None
     for ix, ext in zip(acc.indices, base.shape):
         e = pwaff(ext, vs, names)
-        remaps = isinstance(t, BoundaryView) and t.mode in ("mirror", "mirror_interior", "wrap")
+        remaps = isinstance(t, BoundaryView) and t.mode in _REMAPPED
         if is_affine_index(ix) and not remaps:
             f = pwaff(ix, vs, names)
             if isinstance(t, BoundaryView):
                 f = f.max(vs.const(0)).min(e - 1)
             part = isl.Map.from_pw_aff(f)
+        elif is_affine_index(ix) and remap and _EXACT_REMAP.get():
+            assert isinstance(t, BoundaryView)
+            part = _remapped(t.mode, pwaff(ix, vs, names), e, vs)
         else:  # data-dependent, or reflected or wrapped: any element along this axis
-            anyx = isl.Set("{ [o] : }").align_params(vs.space.params())
-            lo = isl.Map.from_pw_aff(vs.const(0)).apply_range(isl.Map("{ [a] -> [b] : b >= a }"))
-            hi = isl.Map.from_pw_aff(e - 1).apply_range(isl.Map("{ [a] -> [b] : b <= a }"))
-            part = (lo & hi).intersect_range(anyx)
+            part = _anywhere(vs, e)
         m = part if m is None else m.flat_range_product(part)
     assert m is not None, "a tensor has at least one dim"
     return m.intersect_domain(domain).set_tuple_name(isl.dim_type.out, base.name)
+
+
+def _anywhere(vs: Vars, n: isl.PwAff) -> isl.Map:
+    """instance -> any index in [0, n)."""
+    anyx = isl.Set("{ [o] : }").align_params(vs.space.params())
+    lo = isl.Map.from_pw_aff(vs.const(0)).apply_range(isl.Map("{ [a] -> [b] : b >= a }"))
+    hi = isl.Map.from_pw_aff(n - 1).apply_range(isl.Map("{ [a] -> [b] : b <= a }"))
+    return (lo & hi).intersect_range(anyx)
+
+
+def _remapped(mode: str, f: isl.PwAff, n: isl.PwAff, vs: Vars) -> isl.Map:
+    """The index a mirror, mirror-interior or wrap view of extent `n` reads at affine
+    index `f` (`compute.evaluate.remap`): exact within one period of the axis, where it
+    is `f` reflected or shifted once; any index beyond (several reflections: a
+    remainder by a size, which is not quasi-affine)."""
+    zero = vs.const(0)
+    if mode == "mirror":  # -1 -> 0, n -> n - 1
+        left, right = zero - f - 1, n + n - 1 - f
+        left_at, right_at = f.ge_set(zero - n), f.lt_set(n + n)
+    elif mode == "mirror_interior":  # -1 -> 1, n -> n - 2
+        left, right = zero - f, n + n - 2 - f
+        left_at, right_at = f.gt_set(zero - n), f.lt_set(n + n - 1)
+    else:  # wrap: -1 -> n - 1, n -> 0
+        left, right = f + n, f - n
+        left_at, right_at = f.ge_set(zero - n), f.lt_set(n + n)
+    part, covered = None, None
+    for value, where in ((f, f.ge_set(zero) & f.lt_set(n)),
+                         (left, left_at & f.lt_set(zero)),
+                         (right, right_at & f.ge_set(n))):
+        # a piece holds only where its value is an index (mirror_interior of extent 1
+        # reads 0 everywhere, not -f)
+        where = where & value.ge_set(zero) & value.lt_set(n)
+        piece = isl.Map.from_pw_aff(value).intersect_domain(where)
+        part = piece if part is None else part.union(piece)
+        covered = where if covered is None else covered.union(where)
+    assert part is not None and covered is not None
+    return part.union(_anywhere(vs, n).subtract_domain(covered)).coalesce()
 
 
 def reads(e: cx.Expr, tensor: Tensor | None = None) -> list[Scoped]:

@@ -53,6 +53,11 @@ from ...errors import ScheduleError, TdslError
 if TYPE_CHECKING:
     from .model import Statement
 
+class AnalysisLimitError(ScheduleError):
+    """A lowering stopped because the polyhedral analysis exceeded one of the limits
+    above (operations, processor time or wall-clock time)."""
+
+
 MAX_ISL_OPERATIONS = 20_000_000
 MAX_ISL_SECONDS = 10.0  # processor seconds
 MAX_WALL_SECONDS = 60.0
@@ -149,7 +154,7 @@ def isl_budget(what: str, limit: int | None = None) -> Iterator[None]:
             where = _FAILED_IN[0] if _FAILED_IN else what
             _FAILED_IN.clear()
         if spent:  # raised here, without the isl error as its context
-            raise ScheduleError(
+            raise AnalysisLimitError(
                 f"lowering {what}: the polyhedral analysis of {where} exceeded {spent}; "
                 "simplify the schedule there: fewer fused or nested split loops, or a "
                 "compute_at at an outer loop")
@@ -223,7 +228,7 @@ def bounded(what: str, fn: Callable[[], T]) -> T:
         os.close(r)
     if data is None:
         _kill(pid)
-        raise ScheduleError(
+        raise AnalysisLimitError(
             f"lowering {what}: the polyhedral analysis ran past {max(MAX_WALL_SECONDS, limit):g} s "
             f"(tdsl.lower.poly.budget.MAX_WALL_SECONDS) and was stopped; "
             "simplify the schedule: fewer fused or nested split loops, or a compute_at at "
@@ -231,7 +236,7 @@ def bounded(what: str, fn: Callable[[], T]) -> T:
     _, status = os.waitpid(pid, 0)
     if not data:
         if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU:
-            raise ScheduleError(
+            raise AnalysisLimitError(
                 f"lowering {what}: the polyhedral analysis exceeded its time limit of {limit:g} s "
                 f"of processor time (tdsl.lower.poly.budget.MAX_ISL_SECONDS) and was stopped; "
                 "simplify the schedule: fewer fused or nested split loops, or a compute_at at "

@@ -713,7 +713,8 @@ def index_expr(e: cx.Expr, dims: Mapping[cx.Dim, ir.Expr]) -> ir.Expr:
 def _remap(mode: str, v: ir.Expr, ext: ir.Expr) -> ir.Expr:
     """The index a mirror, mirror-interior or wrap view reads at `v` (see
     `compute.evaluate.remap`): `v` itself when in range, so that loop partitioning finds
-    the test and the interior reads plainly."""
+    the test and the interior reads plainly; one reflection or shift within a period
+    beyond either edge; the remainder formula further out."""
     def b(op: ir.BinaryOp, x: ir.Expr, y: ir.Expr) -> ir.Expr:
         return ir.Binary(op, x, y, dt.index)
 
@@ -727,12 +728,27 @@ def _remap(mode: str, v: ir.Expr, ext: ir.Expr) -> ir.Expr:
         back = b("sub", b("sub", period, ir.index_const(1)), m) if mode == "mirror" else b(
             "sub", period, m)
         far = ir.Select(ir.Compare("lt", m, ext), m, back, dt.index)
-    inside = ir.Binary("and", ir.Compare("ge", v, ir.index_const(0)), ir.Compare("lt", v, ext),
-                       dt.bool_)
-    # `far` is in range already; the clamp lets the inbounds check prove it (a remainder
-    # by a size is beyond its quasi-affine reasoning)
+    def within(lo: ir.Expr, hi: ir.Expr) -> ir.Expr:  # lo <= v < hi
+        return ir.Binary("and", ir.Compare("ge", v, lo), ir.Compare("lt", v, hi), dt.bool_)
+
+    zero, one, two = ir.index_const(0), ir.index_const(1), b("mul", ir.index_const(2), ext)
+    # one period out on either side: v reflected or shifted once, in affine terms the
+    # bounds inference (`poly.access._remapped`) and the in-bounds check both follow
+    if mode == "mirror":  # -1 -> 0, n -> n - 1
+        left, left_from = b("sub", b("sub", zero, v), one), b("sub", zero, ext)
+        right, right_to = b("sub", b("sub", two, one), v), two
+    elif mode == "mirror_interior":  # -1 -> 1, n -> n - 2
+        left, left_from = b("sub", zero, v), b("sub", one, ext)
+        right, right_to = b("sub", b("sub", two, ir.index_const(2)), v), b("sub", two, one)
+    else:  # wrap: -1 -> n - 1, n -> 0
+        left, left_from = b("add", v, ext), b("sub", zero, ext)
+        right, right_to = b("sub", v, ext), two
+    # further out, `far` is in range already; the clamp lets the inbounds check prove it
+    # (a remainder by a size is beyond its quasi-affine reasoning)
     last = ir.Binary("sub", ext, ir.index_const(1), dt.index)
-    return ir.Select(inside, v, _clamp(far, last), dt.index)
+    beyond = ir.Select(within(left_from, zero), left, ir.Select(
+        within(ext, right_to), right, _clamp(far, last), dt.index), dt.index)
+    return ir.Select(within(zero, ext), v, beyond, dt.index)
 
 
 def _as_index(v: ir.Expr) -> ir.Expr:

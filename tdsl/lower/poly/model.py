@@ -502,7 +502,7 @@ class _Builder:
                     f"({', '.join(sorted({r.stage.name for r, _ in self.readers(stage)}))}), or at root")
             pm = functions_map(s.band_values[:m], s.domain)
             for acc in accs:
-                r = pm.reverse().apply_range(access_map(s, acc))
+                r = pm.reverse().apply_range(access_map(s, acc, remap=True))
                 rel = r if rel is None else rel.union(r)
         assert rel is not None, f"no reader of {stage.name} inside its compute level"
         decl = tensor_set(stage, self.params)
