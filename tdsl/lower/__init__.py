@@ -56,6 +56,7 @@ from .passes.simplify import simplify
 from .passes.unroll import unroll
 from .passes.unswitch import unswitch
 from .passes.verify import verify
+from .poly import budget
 from .poly.access import reads_remapped_stage, whole_axis_remaps
 from .poly.budget import AnalysisLimitError, bounded, check_unrolling, isl_budget, step
 from .poly.from_ast import convert
@@ -175,16 +176,20 @@ def lower_schedule(sched: Schedule, name: str | None = None, trace: bool = False
     name = name or f"tdsl_{sched.outputs[0].name}"
     what = f"the schedule of {', '.join(o.name for o in sched.outputs)}"
     passes = PASSES + LATE_PASSES if late else PASSES
-    try:
+    exprs = [x.expr if isinstance(x, Stage) else x.value for x in sched.pipeline.schedulables]
+    if not reads_remapped_stage(exprs):
         steps = bounded(what, lambda: _lower(sched, name, what, trace, workspace, passes))
+        return Trace(steps) if trace else steps[-1][1]
+    # a stage read through a mirror or wrap view: where it is computed inside a loop,
+    # its exact region is piecewise and can cost isl far more than a whole-axis one
+    # (larger, recomputed more often); so the exact regions get a share of the budget,
+    # and the whole axis the rest
+    share = budget.EXACT_REGION_SHARE
+    try:
+        steps = bounded(what, lambda: _lower(
+            sched, name, what, trace, workspace, passes,
+            ops=int(budget.MAX_ISL_OPERATIONS * share)), seconds=budget.MAX_ISL_SECONDS * share)
     except AnalysisLimitError:
-        # a stage computed inside a loop over a mirror or wrap read of it: its exact
-        # region is piecewise and can cost isl more than the schedule has; the whole
-        # axis is a region too (larger), within the budget once more
-        exprs = [x.expr if isinstance(x, Stage) else x.value for x in sched.pipeline.schedulables]
-        if not reads_remapped_stage(exprs):
-            raise
-
         def coarse() -> list[tuple[str, ir.LoweredFunc]]:
             with whole_axis_remaps():
                 return _lower(sched, name, what, trace, workspace, passes)
@@ -193,10 +198,12 @@ def lower_schedule(sched: Schedule, name: str | None = None, trace: bool = False
 
 
 def _lower(sched: Schedule, name: str, what: str, keep: bool, workspace: bool,
-           passes: tuple[tuple[str, Pass], ...]) -> list[tuple[str, ir.LoweredFunc]]:
-    """The steps of one lowering (only the last one unless `keep`)."""
+           passes: tuple[tuple[str, Pass], ...], ops: int | None = None
+           ) -> list[tuple[str, ir.LoweredFunc]]:
+    """The steps of one lowering (only the last one unless `keep`), each step under
+    `ops` isl operations (default: MAX_ISL_OPERATIONS)."""
     steps: list[tuple[str, ir.LoweredFunc]] = []
-    with isl_budget(what):
+    with isl_budget(what, ops):
         with step("bounds inference"):
             model = build_model(sched)
         check_unrolling(model.statements)

@@ -59,6 +59,9 @@ class AnalysisLimitError(ScheduleError):
 
 
 MAX_ISL_OPERATIONS = 20_000_000
+# the share of both limits a lowering first spends on exact regions for mirror and wrap
+# reads of stages before it falls back to whole-axis ones (`lower.lower_schedule`)
+EXACT_REGION_SHARE = 0.2
 MAX_ISL_SECONDS = 10.0  # processor seconds
 MAX_WALL_SECONDS = 60.0
 MAX_UNROLLED = 1024
@@ -199,14 +202,14 @@ def check_unrolling(statements: Iterable[Statement]) -> None:
             "the inner loop")
 
 
-def bounded(what: str, fn: Callable[[], T]) -> T:
+def bounded(what: str, fn: Callable[[], T], seconds: float | None = None) -> T:
     """`fn()` (a lowering or a schedule check of `what`) in a forked child process that
-    is stopped once it has used MAX_ISL_SECONDS of processor time (or MAX_WALL_SECONDS
-    have passed); its result or its exception comes back by pickle. In process when
-    `ISOLATE` is off."""
+    is stopped once it has used `seconds` (default MAX_ISL_SECONDS) of processor time
+    (or MAX_WALL_SECONDS have passed); its result or its exception comes back by
+    pickle. In process when `ISOLATE` is off."""
     if not ISOLATE:
         return fn()
-    limit = MAX_ISL_SECONDS
+    limit = seconds or MAX_ISL_SECONDS
     with _LOCK:  # no lowering of another thread is inside isl while the context is copied
         r, w = os.pipe()
         pid = os.fork()
