@@ -179,21 +179,21 @@ def lower_schedule(sched: Schedule, name: str | None = None, trace: bool = False
     exprs = [x.expr if isinstance(x, Stage) else x.value for x in sched.pipeline.schedulables]
     if not reads_remapped_stage(exprs):
         steps = bounded(what, lambda: _lower(sched, name, what, trace, workspace, passes))
-        return Trace(steps) if trace else steps[-1][1]
-    # a stage read through a mirror or wrap view: where it is computed inside a loop,
-    # its exact region is piecewise and can cost isl far more than a whole-axis one
-    # (larger, recomputed more often); so the exact regions get a share of the budget,
-    # and the whole axis the rest
-    share = budget.EXACT_REGION_SHARE
-    try:
-        steps = bounded(what, lambda: _lower(
-            sched, name, what, trace, workspace, passes,
-            ops=int(budget.MAX_ISL_OPERATIONS * share)), seconds=budget.MAX_ISL_SECONDS * share)
-    except AnalysisLimitError:
-        def coarse() -> list[tuple[str, ir.LoweredFunc]]:
-            with whole_axis_remaps():
-                return _lower(sched, name, what, trace, workspace, passes)
-        steps = bounded(what, coarse)
+    else:
+        # a stage read through a mirror or wrap view: where it is computed inside a loop,
+        # its exact region is piecewise and can cost isl far more than a whole-axis one
+        # (larger, recomputed more often); so the exact regions get a share of the
+        # budget, and the whole axis the rest
+        share = budget.EXACT_REGION_SHARE
+        try:
+            steps = bounded(what, lambda: _lower(
+                sched, name, what, trace, workspace, passes,
+                ops=int(budget.MAX_ISL_OPERATIONS * share)), seconds=budget.MAX_ISL_SECONDS * share)
+        except AnalysisLimitError:
+            def coarse() -> list[tuple[str, ir.LoweredFunc]]:
+                with whole_axis_remaps():
+                    return _lower(sched, name, what, trace, workspace, passes)
+            steps = bounded(what, coarse)
     return Trace(steps) if trace else steps[-1][1]
 
 
