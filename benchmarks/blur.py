@@ -72,6 +72,7 @@ def candidates(target: str, variant: str, size: str):
     return out
 
 
+@harness.aligned_inputs
 def inputs(size: str) -> dict[str, np.ndarray]:
     return {"inp": np.random.default_rng(0).random(SIZES[size], dtype=np.float32)}
 

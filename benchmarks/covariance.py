@@ -99,6 +99,7 @@ def candidates(target: str, variant: str, size: str):
             for ti, tj, v in grid for p in (False, True)]
 
 
+@harness.aligned_inputs
 def inputs(size: str) -> dict[str, np.ndarray]:
     n, m = SIZES[size]
     rng = np.random.default_rng(0)

@@ -121,6 +121,7 @@ def candidates(target: str, variant: str, size: str):
     return out
 
 
+@harness.aligned_inputs
 def inputs(size: str) -> dict[str, np.ndarray]:
     ch, h, w = SIZES[size]
     rng = np.random.default_rng(0)

@@ -10,6 +10,7 @@ Each kernel script (sgemm.py, conv2d.py, blur.py, softmax.py) defines
     EXTRA_VARIANTS      (optional) variants available with --peer but not run by run.py
     SIZES               named problem sizes; DEFAULT_SIZE is the one measured by default
     BEST                (target, variant) -> the schedule parameters found by --search
+    inputs(size) -> {name: array}           decorated with `aligned_inputs`
     case(target, variant, size) -> Case     the fixed schedule, its inputs, numpy's answer
     numpy_peer(size) -> Peer                the numpy baseline
     candidates(target, variant, size) -> [(label, schedule function)]   the search space
@@ -37,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 import tdsl as td
+from tdsl.compute.binding import aligned_empty
 from tdsl.tune.machine import fingerprint
 
 # Peers a script can be asked for; tdsl peers are "tdsl-<target>[-<variant>]".
@@ -53,6 +55,25 @@ TUNED_LOG = Path(__file__).resolve().parent / "tuned.jsonl"
 EXTERNAL = ("halide", "tvm")
 # what a measurement may report besides "ok" without having failed
 NOT_FAILURES = ("ok", "not installed", "not tuned", "no peer")
+
+
+def aligned(a: np.ndarray) -> np.ndarray:
+    """A C-contiguous copy of `a` starting on a 64-byte boundary, as the arrays tdsl,
+    Halide and TVM allocate themselves do (numpy's are only 16-byte aligned, and a
+    vector load across two cache lines costs up to twice one within a line)."""
+    out = aligned_empty(a.shape, a.dtype)
+    out[...] = a
+    return out
+
+
+def aligned_inputs(fn: Callable[[str], dict[str, np.ndarray]]):
+    """Decorates a script's `inputs(size)`: every peer is measured on the same
+    64-byte-aligned arrays (`aligned`)."""
+    def wrapper(size: str) -> dict[str, np.ndarray]:
+        return {k: aligned(v) for k, v in fn(size).items()}
+
+    wrapper.__doc__, wrapper.__name__ = fn.__doc__, fn.__name__
+    return wrapper
 
 
 @dataclass
@@ -287,7 +308,7 @@ def naive_peer(module, size: str) -> Peer:
         fn = ctypes.CDLL(str(lib)).kernel
     arrays = module.inputs(size)
     args = [np.ascontiguousarray(arrays[name]) for name in PEER_ARGS[script]]
-    out = np.empty(output_shape(script, dims), np.float32)
+    out = aligned_empty(output_shape(script, dims), np.float32)
     fn.restype = None
     fn.argtypes = [ctypes.c_void_p] * (len(args) + 1)
     keep = (*args, out)  # the arrays the pointers point into live as long as `call`

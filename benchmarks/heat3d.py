@@ -85,6 +85,7 @@ def candidates(target: str, variant: str, size: str):
     return [(f"v{v}", lambda a=v: threaded_schedule(dims, a)) for v in (None, 4, 8, 16, 32)]
 
 
+@harness.aligned_inputs
 def inputs(size: str) -> dict[str, np.ndarray]:
     """Random grids. (PolyBench's init_array, (i + j + N - k) * 10 / N in both, is
     linear, so every step leaves the interior as it is: a check could not fail.)"""

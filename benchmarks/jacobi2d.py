@@ -89,6 +89,7 @@ def candidates(target: str, variant: str, size: str):
     return [(f"v{v}", lambda a=v: threaded_schedule(dims, a)) for v in (None, 4, 8, 16, 32)]
 
 
+@harness.aligned_inputs
 def inputs(size: str) -> dict[str, np.ndarray]:
     """Random grids. (PolyBench's init_array, (i (j + 2) + 2) / N, is harmonic: each
     step would leave A's interior as it is.)"""

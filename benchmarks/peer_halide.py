@@ -374,7 +374,7 @@ def peer(script: str, size: str, **overrides) -> harness.Peer:
     want = module.numpy_peer(size)  # its kernel name, work and unit (not run here)
     compiled, params, build_s = compile_kernel(script, dims, **overrides)
     shape = harness.output_shape(script, dims)
-    out = np.empty(shape, np.float32)
+    out = harness.aligned_empty(shape, np.float32)
     fn = runner(compiled, [np.ascontiguousarray(arrays[a]) for a in harness.PEER_ARGS[script]], out)
     info = {"build_s": round(build_s, 3), "target": str(target()),
             "threads": os.environ.get("HL_NUM_THREADS"),

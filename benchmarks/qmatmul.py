@@ -124,6 +124,7 @@ def candidates(target: str, variant: str, size: str):
             for ti, tj, v in grid]
 
 
+@harness.aligned_inputs
 def inputs(size: str) -> dict[str, np.ndarray]:
     m, k, n = SIZES[size]
     rng = np.random.default_rng(0)

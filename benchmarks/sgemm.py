@@ -125,6 +125,7 @@ def candidates(target: str, variant: str, size: str):
 # ---------------------------------------------------------------- cases
 
 
+@harness.aligned_inputs
 def inputs(size: str) -> dict[str, np.ndarray]:
     m, k, n = SIZES[size]
     rng = np.random.default_rng(0)

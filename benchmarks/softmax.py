@@ -129,6 +129,7 @@ def candidates(target: str, variant: str, size: str):
          for w in (None, 16, 32)]
 
 
+@harness.aligned_inputs
 def inputs(size: str) -> dict[str, np.ndarray]:
     return {"X": np.random.default_rng(0).standard_normal(SIZES[size], dtype=np.float32)}
 
