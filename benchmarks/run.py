@@ -11,8 +11,9 @@ gcc -O3 -march=native: an FMA microkernel and a STREAM-like copy and triad),
 then each (kernel, peer) pair runs in a fresh subprocess with THREADS threads
 (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS, and HL_NUM_THREADS and
 TVM_NUM_THREADS for the Halide and TVM peers of peer_halide.py and peer_tvm.py,
-which need the optional `bench` extra). tdsl processes get OMP_WAIT_POLICY=passive,
-so idle OpenMP threads sleep instead of spinning; tdsl, Halide and TVM processes
+which need the optional `bench` extra). Every runtime waits as it does by default
+(libgomp's threads spin a while before they sleep, as Halide's and TVM's pools do);
+--wait-policy passive makes tdsl's sleep at once (OMP_WAIT_POLICY). tdsl, Halide and TVM processes
 get a single-threaded OpenBLAS for the numpy reference they check against. The numpy
 subprocess runs without OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE, which some
 machines set and which slow OpenBLAS down. Each measurement checks its result
@@ -73,13 +74,13 @@ def display(peer: str) -> str:
     return name + (f" ({parts[2]})" if len(parts) > 2 else "")
 
 
-def environment(peer: str, threads: int) -> dict[str, str]:
+def environment(peer: str, threads: int, wait_policy: str = "default") -> dict[str, str]:
     env = dict(os.environ)
     n = str(threads)
     env.update(OMP_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n, MKL_NUM_THREADS=n,
                HL_NUM_THREADS=n, TVM_NUM_THREADS=n)
-    if peer.startswith("tdsl"):
-        env["OMP_WAIT_POLICY"] = "passive"
+    if peer.startswith("tdsl") and wait_policy != "default":
+        env["OMP_WAIT_POLICY"] = wait_policy
     if peer.startswith("tdsl") or peer in EXTERNAL:
         # numpy computes the reference before a kernel is timed: without this,
         # OpenBLAS's threads keep spinning for a while afterwards, next to the kernel's
@@ -111,7 +112,7 @@ def run_one(script: str, size: str, peer: str, args) -> dict:
            "--runs", str(args.runs), "--min-seconds", str(args.min_seconds)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout,
-                              env=environment(peer, args.threads), check=False)
+                              env=environment(peer, args.threads, args.wait_policy), check=False)
     except subprocess.TimeoutExpired:
         return {"peer": peer, "check": f"timed out after {args.timeout} s"}
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
@@ -134,12 +135,12 @@ def median_round(results: list[dict]) -> dict:
     return {**ordered[(len(ordered) - 1) // 2], "rounds_ms": [round(r["ms"], 3) for r in results]}
 
 
-def machine_limits(threads: int) -> dict[str, float]:
+def machine_limits(threads: int, wait_policy: str = "default") -> dict[str, float]:
     with tempfile.TemporaryDirectory() as d:
         exe = Path(d) / "machine"
         subprocess.run(["gcc", "-O3", "-march=native", "-fopenmp", str(HERE / "machine.c"),
                         "-o", str(exe)], check=True)
-        env = environment("tdsl", threads)
+        env = environment("tdsl", threads, wait_policy)
         out = subprocess.run([str(exe)], capture_output=True, text=True, env=env, check=True)
     limits = {}
     for line in out.stdout.splitlines():
@@ -300,6 +301,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--peers", nargs="+", default=None, metavar="PEER",
                    help="subset of peers (tdsl-c, tdsl-llvm, tdsl-c-plain, ..., numpy, halide, tvm)")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--wait-policy", choices=("default", "passive", "active"), default="default",
+                   help="how tdsl's idle OpenMP threads wait between parallel loops "
+                        "(OMP_WAIT_POLICY; default: libgomp's own, spin a while then sleep)")
     p.add_argument("--runs", type=int, default=10, help="timed calls per measurement, at least")
     p.add_argument("--min-seconds", type=float, default=1.0,
                    help="time each measurement for at least this long (default 1)")
@@ -318,14 +322,14 @@ def main(argv: list[str] | None = None) -> int:
 
     for line in describe_machine(args.threads):
         print(line)
-    limits = machine_limits(args.threads)
+    limits = machine_limits(args.threads, args.wait_policy)
     print(f"machine limits ({args.threads} threads): FMA peak {limits['fma']:.0f} GFLOP/s "
           f"(256-bit {limits['fma256']:.0f}, 512-bit {limits['fma512']:.0f}); "
           f"STREAM copy {limits['copy']:.1f} GB/s, triad {limits['triad']:.1f} GB/s")
 
     rows, blas = measure_all(args)
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    end = machine_limits(args.threads)
+    end = machine_limits(args.threads, args.wait_policy)
     print(f"machine limits at the end: FMA peak {end['fma']:.0f} GFLOP/s, "
           f"STREAM copy {end['copy']:.1f} GB/s")
     if blas:
