@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import islpy as isl
 
 from ...compute import expr as cx
+from ...compute.periods import ONE_PERIOD, Form
 from ...compute.tensor import BoundaryView, Stage, Tensor, is_affine_index
 from ...errors import DefinitionError
 from .affine import Vars, pwaff, space
@@ -136,24 +137,19 @@ def _anywhere(vs: Vars, n: isl.PwAff) -> isl.Map:
 def _remapped(mode: str, f: isl.PwAff, n: isl.PwAff, vs: Vars) -> isl.Map:
     """The index a mirror, mirror-interior or wrap view of extent `n` reads at affine
     index `f` (`compute.evaluate.remap`): exact within one period of the axis, where it
-    is `f` reflected or shifted once; any index beyond (several reflections: a
-    remainder by a size, which is not quasi-affine)."""
+    is `f` reflected or shifted once (`compute.periods.ONE_PERIOD`); any index beyond
+    (several reflections: a remainder by a size, which is not quasi-affine)."""
     zero = vs.const(0)
-    if mode == "mirror":  # -1 -> 0, n -> n - 1
-        left, right = zero - f - 1, n + n - 1 - f
-        left_at, right_at = f.ge_set(zero - n), f.lt_set(n + n)
-    elif mode == "mirror_interior":  # -1 -> 1, n -> n - 2
-        left, right = zero - f, n + n - 2 - f
-        left_at, right_at = f.gt_set(zero - n), f.lt_set(n + n - 1)
-    else:  # wrap: -1 -> n - 1, n -> 0
-        left, right = f + n, f - n
-        left_at, right_at = f.ge_set(zero - n), f.lt_set(n + n)
+
+    def form(x: Form) -> isl.PwAff:
+        return x.build(f, n, vs.const, lambda a, b: a + b, lambda a, b: a - b)
+
     part, covered = None, None
-    for value, where in ((f, f.ge_set(zero) & f.lt_set(n)),
-                         (left, left_at & f.lt_set(zero)),
-                         (right, right_at & f.ge_set(n))):
-        # a piece holds only where its value is an index (mirror_interior of extent 1
-        # reads 0 everywhere, not -f)
+    pieces = [(f, f.ge_set(zero) & f.lt_set(n))] + [
+        (form(p.value), f.ge_set(form(p.lo)) & f.lt_set(form(p.hi))) for p in ONE_PERIOD[mode]]
+    for value, where in pieces:
+        # a piece holds only where its value is an index (a check: every piece reads
+        # within [0, n) where it applies)
         where = where & value.ge_set(zero) & value.lt_set(n)
         piece = isl.Map.from_pw_aff(value).intersect_domain(where)
         part = piece if part is None else part.union(piece)

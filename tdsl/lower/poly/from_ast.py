@@ -19,6 +19,7 @@ import islpy as isl
 
 from ... import dtypes as dt
 from ...compute import expr as cx
+from ...compute.periods import ONE_PERIOD, Form
 from ...compute.printer import show
 from ...compute.tensor import (
     BoundaryView,
@@ -728,27 +729,25 @@ def _remap(mode: str, v: ir.Expr, ext: ir.Expr) -> ir.Expr:
         back = b("sub", b("sub", period, ir.index_const(1)), m) if mode == "mirror" else b(
             "sub", period, m)
         far = ir.Select(ir.Compare("lt", m, ext), m, back, dt.index)
+
     def within(lo: ir.Expr, hi: ir.Expr) -> ir.Expr:  # lo <= v < hi
         return ir.Binary("and", ir.Compare("ge", v, lo), ir.Compare("lt", v, hi), dt.bool_)
 
-    zero, one, two = ir.index_const(0), ir.index_const(1), b("mul", ir.index_const(2), ext)
-    # one period out on either side: v reflected or shifted once, in affine terms the
-    # bounds inference (`poly.access._remapped`) and the in-bounds check both follow
-    if mode == "mirror":  # -1 -> 0, n -> n - 1
-        left, left_from = b("sub", b("sub", zero, v), one), b("sub", zero, ext)
-        right, right_to = b("sub", b("sub", two, one), v), two
-    elif mode == "mirror_interior":  # -1 -> 1, n -> n - 2
-        left, left_from = b("sub", zero, v), b("sub", one, ext)
-        right, right_to = b("sub", b("sub", two, ir.index_const(2)), v), b("sub", two, one)
-    else:  # wrap: -1 -> n - 1, n -> 0
-        left, left_from = b("add", v, ext), b("sub", zero, ext)
-        right, right_to = b("sub", v, ext), two
+    def form(x: Form) -> ir.Expr:
+        return x.build(v, ext, ir.index_const, lambda p, q: b("add", p, q),
+                       lambda p, q: b("sub", p, q))
+
+    # one period out on either side: v reflected or shifted once, the affine pieces
+    # (`compute.periods.ONE_PERIOD`) the bounds inference (`poly.access._remapped`)
+    # and the in-bounds check both follow
+    left, right = ONE_PERIOD[mode]
     # further out, `far` is in range already; the clamp lets the inbounds check prove it
     # (a remainder by a size is beyond its quasi-affine reasoning)
     last = ir.Binary("sub", ext, ir.index_const(1), dt.index)
-    beyond = ir.Select(within(left_from, zero), left, ir.Select(
-        within(ext, right_to), right, _clamp(far, last), dt.index), dt.index)
-    return ir.Select(within(zero, ext), v, beyond, dt.index)
+    beyond = ir.Select(within(form(left.lo), form(left.hi)), form(left.value), ir.Select(
+        within(form(right.lo), form(right.hi)), form(right.value), _clamp(far, last), dt.index),
+        dt.index)
+    return ir.Select(within(ir.index_const(0), ext), v, beyond, dt.index)
 
 
 def _as_index(v: ir.Expr) -> ir.Expr:
