@@ -171,13 +171,13 @@ def _bind_params(func: LoweredFunc, w: CWriter) -> str:
     return ", ".join(params) or "void"
 
 
-def _header(name: str, params: str, width: int = 100) -> str:
-    """`int name(params)`, one parameter per line when that is too long."""
-    line = f"int {name}({params})"
+def _header(name: str, params: str, width: int = 100, returns: str = "int") -> str:
+    """`returns name(params)`, one parameter per line when that is too long."""
+    line = f"{returns} {name}({params})"
     if len(line) + 2 <= width:
         return line
     indent = CWriter.INDENT
-    return f"int {name}(\n{indent}" + f",\n{indent}".join(params.split(", ")) + "\n)"
+    return f"{returns} {name}(\n{indent}" + f",\n{indent}".join(params.split(", ")) + "\n)"
 
 
 def _trips(s: For) -> Expr:
@@ -586,7 +586,7 @@ class _Renderer:
         if outline.fails:
             params.append(f"int *restrict {outline.flag}")
             args.append(f"&{self._status()}")
-        header = _header(fn, ", ".join(params) or "void").replace("int ", "static void ", 1)
+        header = _header(fn, ", ".join(params) or "void", returns="static void")
         self.outlined.append("\n".join([f"{header} {{", *body, "}", ""]))
         w.line(f"{fn}({', '.join(args)});")
 

@@ -22,7 +22,13 @@ static inline int64_t par_chunk(int64_t trips) {
     return chunk > 1 ? chunk : 1;
 }
 
-static void tdsl_out_x_body(int64_t x, int64_t y, int64_t x_o, int32_t *restrict s2, int32_t *restrict s0) {
+static void tdsl_out_x_body(
+    int64_t x,
+    int64_t y,
+    int64_t x_o,
+    int32_t *restrict s2,
+    int32_t *restrict s0
+) {
     int32_t s1[4] __attribute__((aligned(64)));
     if (x >= 1) {
         for (int64_t y_s1 = y; y_s1 < min_i64(13, y + 2); y_s1++) {
