@@ -72,7 +72,7 @@ def test_the_tuned_variant_reads_the_committed_log(scripts, script):
 
 
 NEW_CASES = [(s, v, t) for s in NEW_SCRIPTS for v in ("best", "default", "auto")
-             for t in ("c", "llvm")]
+             for t in ("c", "llvm")] + [("qmatmul", "f32", t) for t in ("c", "llvm")]
 
 
 @pytest.mark.parametrize("script,variant,target", NEW_CASES,
@@ -93,6 +93,13 @@ def test_new_benchmark_kernel_matches_numpy(scripts, script, variant, target):
         np.testing.assert_array_equal(got, want)
     else:
         np.testing.assert_allclose(got, want, rtol=case.rtol, atol=case.atol)
+
+
+def test_qmatmul_float_accumulation_is_refused_beyond_its_exact_range(scripts):
+    q = scripts["qmatmul"]
+    q.float_algorithm(3, 1024, 5)
+    with pytest.raises(ValueError, match="K <= 1024"):
+        q.float_algorithm(3, 1025, 5)
 
 
 def test_qmatmul_reference_is_exact_and_saturates(scripts):
