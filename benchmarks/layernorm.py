@@ -82,7 +82,8 @@ def rfactor_schedule(size, V: int, w: int | None, nt: bool = False,
 BEST = {
     # AVX-512 (Intel Xeon, 2 cores, X and out in its L3, 64-byte aligned), interleaved
     # in one process: d inlined, C 0.645 ms, LLVM 0.651 (the same schedules on arrays
-    # 16 bytes off a cache line: C 0.74, LLVM 0.83; d computed per row: 0.1 ms slower)
+    # 16 bytes off a cache line: C 0.74, LLVM 0.83; with d computed per row, C about
+    # 0.1 ms slower there, LLVM within noise)
     ("c", "best"): dict(V=64, w=64, V2=8, inline=True),
     ("llvm", "best"): dict(V=64, w=None, V2=8, inline=True),
     # AVX2, interleaved in one process: 1.37 against 1.59 ms for V=32; then with the

@@ -188,7 +188,10 @@ class Kernel:
                 f"passed by name, e.g. f({call}); its arguments are {'; '.join(parts)}")
 
     def __call__(self, *args, **arrays):
-        """Run the kernel on arrays given by name; returns the output(s)."""
+        """Run the kernel on arrays given by name; returns the output(s). An output not
+        passed by name is allocated, starting on a 64-byte boundary (a cache line: a
+        vector load or store of a row then never straddles two lines; numpy's own
+        arrays are only 16-byte aligned)."""
         self._positional(args)
         buffers, sizes, outs = self._prepare(arrays)
         self._run(buffers, sizes)
