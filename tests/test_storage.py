@@ -69,6 +69,25 @@ def _small_temp(storage: ir.Storage | None) -> ir.LoweredFunc:
 
 
 @pytest.mark.parametrize("target", ["c", "llvm"])
+@pytest.mark.parametrize("extent", [(1, 1), (0, 1), (0, 3), (2, 3)])
+def test_a_temp_read_by_an_inlined_reduction_is_allocated_before_it(target, extent):
+    """A value-and-index reduction inlined into s3 reads s2 (computed per y of s3) in
+    the values of lets; over an empty range s2 has no producer code, and its Allocate
+    went inside those lets (VerifyError: used outside its Allocate; fuzz C seed 3601
+    case 210)."""
+    y, x, k = td.dims("y x k")
+    s2 = td.compute("s2", {x: 3}, td.cast(x, td.float32) * 2 - 1)
+    s3 = td.compute("s3", {y: 2}, td.reduce(
+        lambda acc: (td.maximum(acc[0], s2[k]), td.where(s2[k] > acc[0], k, acc[1])),
+        init=(-np.inf, 7), over={k: extent}, dtype=(td.float32, td.int64))[1])
+    for s in (td.schedule([s3]).compute_at("s2", "s3", "y"),
+              td.schedule([s3]).split("s3", "y", 8).compute_at("s2", "s3", "y_o")):
+        got = td.build(s, target=target)()
+        np.testing.assert_array_equal(got, td.evaluate(s3))
+        assert got.tolist() == [extent[1] - 1 if extent[1] > extent[0] else 7] * 2
+
+
+@pytest.mark.parametrize("target", ["c", "llvm"])
 @pytest.mark.parametrize("storage", [ir.Storage.STACK, ir.Storage.HEAP])
 def test_backends_follow_the_recorded_storage(target, storage):
     """A temp that would fit on the stack, put on the heap: both backends obey."""

@@ -56,6 +56,21 @@ def _uses(s: ir.Stmt, name: str) -> int:
     return n
 
 
+def _reads_in_header(s: ir.Stmt, name: str) -> bool:
+    """Whether a loop's bounds or a let's value read buffer `name`: then an allocation
+    placed in its body would come after a use (a reduction inlined into a let whose
+    operand is a stage computed over an empty region, say)."""
+    match s:
+        case ir.For(_, start, end):
+            exprs = [start, end]
+        case ir.Let(_, v):
+            exprs = [v]
+        case _:
+            return False
+    return any(isinstance(x, ir.Load) and x.buffer.name == name
+               for e in exprs for x in walk_exprs(e))
+
+
 def _with_body(s: ir.Stmt, body: ir.Stmt) -> ir.Stmt:
     match s:
         case ir.For(var, start, end, kind, _, mx):
@@ -97,8 +112,11 @@ def _at_store_level(s: ir.Stmt, buf: ir.Buffer, chain: tuple[str, ...]) -> ir.St
         # isl substituted the remaining loops' only values: `s` runs in one iteration of each
         return _place(s, buf, uses)
     match s:
-        case ir.For(body=body) | ir.Let(body=body) | ir.Allocate(body=body):
+        case ir.For(body=body) | ir.Let(body=body) | ir.Allocate(body=body) \
+                if not _reads_in_header(s, buf.name):
             return _with_body(s, _at_store_level(body, buf, chain))
+        case ir.For() | ir.Let():
+            return _place(s, buf, uses)
         case ir.Block(stmts):
             users = [x for x in stmts if _uses(x, buf.name)]
             unbound = [x for x in users if not any(_binds(x, v) for v in chain)]
@@ -119,7 +137,8 @@ def _at_store_level(s: ir.Stmt, buf: ir.Buffer, chain: tuple[str, ...]) -> ir.St
 def _place(s: ir.Stmt, buf: ir.Buffer, total: int) -> ir.Stmt:
     """`s` with `buf` allocated at the innermost statement enclosing all `total` uses."""
     match s:
-        case ir.For(body=body) | ir.Let(body=body) | ir.Allocate(body=body):
+        case ir.For(body=body) | ir.Let(body=body) | ir.Allocate(body=body) \
+                if not _reads_in_header(s, buf.name):
             return _with_body(s, _place(body, buf, total))
         case ir.Block(stmts):
             users = [k for k, x in enumerate(stmts) if _uses(x, buf.name)]
