@@ -139,6 +139,31 @@ def test_the_oracle():
     assert mismatch(np.array([1, 2], np.int8), np.array([1, 3], np.int8), 1e9)
 
 
+def test_the_oracle_lets_a_reassociated_reduction_overflow_in_its_own_order():
+    """A float16 product of 19 values in [-4, 4] is -inf in index order and -38048
+    over 7 partial products (fuzz C seed 3601 case 0): a schedule that reassociates
+    may overflow where the sequential order does not, or not where it does."""
+    import numpy as np
+
+    from tdsl.fuzz.oracle import mismatch, reassociates
+
+    want = np.array([-np.inf, 2.0, np.inf, np.nan], np.float16)
+    got = np.array([-38048.0, 2.0, 1.0, 5.0], np.float16)
+    assert "3 of 4" in mismatch(got, want, 1.0)
+    assert mismatch(got, want, 1.0, overflow=True) is None
+    assert mismatch(want, got, 1.0, overflow=True) is None
+    # finite values are still compared
+    assert "1 of 4" in mismatch(np.array([-1, 3, 1, 5], np.float16), got, 1.0, overflow=True)
+    i, k = td.dims("i k")
+    a = td.input("a", {i: 4, k: 64}, td.float32)
+    r = td.compute("r", {i: 4}, td.sum(a[i, k], over=k))
+    base = td.schedule(r).split(r, "k", 8)
+    assert not reassociates(base.to_json())
+    assert not reassociates(base.vectorize(r, "i").to_json())
+    assert reassociates(base.vectorize(r, "k_i", reassociate=True).to_json())
+    assert reassociates(td.schedule(r).rfactor(r, "k", 8).to_json())
+
+
 def test_shrinking_keeps_the_failure_and_drops_the_rest():
     """A fake pool fails every spec that still parallelises s1's y: the shrinker must
     end with that primitive alone, one stage fewer and smaller sizes."""
