@@ -205,3 +205,21 @@ def test_unread_point_of_a_compute_at_producer_with_a_bad_data_index(backend):
         td.evaluate(s2, **arrays)
     with pytest.raises(td.ArgumentError, match="index 6"):
         f(**arrays)
+
+
+@pytest.mark.xfail(strict=True, reason="as above: s1 is computed per point of an empty "
+                   "reduction, so never, and its bad index is never checked")
+def test_producer_of_an_empty_reduction_with_a_bad_data_index(backend):
+    """Found by the fuzzer (LLVM seed 3602, case 453): s2 is a min over k in [1, 1),
+    s1 is computed per k, so no point of s1 is computed; td.evaluate computes s1[0],
+    whose index in1[0] = 4 is out of range, and raises."""
+    y, k = td.dims("y k")
+    in1 = td.input("in1", {y: 1}, td.int64)
+    s1 = td.compute("s1", {y: 1}, in1[in1[y]])
+    s2 = td.compute("s2", {y: 1}, td.min(s1[k], over={k: (1, 1)}))
+    f = td.build(td.schedule(s2).compute_at(s1, s2, "k"), target=backend)
+    arrays = {"in1": np.array([4], np.int64)}
+    with pytest.raises(td.ArgumentError, match="index 4"):
+        td.evaluate(s2, **arrays)
+    with pytest.raises(td.ArgumentError, match="index 4"):
+        f(**arrays)
