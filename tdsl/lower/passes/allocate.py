@@ -57,14 +57,16 @@ def _uses(s: ir.Stmt, name: str) -> int:
 
 
 def _reads_in_header(s: ir.Stmt, name: str) -> bool:
-    """Whether a loop's bounds or a let's value read buffer `name`: then an allocation
-    placed in its body would come after a use (a reduction inlined into a let whose
-    operand is a stage computed over an empty region, say)."""
+    """Whether a loop's bounds, a let's value or a branch's condition read buffer
+    `name`: then an allocation placed in its body would come after a use (a reduction
+    inlined into a let whose operand is a stage computed over an empty region, say)."""
     match s:
         case ir.For(_, start, end):
             exprs = [start, end]
         case ir.Let(_, v):
             exprs = [v]
+        case ir.If(c):
+            exprs = [c]
         case _:
             return False
     return any(isinstance(x, ir.Load) and x.buffer.name == name
@@ -128,9 +130,11 @@ def _at_store_level(s: ir.Stmt, buf: ir.Buffer, chain: tuple[str, ...]) -> ir.St
             if len(unbound) > 1 or (partial and len(users) > 1):
                 return _place(s, buf, uses)
             return ir.Block(tuple(_at_store_level(x, buf, chain) for x in stmts))
-        case ir.If(c, t, e):
+        case ir.If(c, t, e) if not _reads_in_header(s, buf.name):
             return ir.If(c, _at_store_level(t, buf, chain),
                          None if e is None else _at_store_level(e, buf, chain))
+        case ir.If():
+            return _place(s, buf, uses)
     raise AssertionError(s)
 
 
