@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import tdsl as td
-from tdsl.backend_c.compile import DEFAULT_FLAGS, find_compiler
+from tdsl.backend_c.compile import DEFAULT_FLAGS, NO_THREAD_JUMPS, find_compiler
+from tdsl.backend_c.load import flags_for
 
 rng = np.random.default_rng(11)
 # compile to assembly only: the flags tdsl builds with, without linking a library
@@ -94,7 +95,28 @@ def test_padded_reads_at_both_edges_are_vector_code(tmp_path, parallel):
     # gcc names a loop by its header's line or its first statement's (1-based)
     simd = [(n + 2, n + 3) for n, ln in enumerate(lines) if ln.strip() == "#pragma omp simd"]
     assert len(simd) >= 3, f.source  # left edge, interior, right edge
-    report = _gcc(f.source, tmp_path, "-fopt-info-vec-all").stderr
+    assert NO_THREAD_JUMPS in flags_for(f.lowered)
+    report = _gcc(f.source, tmp_path, NO_THREAD_JUMPS, "-fopt-info-vec-all").stderr
     done = {int(m) for m in re.findall(r"k\.c:(\d+):\d+: optimized: loop vectorized", report)}
     missed = [loop for loop in simd if not done.intersection(loop)]
     assert not missed, (missed, report)
+
+
+def test_jump_threading_is_off_only_for_simd_loops_with_selects_and_no_loops_inside():
+    """gcc 12 with -fno-thread-jumps miscompiles a simd loop that holds a select and
+    loops of its own (fuzz C seed 3701 case 283: s1[y, x, c] = pad(in1)[y + 2, x]
+    vectorized along y read the wrong x); without a select the flag only slows gcc's
+    code down. The kernel is right either way now."""
+    y, x, c = td.dims("y x c")
+    in1 = td.input("in1", {y: 4, x: 2}, td.float32)
+    s1 = td.compute("s1", {y: 4, x: 2, c: 2}, td.pad(in1, 0.0)[y + 2, x])
+    av = np.arange(1, 9, dtype=np.float32).reshape(4, 2)
+    outer = td.build(td.schedule(s1).vectorize(s1, "y"), target="c")
+    assert NO_THREAD_JUMPS not in flags_for(outer.lowered)
+    np.testing.assert_array_equal(outer(in1=av), td.evaluate(s1, in1=av))
+    inner = td.build(td.schedule(s1).reorder(s1, "x c y").vectorize(s1, "y"), target="c")
+    assert NO_THREAD_JUMPS in flags_for(inner.lowered)
+    np.testing.assert_array_equal(inner(in1=av), td.evaluate(s1, in1=av))
+    plain = td.compute("p", {y: 4, x: 2}, in1[y, x] * 2)
+    f = td.build(td.schedule(plain).vectorize(plain, "x"), target="c")
+    assert NO_THREAD_JUMPS not in flags_for(f.lowered)

@@ -45,22 +45,28 @@ from ..limits import compile_timeout
 # operations (AVX2), a select among float operations (a clamp, a NaN test, as in
 # tdsl's float32 exp) leaves control flow that keeps the loop from vectorizing. The
 # values computed do not change.
-# -fno-thread-jumps: in a vectorized loop whose last iteration takes the other arm of
-# a branch (a read through td.pad at a row's right edge: `x < 111 ? in[x + 1] : 0`),
-# jump threading sends that arm straight to the loop's exit, and the loop, now with
-# two exits, stays scalar (gcc 12). Without it the branch becomes a masked load.
-# Measured on the benchmark kernels: no other change beyond noise.
+# Jump threading stays on by default; `load.flags_for` turns it off for kernels whose
+# vectorized loops hold a select (NO_THREAD_JUMPS).
 DEFAULT_FLAGS: tuple[str, ...] = (
     "-O3",
     "-march=native",
     "-mprefer-vector-width=512",
     "-fno-tree-slp-vectorize",
     "-fno-trapping-math",
-    "-fno-thread-jumps",
     "-fopenmp",
     "-fPIC",
     "-shared",
 )
+# -fno-thread-jumps: in a vectorized loop whose last iteration takes the other arm of
+# a branch (a read through td.pad at a row's right edge: `x < 111 ? in[x + 1] : 0`),
+# jump threading sends that arm straight to the loop's exit, and the loop, now with
+# two exits, stays scalar (gcc 12): without it the branch becomes a masked load
+# (depthwise 3x3: 0.185 -> 0.105 ms). But gcc 12 with it miscompiles a simd loop that
+# holds such a select and loops of its own (outer-loop vectorization: one copy of the
+# inner loops' values per vector, not per lane; fuzz C seed 3701 case 283), and it
+# slows loops without selects (blur: 4.45 -> 4.94 ms); so `load.flags_for` adds it
+# only where a vectorized loop holds a select and no vectorized loop holds a loop.
+NO_THREAD_JUMPS = "-fno-thread-jumps"
 LIBS: tuple[str, ...] = ("-lm",)
 _KEY_VERSION = "tdsl-c-1"
 _LOG_LINES = 60

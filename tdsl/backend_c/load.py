@@ -17,8 +17,9 @@ import numpy as np
 
 from ..errors import CompileError
 from ..lower.abi import check_call
-from ..lower.ir import LoweredFunc
-from .compile import DEFAULT_FLAGS, compile_source
+from ..lower.ir import For, ForKind, LoweredFunc, Select
+from ..lower.rewrite import stmt_exprs, walk_exprs, walk_stmts
+from .compile import DEFAULT_FLAGS, NO_THREAD_JUMPS, compile_source
 from .helpers import ctype
 from .render import entry_name, render, signature
 
@@ -97,6 +98,19 @@ class CModule:
         return f"<CModule {self.name} at {self.path}>"
 
 
+def flags_for(func: LoweredFunc) -> tuple[str, ...]:
+    """gcc's flags for `func`: DEFAULT_FLAGS, and NO_THREAD_JUMPS when a vectorized
+    loop holds a select (a read through td.pad, a where) and no vectorized loop holds
+    a loop of its own (see `compile.NO_THREAD_JUMPS`)."""
+    simd = [s for s in walk_stmts(func.body)
+            if isinstance(s, For) and s.kind is ForKind.VECTORIZED]
+    inside = [x for s in simd for x in walk_stmts(s.body)]
+    nested = any(isinstance(x, For) for x in inside)
+    select = any(isinstance(e, Select)
+                 for x in inside for top in stmt_exprs(x) for e in walk_exprs(top))
+    return DEFAULT_FLAGS + (NO_THREAD_JUMPS,) if select and not nested else DEFAULT_FLAGS
+
+
 def build(
     func: LoweredFunc,
     *,
@@ -108,7 +122,7 @@ def build(
     source = render(func, "host")
     path = compile_source(
         source,
-        tuple(flags) if flags is not None else DEFAULT_FLAGS,
+        tuple(flags) if flags is not None else flags_for(func),
         cache_dir=cache_dir,
         compiler=compiler,
     )
