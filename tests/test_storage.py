@@ -162,3 +162,20 @@ def test_byte_counts_just_below_2_63_are_refused_not_wrapped(target, n):
     assert module.run([a, out], [n]) == abi.OUT_OF_MEMORY
     assert module.run([a, out], [3]) == abi.OK
     np.testing.assert_array_equal(out[:3], a[:3] * 2 + 1)
+
+
+def test_a_temp_read_in_a_branch_condition_above_its_store_loop_is_allocated_around_it():
+    """`if t[0] > 0: for y: out[y] = t[0]` with t stored per y: the condition reads t
+    too, so its allocation goes around the branch, not inside it."""
+    from tdsl.lower.passes.allocate import place_allocations
+
+    f32, zero = dt.float32, ir.index_const(0)
+    out = ir.Buffer("out", f32, (ir.index_const(4),), "output")
+    t = ir.Buffer("t", f32, (ir.index_const(1),), "temp")
+    loop = ir.For("y", zero, ir.index_const(4), ir.ForKind.SERIAL,
+                  ir.Store(out, (ir.Var("y"),), ir.Load(t, (zero,))))
+    cond = ir.Compare("gt", ir.Load(t, (zero,)), ir.Const(0.0, f32))
+    func = ir.LoweredFunc("branch", (), (out,), (), ir.If(cond, loop))
+    placed = place_allocations(func, [(t, ("y",))])
+    verify(placed)
+    assert isinstance(placed.body, ir.Allocate) and placed.body.buffer.name == "t"
