@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .. import ir
-from ..rewrite import Rewriter, walk_exprs, walk_stmts
+from ..rewrite import Rewriter, stmt_exprs, walk_exprs, walk_stmts
 
 
 def _uses(s: ir.Stmt, name: str) -> int:
@@ -60,17 +60,8 @@ def _reads_in_header(s: ir.Stmt, name: str) -> bool:
     """Whether a loop's bounds, a let's value or a branch's condition read buffer
     `name`: then an allocation placed in its body would come after a use (a reduction
     inlined into a let whose operand is a stage computed over an empty region, say)."""
-    match s:
-        case ir.For(_, start, end):
-            exprs = [start, end]
-        case ir.Let(_, v):
-            exprs = [v]
-        case ir.If(c):
-            exprs = [c]
-        case _:
-            return False
     return any(isinstance(x, ir.Load) and x.buffer.name == name
-               for e in exprs for x in walk_exprs(e))
+               for e in stmt_exprs(s) for x in walk_exprs(e))
 
 
 def _with_body(s: ir.Stmt, body: ir.Stmt) -> ir.Stmt:
