@@ -60,9 +60,11 @@ TO_INT64 = {"f32": "toi64_f32", "f64": "toi64_f64"}  # float -> int64, defined e
 BITCASTS = (("f32", "i32"), ("f32", "u32"), ("f64", "i64"), ("f16", "u16"), ("bf16", "u16"))
 BITCAST = frozenset(n for f, i in BITCASTS for n in (f"bitcast_{i}_{f}", f"bitcast_{f}_{i}"))
 STREAM_STORE, STREAM_FENCE = "stream_store", "stream_fence"  # Schedule.store_nontemporal
+# a block of 32-bit elements copied to its transpose (render._transposing_copy), per type
+TRANSPOSE = {s: f"transpose_{s}" for s in ("f32", "i32", "u32")}
 NAMES = frozenset({f"{op}_{s}" for op in OPS for s in _SUFFIX_CTYPE if s[0] != "f"}
                   | {ALLOC, MUL_SAT, ADD_SAT, PAR_CHUNK, STREAM_STORE, STREAM_FENCE,
-                     *TO_INT64.values()} | BITCAST)
+                     *TO_INT64.values(), *TRANSPOSE.values()} | BITCAST)
 
 
 
@@ -103,6 +105,9 @@ def definition(name: str) -> tuple[str, frozenset[str]]:
         return _STREAM[name].strip() + "\n", frozenset({"stdint.h", "string.h"})
     if name in _SATURATING:
         return _SATURATING[name].strip() + "\n", frozenset({"stdint.h"})
+    if name in TRANSPOSE.values():
+        t = _SUFFIX_CTYPE[name.split("_")[1]]
+        return _TRANSPOSE.format(t=t, name=name).strip() + "\n", frozenset({"stdint.h"})
     if name in TO_INT64.values():
         t = _SUFFIX_CTYPE[name.split("_")[1]]
         return _TOI64.format(t=t, name=name).strip() + "\n", frozenset({"stdint.h"})
@@ -221,3 +226,73 @@ static inline void stream_fence(void) {
 }
 """,
 }
+
+# A block of 32-bit elements copied to its transpose: with AVX-512, 16 x 16 tiles are
+# loaded as 16 vectors (masked at the block's edges, which never touches an element
+# outside it), transposed in registers (4 rounds of 16 shuffles) and stored as 16
+# vectors; elsewhere, the loops themselves. The vector moves and shuffles copy bits,
+# so any 32-bit type goes through them unchanged.
+_TRANSPOSE = """
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+/* dst[c * dst_stride + r] = src[r * src_stride + c] for r < rows, c < cols. */
+static inline void {name}({t} *restrict dst, int64_t dst_stride, const {t} *restrict src,
+                          int64_t src_stride, int64_t rows, int64_t cols) {{
+#if defined(__AVX512F__)
+    for (int64_t c0 = 0; c0 < cols; c0 += 16) {{
+        const int64_t cn = cols - c0 < 16 ? cols - c0 : 16;
+        const __mmask16 in_c = (__mmask16)((1u << cn) - 1u);
+        for (int64_t r0 = 0; r0 < rows; r0 += 16) {{
+            const int64_t rn = rows - r0 < 16 ? rows - r0 : 16;
+            const __mmask16 in_r = (__mmask16)((1u << rn) - 1u);
+            __m512 v[16], t[16];
+            #pragma GCC unroll 16
+            for (int i = 0; i < 16; i++) {{
+                v[i] = i < rn ? _mm512_maskz_loadu_ps(in_c, src + (r0 + i) * src_stride + c0)
+                              : _mm512_setzero_ps();
+            }}
+            #pragma GCC unroll 8
+            for (int i = 0; i < 16; i += 2) {{
+                t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
+                t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
+            }}
+            #pragma GCC unroll 4
+            for (int i = 0; i < 16; i += 4) {{
+                v[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+                v[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+                v[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+                v[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+            }}
+            #pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) {{
+                t[i] = _mm512_shuffle_f32x4(v[i], v[i + 4], 0x88);
+                t[i + 4] = _mm512_shuffle_f32x4(v[i], v[i + 4], 0xDD);
+                t[i + 8] = _mm512_shuffle_f32x4(v[i + 8], v[i + 12], 0x88);
+                t[i + 12] = _mm512_shuffle_f32x4(v[i + 8], v[i + 12], 0xDD);
+            }}
+            #pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) {{
+                v[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+                v[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
+                v[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
+                v[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xDD);
+            }}
+            #pragma GCC unroll 16
+            for (int j = 0; j < 16; j++) {{
+                if (j < cn) {{
+                    _mm512_mask_storeu_ps(dst + (c0 + j) * dst_stride + r0, in_r, v[j]);
+                }}
+            }}
+        }}
+    }}
+#else
+    for (int64_t c = 0; c < cols; c++) {{
+        for (int64_t r = 0; r < rows; r++) {{
+            dst[c * dst_stride + r] = src[r * src_stride + c];
+        }}
+    }}
+#endif
+}}
+"""
