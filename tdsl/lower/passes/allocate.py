@@ -38,22 +38,11 @@ from ..rewrite import Rewriter, stmt_exprs, walk_exprs, walk_stmts
 
 
 def _uses(s: ir.Stmt, name: str) -> int:
-    n = 0
-    for st in walk_stmts(s):
-        exprs: list[ir.Expr] = []
-        match st:
-            case ir.Store(buf, idx, v):
-                n += buf.name == name
-                exprs = [*idx, v]
-            case ir.For(_, start, end):
-                exprs = [start, end]
-            case ir.Let(_, v):
-                exprs = [v]
-            case ir.If(c):
-                exprs = [c]
-        for e in exprs:
-            n += sum(isinstance(x, ir.Load) and x.buffer.name == name for x in walk_exprs(e))
-    return n
+    """How many stores to and loads of buffer `name` there are in `s`."""
+    return sum((isinstance(st, ir.Store) and st.buffer.name == name)
+               + sum(isinstance(x, ir.Load) and x.buffer.name == name
+                     for e in stmt_exprs(st) for x in walk_exprs(e))
+               for st in walk_stmts(s))
 
 
 def _reads_in_header(s: ir.Stmt, name: str) -> bool:
