@@ -93,7 +93,11 @@ def main_c(include, entry, names, args, want, outputs, workspace) -> str:
     return "\n".join(lines)
 
 
-def run_flavour(d: Path, flavour: str, main: str, extra: tuple, outputs, want, spec) -> dict:
+def run_flavour(d: Path, flavour: str, main: str, extra: tuple, outputs, want, spec,
+                reassociates: bool) -> dict:
+    """Build and run one sanitized flavour; `reassociates`: the schedule regroups a
+    reduction (`oracle.reassociates`), so float results may round and overflow in
+    their own order."""
     (d / f"main_{flavour}.c").write_text(main)
     exe = d / f"main_{flavour}"
     cc = subprocess.run(["gcc", *FLAGS, *extra, f"main_{flavour}.c", "-lm", "-o", exe.name],
@@ -114,13 +118,13 @@ def run_flavour(d: Path, flavour: str, main: str, extra: tuple, outputs, want, s
     got = tuple(np.fromfile(d / f"{o.name}.out", w.dtype).reshape(w.shape)
                 for o, w in zip(outputs, want))
     msg = oracle.check_results(outputs, got, want, spec["tol"], oracle.float_base(spec),
-                               spec.get("scale", 1.0), spec.get("reassociates", False))
+                               spec.get("scale", 1.0), reassociates)
     return {"class": "wrong", "detail": f"sanitized {flavour} C: {msg}"} if msg else {}
 
 
 def sanitize(s, f, outputs, args, want, spec) -> dict:
     """Outcome updates from the sanitized host and portable builds ({} when clean)."""
-    spec = {**spec, "reassociates": oracle.reassociates(s.to_json())}
+    reassociates = oracle.reassociates(s.to_json())
     with tempfile.TemporaryDirectory(prefix="tdsl-san-") as tmp:
         d = Path(tmp)
         for n, v in args.items():
@@ -130,7 +134,8 @@ def sanitize(s, f, outputs, args, want, spec) -> dict:
         (d / "host.c").write_text(host)
         entry = host_entry(host)
         main = main_c("host.c", entry, params(host, entry), args, want, outputs, None)
-        res = run_flavour(d, "host", main, ("-fopenmp", "-march=native"), outputs, want, spec)
+        res = run_flavour(d, "host", main, ("-fopenmp", "-march=native"), outputs, want, spec,
+                          reassociates)
         if res:
             return res
         td.emit_c(s, "fz", str(d))
@@ -139,4 +144,4 @@ def sanitize(s, f, outputs, args, want, spec) -> dict:
         workspace = ("fz_workspace_size", params(header, "fz_workspace_size")) if (
             "workspace" in names) else None
         main = main_c("fz.c", "fz", names, args, want, outputs, workspace)
-        return run_flavour(d, "portable", main, (), outputs, want, spec)
+        return run_flavour(d, "portable", main, (), outputs, want, spec, reassociates)
