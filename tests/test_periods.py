@@ -5,8 +5,10 @@ regions of `poly.access`, the kernel index of `poly.from_ast`) read what it says
 from __future__ import annotations
 
 import islpy as isl
+import numpy as np
 import pytest
 
+import tdsl as td
 from tdsl import dtypes as dt
 from tdsl.compute.evaluate import remap
 from tdsl.compute.periods import ONE_PERIOD, Form
@@ -105,3 +107,35 @@ def test_kernel_index_is_what_remap_reads_everywhere(mode, n):
     e = _remap(mode, ir.Var("v", dt.index), ir.Var("n", dt.index))
     for v in range(-40, 40):
         assert _value(e, {"v": v, "n": n}) == remap(mode, v, n), (mode, n, v)
+
+
+PAD_MODES = {"mirror": "symmetric", "mirror_interior": "reflect", "wrap": "wrap"}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("n", range(1, 9))
+def test_remainder_formula_reads_what_numpys_pad_reads(mode, n):
+    """`periods.anywhere` in numpy's arithmetic (`evaluate.remap`), on ints and arrays,
+    against np.pad, several periods out on both sides."""
+    reach = 5 * n + 3
+    want = np.pad(np.arange(n), reach, mode=PAD_MODES[mode])  # index v at [v + reach]
+    vs = np.arange(-reach, n + reach)
+    assert remap(mode, vs, n).tolist() == want.tolist()
+    assert [remap(mode, int(v), n) for v in vs] == want.tolist()
+
+
+@pytest.mark.parametrize("target", ["c", "llvm"])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_an_inlined_stage_read_through_a_view_far_out_reads_what_np_pad_reads(target, mode, n):
+    """The remainder formula in compute expressions (`poly.inline`): a view of a stage
+    that is inlined, read several periods beyond both edges."""
+    (x,) = td.dims("x")
+    reach = 4 * n + 2
+    A = td.input("A", {x: n}, td.int32)
+    B = td.compute("B", {x: n}, A[x] * 3)
+    view = getattr(td, mode)(B)
+    C = td.compute("C", {x: n + 2 * reach}, view[x - reach])
+    a = np.arange(1, n + 1, dtype=np.int32)
+    got = td.build(td.schedule(C).compute_inline(B), target=target)(A=a)
+    np.testing.assert_array_equal(got, np.pad(a * 3, reach, mode=PAD_MODES[mode]))

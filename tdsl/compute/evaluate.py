@@ -59,6 +59,7 @@ import numpy as np
 
 from ..dtypes import astype
 from ..errors import ArgumentError, DefinitionError
+from . import periods
 from .binding import allocate, allocate_outputs, bind_arguments, eval_extent
 from .expr import (
     NUMPY_BINARY,
@@ -517,15 +518,19 @@ def _call(fn: str, args: list):
 
 def remap(mode: str, v, n: int):
     """The index in [0, n) that a mirror, mirror-interior or wrap view reads at index v
-    (a Python int or an int64 array), as numpy's pad modes "symmetric", "reflect", "wrap"."""
-    if mode == "wrap":
-        return v % n
-    period = 2 * n if mode == "mirror" else max(2 * n - 2, 1)
-    m = v % period
-    far = period - 1 - m if mode == "mirror" else period - m
-    if isinstance(m, int):
-        return m if m < n else far
-    return np.where(m < n, m, far)
+    (a Python int or an int64 array), as numpy's pad modes "symmetric", "reflect", "wrap"
+    (`periods.anywhere`)."""
+    return periods.anywhere(mode, v, n, _NUMPY_INDEX)
+
+
+def _choose(c, x, y):
+    return (x if c else y) if isinstance(c, (bool, np.bool_)) else np.where(c, x, y)
+
+
+_NUMPY_INDEX = periods.Arith(
+    const=int, add=operator.add, sub=operator.sub, mul=operator.mul, mod=operator.mod,
+    max=lambda x, y: np.maximum(x, y) if isinstance(x, np.ndarray) else max(x, y),
+    less=operator.lt, select=_choose)
 
 
 def _base(t) -> Tensor:

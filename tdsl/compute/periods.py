@@ -1,9 +1,10 @@
-"""Reads of a mirror, mirror-interior or wrap view within one period of its axis.
+"""Reads of a mirror, mirror-interior or wrap view: within one period of its axis, and
+anywhere.
 
 A view of extent n reads index v itself for 0 <= v < n. Up to one period beyond either
 edge, what it reads is affine in v and n: v reflected once (mirror, mirror_interior)
-or shifted once (wrap). Past that, it is a remainder by a multiple of n
-(`evaluate.remap`), which is not affine.
+or shifted once (wrap). Past that, it is a remainder by a multiple of n (`anywhere`,
+numpy's pad modes "symmetric", "reflect" and "wrap"), which is not affine.
 
 `ONE_PERIOD` lists those two affine pieces per mode, as data, for the two places that
 must agree on them: the regions bounds inference computes a stage over
@@ -17,14 +18,18 @@ must agree on them: the regions bounds inference computes a stage over
     wrap             -n <= v < 0:     v + n     n <= v < 2n:     v - n
 
 For every n >= 1 each piece reads an index in [0, n) wherever it applies (a piece of
-mirror_interior is empty for n = 1), and agrees with `evaluate.remap` there.
+mirror_interior is empty for n = 1), and agrees with `anywhere` there.
+
+`anywhere(mode, v, n, arith)` is the remainder formula, written once for the three
+arithmetics that evaluate it: `td.evaluate`'s (numpy), the inlined expression's
+(`lower.poly.inline`) and the kernel's (`lower.poly.from_ast`, beyond one period).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -84,3 +89,32 @@ ONE_PERIOD: dict[str, tuple[Piece, Piece]] = {
     "wrap": (Piece(_f(n=-1), _f(), _f(v=1, n=1)),
              Piece(_f(n=1), _f(n=2), _f(v=1, n=-1))),
 }
+
+
+@dataclass(frozen=True)
+class Arith(Generic[T]):
+    """An arithmetic on indices: constants, numpy's `+ - * % max` (floor remainder) and
+    a choice `select(less(a, b), x, y)`, x where a < b, else y."""
+
+    const: Callable[[int], T]
+    add: Callable[[T, T], T]
+    sub: Callable[[T, T], T]
+    mul: Callable[[T, T], T]
+    mod: Callable[[T, T], T]
+    max: Callable[[T, T], T]
+    less: Callable[[T, T], Any]
+    select: Callable[[Any, T, T], T]
+
+
+def anywhere(mode: str, index: T, extent: T, a: Arith[T]) -> T:
+    """The index in [0, n) that a view of extent n >= 1 reads at any index v: v mod n
+    (wrap); else v mod the period p (2n for mirror, max(2n - 2, 1) for
+    mirror_interior), m, itself while m < n, reflected beyond (p - 1 - m for mirror,
+    p - m for mirror_interior)."""
+    if mode == "wrap":
+        return a.mod(index, extent)
+    two = a.mul(a.const(2), extent)
+    period = two if mode == "mirror" else a.max(a.sub(two, a.const(2)), a.const(1))
+    m = a.mod(index, period)
+    back = a.sub(a.sub(period, a.const(1)), m) if mode == "mirror" else a.sub(period, m)
+    return a.select(a.less(m, extent), m, back)

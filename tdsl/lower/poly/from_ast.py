@@ -11,7 +11,7 @@ allocation pass.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import cast
 
@@ -19,7 +19,7 @@ import islpy as isl
 
 from ... import dtypes as dt
 from ...compute import expr as cx
-from ...compute.periods import ONE_PERIOD, Form
+from ...compute.periods import ONE_PERIOD, Arith, Form, anywhere
 from ...compute.printer import show
 from ...compute.tensor import (
     BoundaryView,
@@ -713,29 +713,16 @@ def index_expr(e: cx.Expr, dims: Mapping[cx.Dim, ir.Expr]) -> ir.Expr:
 
 def _remap(mode: str, v: ir.Expr, ext: ir.Expr) -> ir.Expr:
     """The index a mirror, mirror-interior or wrap view reads at `v` (see
-    `compute.evaluate.remap`): `v` itself when in range, so that loop partitioning finds
+    `compute.periods`): `v` itself when in range, so that loop partitioning finds
     the test and the interior reads plainly; one reflection or shift within a period
-    beyond either edge; the remainder formula further out."""
-    def b(op: ir.BinaryOp, x: ir.Expr, y: ir.Expr) -> ir.Expr:
-        return ir.Binary(op, x, y, dt.index)
-
-    if mode == "wrap":
-        far = b("mod", v, ext)
-    else:
-        two = b("mul", ir.index_const(2), ext)
-        period = two if mode == "mirror" else b("max", b("sub", two, ir.index_const(2)),
-                                                   ir.index_const(1))
-        m = b("mod", v, period)
-        back = b("sub", b("sub", period, ir.index_const(1)), m) if mode == "mirror" else b(
-            "sub", period, m)
-        far = ir.Select(ir.Compare("lt", m, ext), m, back, dt.index)
+    beyond either edge; the remainder formula (`periods.anywhere`) further out."""
+    far = anywhere(mode, v, ext, _IR_INDEX)
 
     def within(lo: ir.Expr, hi: ir.Expr) -> ir.Expr:  # lo <= v < hi
         return ir.Binary("and", ir.Compare("ge", v, lo), ir.Compare("lt", v, hi), dt.bool_)
 
     def form(x: Form) -> ir.Expr:
-        return x.build(v, ext, ir.index_const, lambda p, q: b("add", p, q),
-                       lambda p, q: b("sub", p, q))
+        return x.build(v, ext, ir.index_const, _IR_INDEX.add, _IR_INDEX.sub)
 
     # one period out on either side: v reflected or shifted once, the affine pieces
     # (`compute.periods.ONE_PERIOD`) the bounds inference (`poly.access._remapped`)
@@ -748,6 +735,17 @@ def _remap(mode: str, v: ir.Expr, ext: ir.Expr) -> ir.Expr:
         within(form(right.lo), form(right.hi)), form(right.value), _clamp(far, last), dt.index),
         dt.index)
     return ir.Select(within(ir.index_const(0), ext), v, beyond, dt.index)
+
+
+def _index_op(op: ir.BinaryOp) -> Callable[[ir.Expr, ir.Expr], ir.Expr]:
+    return lambda x, y: ir.Binary(op, x, y, dt.index)
+
+
+# index arithmetic in the loop IR, for `periods.anywhere`
+_IR_INDEX: Arith[ir.Expr] = Arith(
+    const=ir.index_const, add=_index_op("add"), sub=_index_op("sub"), mul=_index_op("mul"),
+    mod=_index_op("mod"), max=_index_op("max"), less=lambda x, y: ir.Compare("lt", x, y),
+    select=lambda c, x, y: ir.Select(c, x, y, dt.index))
 
 
 def _as_index(v: ir.Expr) -> ir.Expr:

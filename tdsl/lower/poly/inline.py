@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import operator
+
 from ... import dtypes as dt
 from ...compute import expr as cx
+from ...compute import periods
 from ...compute.tensor import BoundaryView, Pipeline, Stage, Update, is_affine_index
 from ...errors import ScheduleError
 from ...schedule.state import Schedulable
@@ -24,18 +27,14 @@ def _clamped(idx: tuple[cx.Expr, ...], shape: tuple[cx.Expr, ...]) -> tuple[cx.E
 
 def _remapped(mode: str, idx: tuple[cx.Expr, ...], shape: tuple[cx.Expr, ...]
               ) -> tuple[cx.Expr, ...]:
-    """The indices a mirror, mirror-interior or wrap view reads (`evaluate.remap`)."""
-    out = []
-    for i, e in zip(idx, shape):
-        n = cx.cast(e, dt.int32)
-        i = _signed(i)
-        if mode == "wrap":
-            out.append(i % n)
-            continue
-        period = 2 * n if mode == "mirror" else cx.maximum(2 * n - 2, 1)
-        m = i % period
-        out.append(cx.where(m < n, m, period - 1 - m if mode == "mirror" else period - m))
-    return tuple(out)
+    """The indices a mirror, mirror-interior or wrap view reads (`periods.anywhere`)."""
+    return tuple(periods.anywhere(mode, _signed(i), cx.cast(e, dt.int32), _EXPR_INDEX)
+                 for i, e in zip(idx, shape))
+
+
+_EXPR_INDEX = periods.Arith(
+    const=lambda k: k, add=operator.add, sub=operator.sub, mul=operator.mul,
+    mod=operator.mod, max=cx.maximum, less=operator.lt, select=cx.where)
 
 
 def _in_range(idx: tuple[cx.Expr, ...], shape: tuple[cx.Expr, ...]) -> cx.Expr:
