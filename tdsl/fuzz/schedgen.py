@@ -1,7 +1,8 @@
 """Random schedules over every primitive, placed as a hostile user would.
 
 Runs in the child (it asks the schedule for its loops). Four phases: stage-adding
-primitives (cache_write, cache_read, rfactor of stages and updates, layout; then
+primitives (cache_write, cache_read, rfactor of stages and updates, layout, of a
+stage or of the cache just made, whose copy then transposes; then
 fuse_updates and atomic on some updates), loop primitives on every
 schedulable (split, tile, reorder, fuse, vectorize with and without
 reassociate, unroll, parallel), placement of every intermediate (root, inline,
@@ -94,6 +95,11 @@ class SchedGen:
                 continue
             if op == "cache_write" and self.attempt("cache_write", stage, name=f"cw{n}"):
                 self.added.append((f"cw{n}", stage))
+                if self.chance(0.5):  # the cache in another layout: its copy transposes
+                    self.layout(f"cw{n}")
+                    loops = self.loops(stage)
+                    if loops and self.chance(0.5):  # and the copy is vectorized
+                        self.attempt("vectorize", stage, loops[-1])
             elif op == "cache_read":
                 sources = [t["name"] for t in self.spec["inputs"]] + self.computes()
                 source = self.pick(sources)
@@ -101,6 +107,8 @@ class SchedGen:
                 reader = self.pick(readers)
                 if self.attempt("cache_read", source, [reader], name=f"cr{n}"):
                     self.added.append((f"cr{n}", reader))
+                    if self.chance(0.5):
+                        self.layout(f"cr{n}")
             elif op == "rfactor":
                 stage = self.pick([c for c in self.computes() if any(
                     lp.startswith("k") for lp in self.loops(c))] or [stage])
