@@ -65,9 +65,7 @@ from ..lower.ir import (
     int_value,
 )
 from ..lower.layout import element_count
-from ..lower.passes.simplify import constant_difference, normalize
 from ..lower.rewrite import (
-    Substitute,
     atomic_fetch,
     bound_names,
     expr_vars,
@@ -75,7 +73,7 @@ from ..lower.rewrite import (
     walk_exprs,
     walk_stmts,
 )
-from ..lower.vectors import loop_extent
+from ..lower.vectors import index_at, index_step, loop_extent
 from . import helpers
 from .expr import ExprEmitter
 from .helpers import ctype
@@ -270,12 +268,6 @@ class _Transpose:
     cols: int
 
 
-def _step(index: Expr, var: str) -> int | None:
-    """How much `index` grows when `var` grows by 1, when that is a constant."""
-    one_more = Substitute({var: Binary("add", Var(var), Const(1, index.dtype), index.dtype)})
-    return constant_difference(one_more.visit_expr(index), index)
-
-
 def _transposing_copy(s: For) -> _Transpose | None:
     """`s` as a copy of a block of 32-bit elements to its transpose, or None.
 
@@ -306,15 +298,15 @@ def _transposing_copy(s: For) -> _Transpose | None:
     if rows is None or cols is None or min(rows, cols) < TRANSPOSE_MIN:
         return None
     di, si = store.indices[0], load.indices[0]
-    d_row, d_col = _step(di, inner.var), _step(di, s.var)
-    s_row, s_col = _step(si, inner.var), _step(si, s.var)
+    d_row, d_col = index_step(di, inner.var), index_step(di, s.var)
+    s_row, s_col = index_step(si, inner.var), index_step(si, s.var)
     if d_row != 1 or s_col != 1 or d_col is None or s_row is None:
         return None
     if abs(d_col) < rows or abs(s_row) < 2:
         return None
-    first = Substitute({s.var: s.start, inner.var: inner.start})
-    return _Transpose(dst, normalize(first.visit_expr(di)), d_col,
-                      load.buffer, normalize(first.visit_expr(si)), s_row, rows, cols)
+    first = {s.var: s.start, inner.var: inner.start}
+    return _Transpose(dst, index_at(di, first), d_col, load.buffer, index_at(si, first), s_row,
+                      rows, cols)
 
 
 @dataclass

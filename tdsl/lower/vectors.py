@@ -42,8 +42,16 @@ from typing import Any
 
 from .. import dtypes as dt
 from . import ir
-from .passes.simplify import constant_difference
-from .rewrite import Rewriter, expr_children, expr_vars, stmt_exprs, walk_exprs, walk_stmts
+from .passes.simplify import constant_difference, normalize
+from .rewrite import (
+    Rewriter,
+    Substitute,
+    expr_children,
+    expr_vars,
+    stmt_exprs,
+    walk_exprs,
+    walk_stmts,
+)
 
 MAX_LANES = 64  # the widest chunk, in lanes
 
@@ -341,6 +349,19 @@ def chunk_widths(extent: int | None, max_extent: int,
 def loop_extent(loop: ir.For) -> int | None:
     """end - start of `loop` when it is a constant."""
     return constant_difference(loop.end, loop.start)
+
+
+def index_step(index: ir.Expr, var: str) -> int | None:
+    """How much index `index` grows when loop variable `var` grows by 1, when that is a
+    constant (None when it is not, or `index` is not provably affine in `var`)."""
+    one = ir.Const(1, index.dtype)
+    more = Substitute({var: ir.Binary("add", ir.Var(var), one, index.dtype)}).visit_expr(index)
+    return constant_difference(more, index)
+
+
+def index_at(index: ir.Expr, values: Mapping[str, ir.Expr]) -> ir.Expr:
+    """Index `index` with the variables in `values` replaced, simplified."""
+    return normalize(Substitute(dict(values)).visit_expr(index))
 
 
 def plan(loop: ir.For, status: str | None = None, lanes: int | None = None) -> VectorLoop:
