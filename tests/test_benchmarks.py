@@ -112,6 +112,26 @@ def test_qmatmul_reference_is_exact_and_saturates(scripts):
     assert (want == 127).any() and (want == -128).any()
 
 
+@pytest.mark.parametrize("target", ["c", "llvm"])
+@pytest.mark.parametrize("size,tiles", [((37, 70), (4, 8, 4)), ((23, 41), (6, 16, 8)),
+                                        ((9, 64), (8, 8, 8))])
+def test_covariance_triangle_of_tiles_mirrors(scripts, target, size, tiles):
+    """The best covariance schedule sums only on the register tiles that meet the
+    triangle i >= j (at these sizes most tiles above it are skipped, with tails in
+    both dims) and mirrors the rest: every element equals numpy's D.T @ D."""
+    cv = scripts["covariance"]
+    n, m = size
+    ti, tj, v = tiles
+    x = np.random.default_rng(n * m).standard_normal((n, m)).astype(np.float32) + 2
+    f = td.build(cv.tiled_schedule(size, ti, tj, v, vm=8, ct=8), target=target)
+    np.testing.assert_allclose(f(X=x), cv.reference(x), rtol=1e-5, atol=1e-5)
+    # the triangle: S's sum is empty on a tile wholly above the diagonal
+    cov = cv.algorithm(n, m, packed=True, triangle=(ti, tj))
+    S = next(st for st in td.schedule(cov).pipeline.stages if st.name == "S")
+    skipped = td.evaluate(S, X=x)[:ti, -1]
+    assert (m - 1) // tj * tj >= ti and (skipped == 0).all()
+
+
 def test_time_stepped_references_step(scripts):
     """The jacobi-2d and heat-3d baselines change the grid at every step (a
     reference that skipped the steps would compare against the input)."""
