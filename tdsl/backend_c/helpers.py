@@ -62,8 +62,10 @@ BITCAST = frozenset(n for f, i in BITCASTS for n in (f"bitcast_{i}_{f}", f"bitca
 STREAM_STORE, STREAM_FENCE = "stream_store", "stream_fence"  # Schedule.store_nontemporal
 # a block of 32-bit elements copied to its transpose (render._transposing_copy), per type
 TRANSPOSE = {s: f"transpose_{s}" for s in ("f32", "i32", "u32")}
+# int32 sums of int16 products taken in pairs (render: lower.vectors.paired_products)
+PAIR_MADD = "pair_madd_i16"
 NAMES = frozenset({f"{op}_{s}" for op in OPS for s in _SUFFIX_CTYPE if s[0] != "f"}
-                  | {ALLOC, MUL_SAT, ADD_SAT, PAR_CHUNK, STREAM_STORE, STREAM_FENCE,
+                  | {ALLOC, MUL_SAT, ADD_SAT, PAR_CHUNK, STREAM_STORE, STREAM_FENCE, PAIR_MADD,
                      *TO_INT64.values(), *TRANSPOSE.values()} | BITCAST)
 
 
@@ -105,6 +107,8 @@ def definition(name: str) -> tuple[str, frozenset[str]]:
         return _STREAM[name].strip() + "\n", frozenset({"stdint.h", "string.h"})
     if name in _SATURATING:
         return _SATURATING[name].strip() + "\n", frozenset({"stdint.h"})
+    if name == PAIR_MADD:
+        return _PAIR_MADD.strip() + "\n", frozenset({"stdint.h"})
     if name in TRANSPOSE.values():
         t = _SUFFIX_CTYPE[name.split("_")[1]]
         return _TRANSPOSE.format(t=t, name=name).strip() + "\n", frozenset({"stdint.h"})
@@ -226,6 +230,33 @@ static inline void stream_fence(void) {
 }
 """,
 }
+
+# Pairs of int16 products summed into int32 lanes: AVX-512BW's vpmaddwd, or with VNNI
+# vpdpwssd, which adds the sums to the accumulator in the same instruction. The
+# renderer calls it only where AVX-512BW is defined (the loops themselves otherwise).
+_PAIR_MADD = """
+#if defined(__AVX512BW__)
+#include <immintrin.h>
+
+/* acc[l] += x0 * b[2 l] + x1 * b[2 l + 1] for l < lanes, a multiple of 16, in int32
+   arithmetic that wraps. */
+static inline void pair_madd_i16(int32_t *restrict acc, const int16_t *restrict b, int16_t x0,
+                                 int16_t x1, int64_t lanes) {
+    const __m512i x = _mm512_set1_epi32((int32_t)((uint32_t)(uint16_t)x0
+                                                  | (uint32_t)(uint16_t)x1 << 16));
+    for (int64_t l = 0; l < lanes; l += 16) {
+        __m512i sums = _mm512_loadu_si512((const void *)(acc + l));
+        const __m512i v = _mm512_loadu_si512((const void *)(b + 2 * l));
+#if defined(__AVX512VNNI__)
+        sums = _mm512_dpwssd_epi32(sums, x, v);
+#else
+        sums = _mm512_add_epi32(sums, _mm512_madd_epi16(x, v));
+#endif
+        _mm512_storeu_si512((void *)(acc + l), sums);
+    }
+}
+#endif
+"""
 
 # A block of 32-bit elements copied to its transpose: with AVX-512, 16 x 16 tiles are
 # loaded as 16 vectors (masked at the block's edges, which never touches an element

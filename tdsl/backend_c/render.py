@@ -73,7 +73,7 @@ from ..lower.rewrite import (
     walk_exprs,
     walk_stmts,
 )
-from ..lower.vectors import index_at, index_step, loop_extent
+from ..lower.vectors import PairedProducts, index_at, index_step, loop_extent, paired_products
 from . import helpers
 from .expr import ExprEmitter
 from .helpers import ctype
@@ -450,8 +450,7 @@ class _Renderer:
     def stmt(self, s: Stmt) -> None:
         match s:
             case Block(stmts):
-                for child in stmts:
-                    self.stmt(child)
+                self.block(stmts)
             case Store(atomic=True):
                 self.atomic_store(s)
             case Store(buffer, indices, value) if buffer.name in self.staged:
@@ -521,6 +520,35 @@ class _Renderer:
             w.middle("} else {")
             self.stmt(other)
         w.close()
+
+    def block(self, stmts: tuple[Stmt, ...]) -> None:
+        """Statements in order; two vectorized loops of paired int16 products
+        (`lower.vectors.paired_products`) become one call of `helpers.PAIR_MADD` where
+        the C compiler targets AVX-512BW (the loops themselves elsewhere)."""
+        k = 0
+        while k < len(stmts):
+            pair = None
+            if k + 1 < len(stmts) and self.flavour.gnu and not self.in_simd:
+                pair = paired_products(stmts[k], stmts[k + 1])
+            if pair is not None and not ({pair.acc.name, pair.b.name}
+                                         & (set(self.staged) | self.func.nontemporal)):
+                self._paired(pair, stmts[k], stmts[k + 1])
+                k += 2
+                continue
+            self.stmt(stmts[k])
+            k += 1
+
+    def _paired(self, p: PairedProducts, first: Stmt, second: Stmt) -> None:
+        self._use_helper(helpers.PAIR_MADD)
+        acc = self.expr.element(p.acc, (p.acc_first,))
+        b = self.expr.element(p.b, (p.b_first,))
+        x0, x1 = (cast("int16_t", self.expr(x)).text for x in (p.x0, p.x1))
+        self.w.line("#if defined(__AVX512BW__)")
+        self.w.line(f"{helpers.PAIR_MADD}(&{acc}, &{b}, {x0}, {x1}, {p.lanes});")
+        self.w.line("#else")
+        self.stmt(first)
+        self.stmt(second)
+        self.w.line("#endif")
 
     def loop(self, s: For) -> None:
         copy = _transposing_copy(s) if self.flavour.gnu and not self.in_simd else None

@@ -50,7 +50,7 @@ from types import MappingProxyType
 
 from llvmlite import ir
 
-from ..dtypes import index
+from ..dtypes import index, int16
 from ..lower.abi import CHUNKS_PER_THREAD, OUT_OF_MEMORY
 from ..lower.ir import (
     ATOMIC_OLD,
@@ -78,7 +78,7 @@ from ..lower.ir import (
 from ..lower.ir import Binary as BinaryExpr
 from ..lower.ir import Load as LoadExpr
 from ..lower.rewrite import atomic_fetch, walk_stmts
-from ..lower.vectors import auto_vector_plan
+from ..lower.vectors import PairedProducts, auto_vector_plan, paired_products
 from ..lower.vectors import plan as vector_plan
 from . import ops
 from .captures import all_buffers, free_names
@@ -114,6 +114,14 @@ _RESERVED = frozenset(
     | {"GOMP_parallel", "omp_get_num_threads"}
     | {symbol for symbol, _, _ in _HEAP.values()}
 )
+
+
+@functools.cache
+def host_has(feature: str) -> bool:
+    """Whether the host CPU has instruction-set extension `feature` (LLVM's name)."""
+    import llvmlite.binding as llvm
+
+    return bool(llvm.get_host_cpu_features().get(feature))
 
 
 @functools.cache
@@ -378,8 +386,7 @@ class _FunctionEmitter:
         b = self.b
         match s:
             case Block(stmts=stmts):
-                for x in stmts:
-                    self.stmt(x)
+                self.block(stmts)
             case Store(atomic=True):
                 self.atomic_store(s)
             case Store(buffer=buf, indices=idx, value=value):
@@ -412,6 +419,46 @@ class _FunctionEmitter:
                 self.allocate(s)
             case _:
                 raise TypeError(f"unknown loop-IR statement {s!r}")
+
+    def block(self, stmts: tuple[Stmt, ...]) -> None:
+        """Statements in order; two vectorized loops of paired int16 products
+        (`lower.vectors.paired_products`) become `paired_products` on a host with
+        AVX-512BW."""
+        k = 0
+        while k < len(stmts):
+            pair = None
+            if k + 1 < len(stmts) and host_has("avx512bw"):
+                pair = paired_products(stmts[k], stmts[k + 1])
+            if pair is not None and not {pair.acc.name, pair.b.name} & self.mod.func.nontemporal:
+                self.paired_products(pair)
+                k += 2
+                continue
+            self.stmt(stmts[k])
+            k += 1
+
+    def paired_products(self, p: PairedProducts) -> None:
+        """acc[l] += x0 * b[2 l] + x1 * b[2 l + 1], 16 lanes at a time: x86's `vpmaddwd`
+        on the pair (x0, x1) in every 32-bit lane and 32 int16 values of b, then an add,
+        which LLVM folds into `vpdpwssd` where the host has VNNI."""
+        b = self.b
+        lanes16, lanes32 = ir.VectorType(I32, 16), ir.VectorType(ir.IntType(16), 32)
+        madd = ops.declare(self.mod.module, "llvm.x86.avx512.pmaddw.d.512", lanes16,
+                           [lanes32, lanes32], ("nounwind", "readnone"))
+        low, high = (b.zext(self.typed(x, int16), I32) for x in (p.x0, p.x1))
+        pair = b.or_(low, b.shl(high, ir.Constant(I32, 16)), name="pair")
+        splat = b.insert_element(ir.Constant(lanes16, ir.Undefined), pair, ir.Constant(I32, 0))
+        splat = b.shuffle_vector(splat, ir.Constant(lanes16, ir.Undefined),
+                                 ir.Constant(lanes16, [0] * 16))
+        xs = b.bitcast(splat, lanes32)
+        acc0, b0 = self.address(p.acc, (p.acc_first,)), self.address(p.b, (p.b_first,))
+        for lane in range(0, p.lanes, 16):
+            at = b.gep(acc0, [ir.Constant(I64, lane)], inbounds=True, source_etype=I32)
+            from_ = b.gep(b0, [ir.Constant(I64, 2 * lane)], inbounds=True,
+                          source_etype=ir.IntType(16))
+            sums = self.annotate(b.load(at, typ=lanes16, align=4), p.acc)
+            vs = self.annotate(b.load(from_, typ=lanes32, align=2), p.b)
+            total = b.add(sums, b.call(madd, [xs, vs]))
+            self.annotate(b.store(total, at, align=4), p.acc)
 
     def atomic_store(self, s: Store) -> None:
         """An atomic read-modify-write (`Store.atomic`). In an outlined parallel body:
