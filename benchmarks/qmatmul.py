@@ -19,15 +19,17 @@ exact in any summation order. The rate counts 2 * M * K * N integer operations.
 
 Variants:
 
-best   as sgemm.py's: Bw computed per tj-column panel packs it (int32,
-       contiguous), and the acc stage, computed per ti x tj tile of out,
-       keeps the tile in registers (vectors of v int32 lanes) over the whole k
-       loop (acc is already the accumulator cache_write makes in sgemm.py); the
-       requantization runs once per element as the tile is stored, vectorized.
-       The tile sizes are --search's winners on an AVX2 machine, which moved
-       between runs by up to 2x: 8x32 (C) and 4x24 (LLVM); on AVX-512 2x128
-       in vectors of 16 lanes, where the int32 multiply (vpmulld) bounds every
-       tile shape alike.
+best   B packed in pairs of k: Bp[ko, j, t] = int16(B[2 ko + t, j]) (`paired_algorithm`,
+       K even), computed per tj-column panel; the acc stage, computed per ti x tj
+       tile of out, keeps the tile in registers (vectors of 16 int32 lanes) over
+       the whole k loop, its pair loop t unrolled inside the tile: the two
+       products of a pair then go to the same lanes from adjacent int16 values,
+       which both backends do as one multiply-add of pairs where the host has
+       AVX-512BW (`vpdpwssd` with VNNI: 32 products per instruction, against 16
+       per two micro-ops of `vpmulld`). The requantization runs once per element
+       as the tile is stored, vectorized. Without AVX-512 (no pairs to gain),
+       the int32 products of `algorithm`, with B widened to int32 per panel:
+       the tile sizes --search found on an AVX2 machine, 8x32 (C), 4x24 (LLVM).
 f32    the same schedule on the algorithm with the products summed in float32
        (`float_algorithm`), as numpy's baseline does: exact for K <= 1024, so
        its results equal the int32 ones bit for bit; a separate line, because
@@ -43,6 +45,7 @@ import harness
 import numpy as np
 
 import tdsl as td
+from tdsl.tune.machine import fingerprint
 
 SIZES = {"1024": (1024, 1024, 1024), "tiny": (37, 700, 53)}  # tiny: k long enough to saturate
 DEFAULT_SIZE = "1024"
@@ -72,6 +75,20 @@ def algorithm(m: int, k: int, n: int):
     Bw = td.compute("Bw", {kk: k, j: n}, td.cast(B[kk, j], td.int32))
     acc = td.compute("acc", {i: m, j: n},
                      td.sum(td.cast(A[i, kk], td.int32) * Bw[kk, j], over=kk))
+    return td.compute("out", {i: m, j: n}, requantize(acc[i, j]))
+
+
+def paired_algorithm(m: int, k: int, n: int):
+    """`algorithm` with B packed in pairs of k (ko = k // 2, t = k % 2): Bp[ko, j, t] =
+    int16(B[2 ko + t, j]), and acc sums over (ko, t). K must be even."""
+    if k % 2:
+        raise ValueError(f"B packed in pairs of k needs an even K, not {k}")
+    i, j, kk, ko, t = td.dims("i j k ko t")
+    A = td.input("A", {i: m, kk: k}, td.int8)
+    B = td.input("B", {kk: k, j: n}, td.int8)
+    Bp = td.compute("Bp", {ko: k // 2, j: n, t: 2}, td.cast(B[2 * ko + t, j], td.int16))
+    prod = td.cast(A[i, 2 * ko + t], td.int32) * td.cast(Bp[ko, j, t], td.int32)
+    acc = td.compute("acc", {i: m, j: n}, td.sum(prod, over={ko: k // 2, t: 2}))
     return td.compute("out", {i: m, j: n}, requantize(acc[i, j]))
 
 
@@ -122,12 +139,33 @@ def staged_schedule(size, ti: int, tj: int, v: int, par: str = "j_o",
 
 
 
+def paired_schedule(size, ti: int, tj: int, v: int = 16) -> td.Schedule:
+    """`paired_algorithm`'s register tile ti x tj over the whole k loop, each pair's two
+    products of one vector of v lanes next to each other (t unrolled inside the
+    tile); Bp per j_o, column panels on threads."""
+    out = paired_algorithm(*size)
+    return (td.schedule(out)
+            .tile(out, i=ti, j=tj)
+            .reorder(out, "j_o i_o i_i j_i")
+            .parallel(out, "j_o")
+            .vectorize(out, "j_i")
+            .compute_at("Bp", out, "j_o")
+            .vectorize("Bp", "j")
+            .compute_at("acc", out, "i_o")
+            .split("acc", "j", v, names=("j_u", "j_v"))
+            .reorder("acc", "ko i j_u t j_v")
+            .unroll("acc", "i")
+            .unroll("acc", "j_u")
+            .unroll("acc", "t")
+            .vectorize("acc", "j_v"))
+
+
 BEST = {
-    # AVX-512 (Intel Xeon), interleaved in one process: every v16 tile from 2x128 to
-    # 14x32 ran in 20-25 ms, the v8 tiles in 28-30: bound by vpmulld (two uops on one
-    # port), so the shape matters little once the vectors are 16 lanes wide
-    ("c", "best", "avx512f"): dict(ti=2, tj=128, v=16),
-    ("llvm", "best", "avx512f"): dict(ti=2, tj=128, v=16),
+    # AVX-512 (Intel Xeon with VNNI), pairs, interleaved in one process over 3 rounds:
+    # C 4x96 4.2-4.9 ms, 4x64 5.8-6.8; LLVM 4x64 4.3, 3x128 4.3-4.7, 2x128 4.8. The
+    # int32 products without pairs (vpmulld-bound) ran every v16 tile in 20-25 ms.
+    ("c", "best", "avx512f"): dict(ti=4, tj=96, paired=True),
+    ("llvm", "best", "avx512f"): dict(ti=4, tj=64, paired=True),
     ("c", "best"): dict(ti=8, tj=32, v=8),
     ("llvm", "best"): dict(ti=4, tj=24, v=8),
     # f32, AVX-512 (Intel Xeon), --search: 6x64 C 7.00 ms, LLVM 7.51 (4x64 7.10 and
@@ -141,11 +179,19 @@ BEST = {
 
 
 def _build_schedule(variant: str, dims, params) -> td.Schedule:
+    params = dict(params)
+    if params.pop("paired", False):
+        return paired_schedule(dims, **params)
     return staged_schedule(dims, **params, f32=variant == "f32")
 
 
 def candidates(target: str, variant: str, size: str):
     dims = SIZES[size]
+    if variant == "best" and fingerprint()["isa"] == "avx512f":
+        # pairs: ti * tj / 16 accumulators of AVX-512's 32 registers
+        grid = [(2, 128), (3, 128), (4, 64), (6, 64), (4, 96), (8, 32), (8, 48), (12, 32)]
+        return [(f"pairs {ti}x{tj}", lambda a=ti, b=tj: paired_schedule(dims, a, b))
+                for ti, tj in grid]
     # register tiles: ti x tj of v-lane vectors; with AVX2's 16 registers ti * tj / v
     # accumulators must stay within about 12 of them
     grid = [(4, 16, 8), (6, 16, 8), (8, 16, 8), (3, 32, 8), (4, 24, 8), (2, 32, 8), (8, 32, 8),
@@ -206,7 +252,9 @@ def case(target: str, variant: str, size: str) -> harness.Case:
         unit="GOP/s",
         rtol=0,
         atol=0,  # integers: exactly numpy's
-        note={"best": "Bw: packed int32 panel; acc: int32 register tile",
+        note={"best": ("Bp: k pairs of int16; acc: int32 register tile, pairs multiply-added"
+                       if params.get("paired") else
+                       "Bw: packed int32 panel; acc: int32 register tile"),
               "f32": "Bw: packed float32 panel; acc: float32 register tile (exact, K <= 1024)"
               }.get(variant, ""),
     )

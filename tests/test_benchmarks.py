@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import tdsl as td
+from tdsl.backend_llvm.codegen import host_has
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 SCRIPTS = ("sgemm", "conv2d", "blur", "softmax")
@@ -100,6 +101,19 @@ def test_qmatmul_float_accumulation_is_refused_beyond_its_exact_range(scripts):
     q.float_algorithm(3, 1024, 5)
     with pytest.raises(ValueError, match="K <= 1024"):
         q.float_algorithm(3, 1025, 5)
+
+
+def test_qmatmul_pairs_need_an_even_k_and_are_multiply_added(scripts):
+    """The best qmatmul schedule on an AVX-512 host packs B in k pairs, and both
+    backends then do the pairs as one multiply-add (where the host has AVX-512BW)."""
+    q = scripts["qmatmul"]
+    with pytest.raises(ValueError, match="even K"):
+        q.paired_algorithm(3, 7, 5)
+    arrays = q.inputs("tiny")
+    for target, marker in (("c", "pair_madd_i16(&"), ("llvm", "pmaddw.d.512")):
+        f = td.build(q.paired_schedule(q.SIZES["tiny"], 4, 32), target=target)
+        np.testing.assert_array_equal(f(**arrays), q.exact_reference(**arrays))
+        assert (marker in f.source) == (target == "c" or host_has("avx512bw"))
 
 
 def test_qmatmul_reference_is_exact_and_saturates(scripts):
