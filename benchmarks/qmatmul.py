@@ -92,6 +92,25 @@ def paired_algorithm(m: int, k: int, n: int):
     return td.compute("out", {i: m, j: n}, requantize(acc[i, j]))
 
 
+def quad_algorithm(m: int, k: int, n: int):
+    """`algorithm` in quads of k for VNNI's unsigned-by-signed byte products: Au = A +
+    128 as uint8, Bq[ko, j, t] = B[4 ko + t, j] (k = 4 ko + t), and, since
+    (A + 128) B = A B + 128 colsum(B), acc sums Au's products and out subtracts 128
+    times B's column sums (the zero-point correction of gemmlowp). K must be a
+    multiple of 4."""
+    if k % 4:
+        raise ValueError(f"B packed in quads of k needs K a multiple of 4, not {k}")
+    i, j, kk, ko, t = td.dims("i j k ko t")
+    A = td.input("A", {i: m, kk: k}, td.int8)
+    B = td.input("B", {kk: k, j: n}, td.int8)
+    Au = td.compute("Au", {i: m, kk: k}, td.cast(td.cast(A[i, kk], td.int16) + 128, td.uint8))
+    Bq = td.compute("Bq", {ko: k // 4, j: n, t: 4}, B[4 * ko + t, j])
+    col = td.compute("col", {j: n}, td.sum(td.cast(B[kk, j], td.int32), over=kk))
+    prod = td.cast(Au[i, 4 * ko + t], td.int32) * td.cast(Bq[ko, j, t], td.int32)
+    acc = td.compute("acc", {i: m, j: n}, td.sum(prod, over={ko: k // 4, t: 4}))
+    return td.compute("out", {i: m, j: n}, requantize(acc[i, j] - 128 * col[j]))
+
+
 def float_algorithm(m: int, k: int, n: int):
     """`algorithm` with float32 accumulation: Aw and Bw are A and B as float32, acc
     sums their products, then is converted to int32 for the requantization. Exact while every
@@ -160,6 +179,30 @@ def paired_schedule(size, ti: int, tj: int, v: int = 16) -> td.Schedule:
             .vectorize("acc", "j_v"))
 
 
+def quad_schedule(size, ti: int, tj: int, v: int = 16) -> td.Schedule:
+    """`quad_algorithm`'s register tile as `paired_schedule`'s, each quad's four
+    products of one vector next to each other; Au and the column sums computed
+    first, vectorized, on threads."""
+    out = quad_algorithm(*size)
+    return (td.schedule(out)
+            .parallel("Au", "i").vectorize("Au", "k")
+            .split("col", "j", 16).reorder("col", "j_o k j_i")
+            .parallel("col", "j_o").vectorize("col", "j_i")
+            .tile(out, i=ti, j=tj)
+            .reorder(out, "j_o i_o i_i j_i")
+            .parallel(out, "j_o")
+            .vectorize(out, "j_i")
+            .compute_at("Bq", out, "j_o")
+            .vectorize("Bq", "j")
+            .compute_at("acc", out, "i_o")
+            .split("acc", "j", v, names=("j_u", "j_v"))
+            .reorder("acc", "ko i j_u t j_v")
+            .unroll("acc", "i")
+            .unroll("acc", "j_u")
+            .unroll("acc", "t")
+            .vectorize("acc", "j_v"))
+
+
 BEST = {
     # AVX-512 (Intel Xeon with VNNI), pairs, interleaved in one process over 3 rounds:
     # C 4x96 4.2-4.9 ms, 4x64 5.8-6.8; LLVM 4x64 4.3, 3x128 4.3-4.7, 2x128 4.8. The
@@ -180,6 +223,8 @@ BEST = {
 
 def _build_schedule(variant: str, dims, params) -> td.Schedule:
     params = dict(params)
+    if params.pop("quads", False):
+        return quad_schedule(dims, **params)
     if params.pop("paired", False):
         return paired_schedule(dims, **params)
     return staged_schedule(dims, **params, f32=variant == "f32")
@@ -190,8 +235,10 @@ def candidates(target: str, variant: str, size: str):
     if variant == "best" and fingerprint()["isa"] == "avx512f":
         # pairs: ti * tj / 16 accumulators of AVX-512's 32 registers
         grid = [(2, 128), (3, 128), (4, 64), (6, 64), (4, 96), (8, 32), (8, 48), (12, 32)]
-        return [(f"pairs {ti}x{tj}", lambda a=ti, b=tj: paired_schedule(dims, a, b))
-                for ti, tj in grid]
+        return ([(f"pairs {ti}x{tj}", lambda a=ti, b=tj: paired_schedule(dims, a, b))
+                 for ti, tj in grid]
+                + [(f"quads {ti}x{tj}", lambda a=ti, b=tj: quad_schedule(dims, a, b))
+                   for ti, tj in grid])
     # register tiles: ti x tj of v-lane vectors; with AVX2's 16 registers ti * tj / v
     # accumulators must stay within about 12 of them
     grid = [(4, 16, 8), (6, 16, 8), (8, 16, 8), (3, 32, 8), (4, 24, 8), (2, 32, 8), (8, 32, 8),

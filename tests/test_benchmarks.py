@@ -103,17 +103,24 @@ def test_qmatmul_float_accumulation_is_refused_beyond_its_exact_range(scripts):
         q.float_algorithm(3, 1025, 5)
 
 
-def test_qmatmul_pairs_need_an_even_k_and_are_multiply_added(scripts):
-    """The best qmatmul schedule on an AVX-512 host packs B in k pairs, and both
-    backends then do the pairs as one multiply-add (where the host has AVX-512BW)."""
+def test_qmatmul_groups_need_whole_groups_and_are_multiply_added(scripts):
+    """The qmatmul schedules that pack B in k pairs (int16) or quads (bytes, A made
+    unsigned and corrected by B's column sums) give numpy's exact results, and both
+    backends do the groups as one multiply-add where the host has it."""
     q = scripts["qmatmul"]
     with pytest.raises(ValueError, match="even K"):
         q.paired_algorithm(3, 7, 5)
+    with pytest.raises(ValueError, match="multiple of 4"):
+        q.quad_algorithm(3, 6, 5)
     arrays = q.inputs("tiny")
-    for target, marker in (("c", "pair_madd_i16(&"), ("llvm", "pmaddw.d.512")):
-        f = td.build(q.paired_schedule(q.SIZES["tiny"], 4, 32), target=target)
-        np.testing.assert_array_equal(f(**arrays), q.exact_reference(**arrays))
-        assert (marker in f.source) == (target == "c" or host_has("avx512bw"))
+    want = q.exact_reference(**arrays)
+    for make, c_helper, intrinsic, feature in (
+            (q.paired_schedule, "pair_madd_i16(&", "pmaddw.d.512", "avx512bw"),
+            (q.quad_schedule, "quad_madd_u8i8(&", "vpdpbusd.512", "avx512vnni")):
+        for target, marker in (("c", c_helper), ("llvm", intrinsic)):
+            f = td.build(make(q.SIZES["tiny"], 4, 32), target=target)
+            np.testing.assert_array_equal(f(**arrays), want)
+            assert (marker in f.source) == (target == "c" or host_has(feature))
 
 
 def test_qmatmul_reference_is_exact_and_saturates(scripts):

@@ -62,10 +62,12 @@ BITCAST = frozenset(n for f, i in BITCASTS for n in (f"bitcast_{i}_{f}", f"bitca
 STREAM_STORE, STREAM_FENCE = "stream_store", "stream_fence"  # Schedule.store_nontemporal
 # a block of 32-bit elements copied to its transpose (render._transposing_copy), per type
 TRANSPOSE = {s: f"transpose_{s}" for s in ("f32", "i32", "u32")}
-# int32 sums of int16 products taken in pairs (render: lower.vectors.paired_products)
-PAIR_MADD = "pair_madd_i16"
+# int32 sums of small-integer products taken in groups (render: lower.vectors.
+# grouped_products): int16 pairs; quads of unsigned x and signed b bytes, and the reverse
+PAIR_MADD, QUAD_MADD_U8I8, QUAD_MADD_I8U8 = "pair_madd_i16", "quad_madd_u8i8", "quad_madd_i8u8"
 NAMES = frozenset({f"{op}_{s}" for op in OPS for s in _SUFFIX_CTYPE if s[0] != "f"}
                   | {ALLOC, MUL_SAT, ADD_SAT, PAR_CHUNK, STREAM_STORE, STREAM_FENCE, PAIR_MADD,
+                     QUAD_MADD_U8I8, QUAD_MADD_I8U8,
                      *TO_INT64.values(), *TRANSPOSE.values()} | BITCAST)
 
 
@@ -109,6 +111,11 @@ def definition(name: str) -> tuple[str, frozenset[str]]:
         return _SATURATING[name].strip() + "\n", frozenset({"stdint.h"})
     if name == PAIR_MADD:
         return _PAIR_MADD.strip() + "\n", frozenset({"stdint.h"})
+    if name in (QUAD_MADD_U8I8, QUAD_MADD_I8U8):
+        x, b = ("uint8_t", "int8_t") if name == QUAD_MADD_U8I8 else ("int8_t", "uint8_t")
+        operands = "x, v" if name == QUAD_MADD_U8I8 else "v, x"
+        text = _QUAD_MADD.format(name=name, x=x, b=b, operands=operands)
+        return text.strip() + "\n", frozenset({"stdint.h"})
     if name in TRANSPOSE.values():
         t = _SUFFIX_CTYPE[name.split("_")[1]]
         return _TRANSPOSE.format(t=t, name=name).strip() + "\n", frozenset({"stdint.h"})
@@ -255,6 +262,30 @@ static inline void pair_madd_i16(int32_t *restrict acc, const int16_t *restrict 
         _mm512_storeu_si512((void *)(acc + l), sums);
     }
 }
+#endif
+"""
+
+# Quads of byte products summed into int32 lanes: VNNI's vpdpbusd, which multiplies
+# unsigned bytes of its first operand by signed bytes of its second (so x and b swap
+# places when x is the signed one). Called only where VNNI is defined.
+_QUAD_MADD = """
+#if defined(__AVX512VNNI__)
+#include <immintrin.h>
+
+/* acc[l] += x0 * b[4 l] + x1 * b[4 l + 1] + x2 * b[4 l + 2] + x3 * b[4 l + 3] for
+   l < lanes, a multiple of 16, in int32 arithmetic. */
+static inline void {name}(int32_t *restrict acc, const {b} *restrict b, {x} x0, {x} x1,
+                          {x} x2, {x} x3, int64_t lanes) {{
+    const __m512i x = _mm512_set1_epi32((int32_t)((uint32_t)(uint8_t)x0
+                                                  | (uint32_t)(uint8_t)x1 << 8
+                                                  | (uint32_t)(uint8_t)x2 << 16
+                                                  | (uint32_t)(uint8_t)x3 << 24));
+    for (int64_t l = 0; l < lanes; l += 16) {{
+        const __m512i sums = _mm512_loadu_si512((const void *)(acc + l));
+        const __m512i v = _mm512_loadu_si512((const void *)(b + 4 * l));
+        _mm512_storeu_si512((void *)(acc + l), _mm512_dpbusd_epi32(sums, {operands}));
+    }}
+}}
 #endif
 """
 

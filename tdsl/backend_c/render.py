@@ -73,7 +73,7 @@ from ..lower.rewrite import (
     walk_exprs,
     walk_stmts,
 )
-from ..lower.vectors import PairedProducts, index_at, index_step, loop_extent, paired_products
+from ..lower.vectors import GroupedProducts, grouped_products, index_at, index_step, loop_extent
 from . import helpers
 from .expr import ExprEmitter
 from .helpers import ctype
@@ -522,32 +522,38 @@ class _Renderer:
         w.close()
 
     def block(self, stmts: tuple[Stmt, ...]) -> None:
-        """Statements in order; two vectorized loops of paired int16 products
-        (`lower.vectors.paired_products`) become one call of `helpers.PAIR_MADD` where
-        the C compiler targets AVX-512BW (the loops themselves elsewhere)."""
+        """Statements in order; vectorized loops of small-integer products taken in
+        groups (`lower.vectors.grouped_products`) become one call of a multiply-add
+        helper where the C compiler targets the instruction (the loops otherwise)."""
         k = 0
         while k < len(stmts):
-            pair = None
-            if k + 1 < len(stmts) and self.flavour.gnu and not self.in_simd:
-                pair = paired_products(stmts[k], stmts[k + 1])
-            if pair is not None and not ({pair.acc.name, pair.b.name}
-                                         & (set(self.staged) | self.func.nontemporal)):
-                self._paired(pair, stmts[k], stmts[k + 1])
-                k += 2
+            group = None
+            if self.flavour.gnu and not self.in_simd:
+                group = grouped_products(stmts, k)
+            if group is not None and not ({group.acc.name, group.b.name}
+                                          & (set(self.staged) | self.func.nontemporal)):
+                self._grouped(group, stmts[k:k + group.size])
+                k += group.size
                 continue
             self.stmt(stmts[k])
             k += 1
 
-    def _paired(self, p: PairedProducts, first: Stmt, second: Stmt) -> None:
-        self._use_helper(helpers.PAIR_MADD)
-        acc = self.expr.element(p.acc, (p.acc_first,))
-        b = self.expr.element(p.b, (p.b_first,))
-        x0, x1 = (cast("int16_t", self.expr(x)).text for x in (p.x0, p.x1))
-        self.w.line("#if defined(__AVX512BW__)")
-        self.w.line(f"{helpers.PAIR_MADD}(&{acc}, &{b}, {x0}, {x1}, {p.lanes});")
+    def _grouped(self, g: GroupedProducts, loops: tuple[Stmt, ...]) -> None:
+        if g.size == 2:
+            name, guard, xtype = helpers.PAIR_MADD, "__AVX512BW__", "int16_t"
+        elif g.b.dtype.name == "int8":
+            name, guard, xtype = helpers.QUAD_MADD_U8I8, "__AVX512VNNI__", "uint8_t"
+        else:
+            name, guard, xtype = helpers.QUAD_MADD_I8U8, "__AVX512VNNI__", "int8_t"
+        self._use_helper(name)
+        acc = self.expr.element(g.acc, (g.acc_first,))
+        b = self.expr.element(g.b, (g.b_first,))
+        xs = ", ".join(cast(xtype, self.expr(x)).text for x in g.xs)
+        self.w.line(f"#if defined({guard})")
+        self.w.line(f"{name}(&{acc}, &{b}, {xs}, {g.lanes});")
         self.w.line("#else")
-        self.stmt(first)
-        self.stmt(second)
+        for loop in loops:
+            self.stmt(loop)
         self.w.line("#endif")
 
     def loop(self, s: For) -> None:

@@ -78,7 +78,7 @@ from ..lower.ir import (
 from ..lower.ir import Binary as BinaryExpr
 from ..lower.ir import Load as LoadExpr
 from ..lower.rewrite import atomic_fetch, walk_stmts
-from ..lower.vectors import PairedProducts, auto_vector_plan, paired_products
+from ..lower.vectors import GroupedProducts, auto_vector_plan, grouped_products
 from ..lower.vectors import plan as vector_plan
 from . import ops
 from .captures import all_buffers, free_names
@@ -421,44 +421,60 @@ class _FunctionEmitter:
                 raise TypeError(f"unknown loop-IR statement {s!r}")
 
     def block(self, stmts: tuple[Stmt, ...]) -> None:
-        """Statements in order; two vectorized loops of paired int16 products
-        (`lower.vectors.paired_products`) become `paired_products` on a host with
-        AVX-512BW."""
+        """Statements in order; vectorized loops of small-integer products taken in
+        groups (`lower.vectors.grouped_products`) become `grouped_products` where the
+        host has the instruction."""
         k = 0
         while k < len(stmts):
-            pair = None
-            if k + 1 < len(stmts) and host_has("avx512bw"):
-                pair = paired_products(stmts[k], stmts[k + 1])
-            if pair is not None and not {pair.acc.name, pair.b.name} & self.mod.func.nontemporal:
-                self.paired_products(pair)
-                k += 2
+            group = grouped_products(stmts, k)
+            if (group is not None and host_has("avx512bw" if group.size == 2 else "avx512vnni")
+                    and not {group.acc.name, group.b.name} & self.mod.func.nontemporal):
+                self.grouped_products(group)
+                k += group.size
                 continue
             self.stmt(stmts[k])
             k += 1
 
-    def paired_products(self, p: PairedProducts) -> None:
-        """acc[l] += x0 * b[2 l] + x1 * b[2 l + 1], 16 lanes at a time: x86's `vpmaddwd`
-        on the pair (x0, x1) in every 32-bit lane and 32 int16 values of b, then an add,
-        which LLVM folds into `vpdpwssd` where the host has VNNI."""
+    def grouped_products(self, g: GroupedProducts) -> None:
+        """acc[l] += the group's products, 16 lanes at a time: x86's `vpmaddwd` on
+        int16 pairs (then an add, which LLVM folds into `vpdpwssd` where the host has
+        VNNI), or VNNI's `vpdpbusd` on byte quads (unsigned operand first). The
+        group's uniform operands are packed into one 32-bit value, splat."""
         b = self.b
-        lanes16, lanes32 = ir.VectorType(I32, 16), ir.VectorType(ir.IntType(16), 32)
-        madd = ops.declare(self.mod.module, "llvm.x86.avx512.pmaddw.d.512", lanes16,
-                           [lanes32, lanes32], ("nounwind", "readnone"))
-        low, high = (b.zext(self.typed(x, int16), I32) for x in (p.x0, p.x1))
-        pair = b.or_(low, b.shl(high, ir.Constant(I32, 16)), name="pair")
-        splat = b.insert_element(ir.Constant(lanes16, ir.Undefined), pair, ir.Constant(I32, 0))
+        lanes16 = ir.VectorType(I32, 16)
+        bits = 32 // g.size
+        packed: ir.Value = ir.Constant(I32, 0)
+        for t, x in enumerate(g.xs):
+            part = b.zext(self.typed(x, int16) if g.size == 2 else self.expr(x), I32)
+            if bits * t:
+                part = b.shl(part, ir.Constant(I32, bits * t))
+            packed = b.or_(packed, part)
+        splat = b.insert_element(ir.Constant(lanes16, ir.Undefined), packed, ir.Constant(I32, 0))
         splat = b.shuffle_vector(splat, ir.Constant(lanes16, ir.Undefined),
                                  ir.Constant(lanes16, [0] * 16))
-        xs = b.bitcast(splat, lanes32)
-        acc0, b0 = self.address(p.acc, (p.acc_first,)), self.address(p.b, (p.b_first,))
-        for lane in range(0, p.lanes, 16):
+        elem = ir.IntType(bits)
+        wide = ir.VectorType(elem, 16 * g.size)
+        xs = b.bitcast(splat, wide)
+        if g.size == 2:
+            madd = ops.declare(self.mod.module, "llvm.x86.avx512.pmaddw.d.512", lanes16,
+                               [wide, wide], ("nounwind", "readnone"))
+        else:
+            madd = ops.declare(self.mod.module, "llvm.x86.avx512.vpdpbusd.512", lanes16,
+                               [lanes16, wide, wide], ("nounwind", "readnone"))
+        acc0, b0 = self.address(g.acc, (g.acc_first,)), self.address(g.b, (g.b_first,))
+        for lane in range(0, g.lanes, 16):
             at = b.gep(acc0, [ir.Constant(I64, lane)], inbounds=True, source_etype=I32)
-            from_ = b.gep(b0, [ir.Constant(I64, 2 * lane)], inbounds=True,
-                          source_etype=ir.IntType(16))
-            sums = self.annotate(b.load(at, typ=lanes16, align=4), p.acc)
-            vs = self.annotate(b.load(from_, typ=lanes32, align=2), p.b)
-            total = b.add(sums, b.call(madd, [xs, vs]))
-            self.annotate(b.store(total, at, align=4), p.acc)
+            from_ = b.gep(b0, [ir.Constant(I64, g.size * lane)], inbounds=True,
+                          source_etype=elem)
+            sums = self.annotate(b.load(at, typ=lanes16, align=4), g.acc)
+            vs = self.annotate(b.load(from_, typ=wide, align=g.b.dtype.itemsize), g.b)
+            if g.size == 2:
+                total = b.add(sums, b.call(madd, [xs, vs]))
+            elif g.b.dtype.name == "int8":  # x unsigned, b signed
+                total = b.call(madd, [sums, xs, vs])
+            else:
+                total = b.call(madd, [sums, vs, xs])
+            self.annotate(b.store(total, at, align=4), g.acc)
 
     def atomic_store(self, s: Store) -> None:
         """An atomic read-modify-write (`Store.atomic`). In an outlined parallel body:

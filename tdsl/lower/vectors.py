@@ -31,11 +31,12 @@ an index the same in every lane is contiguous.
 The LLVM backend emits exactly this plan (`backend_llvm.vector`); the C
 backend asks the C compiler for the same loops with `#pragma omp simd`.
 
-Two consecutive vectorized loops that add int16 products to the same int32
-lanes, one for the even and one for the odd element of each pair of a packed
-operand (`paired_products`), are what a small-integer matrix product unrolls
-to; both backends do each 16 lanes of such a pair as one multiply-add of pairs
-where the host has it (x86 AVX-512BW's `vpmaddwd`, VNNI's `vpdpwssd`).
+Consecutive vectorized loops that add small-integer products to the same int32
+lanes, one for each element of a packed operand's groups of 2 or 4
+(`grouped_products`), are what a small-integer matrix product unrolls to; both
+backends do each 16 lanes of such a group as one multiply-add where the host has
+it (x86 AVX-512BW's `vpmaddwd` and VNNI's `vpdpwssd` for int16 pairs, VNNI's
+`vpdpbusd` for quads of an unsigned and a signed byte).
 `report(func)` lists the plan of every vectorized loop of a function, which
 `Kernel.vectorization` shows and `td.build` warns about.
 """
@@ -589,40 +590,50 @@ def auto_vector_plan(loop: ir.For, vector_bytes: int,
     return out
 
 
-# ---------------------------------------------------------------- paired products
+# ---------------------------------------------------------------- grouped products
 
-# `paired_products` takes loops of a multiple of this many lanes: one 512-bit vector of
-# int32 sums, 32 int16 operands
-PAIR_LANES = 16
-# the element types a pair's uniform operands may have (each fits int16)
-_PAIR_SCALARS = ("int8", "uint8", "int16")
+# `grouped_products` takes loops of a multiple of this many lanes: one 512-bit vector of
+# int32 sums
+GROUP_LANES = 16
+# (group size, the uniform operand's types, the vector operand's types): int16 pairs
+# (x86's vpmaddwd, VNNI's vpdpwssd) and quads of an unsigned and a signed byte, either
+# way round (VNNI's vpdpbusd); every product and every sum of a group is exact in int32
+# but for a pair of -32768 * -32768, which wraps as the int32 sum does
+GROUPS = ((4, ("uint8",), ("int8",)), (4, ("int8",), ("uint8",)),
+          (2, ("int8", "uint8", "int16"), ("int16",)))
 
 
 @dataclass(frozen=True, slots=True)
-class PairedProducts:
-    """Two vectorized loops over the same lanes (`paired_products`)
+class GroupedProducts:
+    """n consecutive vectorized loops over the same lanes (`grouped_products`)
 
-        for v in [lo, hi): acc[i] = acc[i] + int32(x0) * int32(b[j])
-        for v in [lo, hi): acc[i] = acc[i] + int32(x1) * int32(b[j + 1])
+        for v in [lo, hi): acc[i] = acc[i] + int32(xs[0]) * int32(b[j])
+        ...
+        for v in [lo, hi): acc[i] = acc[i] + int32(xs[n - 1]) * int32(b[j + n - 1])
 
-    with i advancing by 1 and j by 2 with v: together, acc[i] += x0 * b[j] + x1 * b[j + 1]
-    per lane, which x86's `vpmaddwd` (and VNNI's `vpdpwssd`, the add included) does for
-    16 lanes at once, reading b's 32 int16 values as one vector. `acc_first` and
-    `b_first` are the indices at v = lo."""
+    with i advancing by 1 and j by n with v: together, acc[i] += the n products of
+    the group per lane, which x86 does for 16 lanes in one instruction, reading b's
+    16 n values as one vector: pairs of int16 (`vpmaddwd`, VNNI's `vpdpwssd`), quads
+    of bytes (VNNI's `vpdpbusd`, one operand unsigned and the other signed).
+    `acc_first` and `b_first` are the indices at v = lo."""
 
     acc: ir.Buffer
     acc_first: ir.Expr
-    x0: ir.Expr
-    x1: ir.Expr
+    xs: tuple[ir.Expr, ...]
     b: ir.Buffer
     b_first: ir.Expr
     lanes: int
 
+    @property
+    def size(self) -> int:
+        """The number of products in a group: 2 or 4."""
+        return len(self.xs)
+
 
 def _product_step(s: ir.Stmt) -> tuple[ir.For, ir.Store, ir.Expr, ir.Load] | None:
     """(loop, store, x, b-load) when `s` is a vectorized loop holding only
-    `acc[i] = acc[i] + int32(x) * int32(b[j])` (either operand order) with acc int32,
-    x of a type in _PAIR_SCALARS and b int16."""
+    `acc[i] = acc[i] + int32(x) * int32(b[j])` (either operand order) with acc int32
+    and x, b of integer types narrower than 32 bits."""
     if not (isinstance(s, ir.For) and s.kind is ir.ForKind.VECTORIZED and s.reassociate is None):
         return None
     st = s.body
@@ -632,6 +643,7 @@ def _product_step(s: ir.Stmt) -> tuple[ir.For, ir.Store, ir.Expr, ir.Load] | Non
     v = st.value
     if not (isinstance(v, ir.Binary) and v.op == "add" and v.dtype == dt.int32):
         return None
+    narrow = ("int8", "uint8", "int16")
     for old, prod in ((v.a, v.b), (v.b, v.a)):
         if not (isinstance(old, ir.Load) and old.buffer == st.buffer and old.indices == st.indices):
             continue
@@ -641,46 +653,62 @@ def _product_step(s: ir.Stmt) -> tuple[ir.For, ir.Store, ir.Expr, ir.Load] | Non
             if not (isinstance(x, ir.Cast) and isinstance(y, ir.Cast)):
                 continue
             load = y.a
-            if (isinstance(load, ir.Load) and load.dtype == dt.int16 and len(load.indices) == 1
-                    and x.a.dtype.name in _PAIR_SCALARS):
+            if (isinstance(load, ir.Load) and load.dtype.name in narrow and len(load.indices) == 1
+                    and x.a.dtype.name in narrow):
                 return s, st, x.a, load
     return None
 
 
-def paired_products(first: ir.Stmt, second: ir.Stmt) -> PairedProducts | None:
-    """`first` and `second`, consecutive statements, as a `PairedProducts`, or None.
+def grouped_products(stmts: tuple[ir.Stmt, ...], k: int) -> GroupedProducts | None:
+    """The statements of a block from `stmts[k]` on as a `GroupedProducts` (the largest
+    group of `GROUPS` that fits), or None.
 
-    Besides the form: both loops run over the same constant range of a multiple of
-    PAIR_LANES lanes; the two stores have the same index, which advances by 1 with
-    the loop; b is another buffer than acc, read at j (advancing by 2) by the first
-    and at j + 1 by the second; x0 and x1 are the same in every lane and read
-    nothing of acc (so x1 is what it was before the first loop stored). Each lane
-    then updates its own element of acc, and doing a lane's two products together
-    gives the same int32 sums, which wrap alike in any order."""
-    one, two = _product_step(first), _product_step(second)
-    if one is None or two is None:
+    Besides the form: the n loops run over the same constant range of a multiple of
+    GROUP_LANES lanes; the n stores have the same index, which advances by 1 with
+    the loop; b is another buffer than acc, read at j + t by the t-th loop (j
+    advancing by n); each x is the same in every lane and reads nothing of acc (so
+    it is what it was before the first loop stored). Each lane then updates its own
+    element of acc, and doing a lane's n products together gives the same int32
+    sums, which wrap alike in any order."""
+    steps: list[tuple[ir.For, ir.Store, ir.Expr, ir.Load]] = []
+    for s in stmts[k:k + 4]:
+        step = _product_step(s)
+        if step is None:
+            break
+        steps.append(step)
+    for n, xtypes, btypes in GROUPS:
+        if len(steps) >= n:
+            found = _group(steps[:n], xtypes, btypes)
+            if found is not None:
+                return found
+    return None
+
+
+def _group(steps: list[tuple[ir.For, ir.Store, ir.Expr, ir.Load]], xtypes: tuple[str, ...],
+           btypes: tuple[str, ...]) -> GroupedProducts | None:
+    n = len(steps)
+    loop, first, _, b0 = steps[0]
+    acc, var = first.buffer, loop.var
+    lanes = loop_extent(loop)
+    if lanes is None or lanes <= 0 or lanes % GROUP_LANES:
         return None
-    (l1, s1, x0, b0), (l2, s2, x1, b1) = one, two
-    if (l1.var, l1.start, l1.end) != (l2.var, l2.start, l2.end):
+    if b0.buffer.name == acc.name or b0.dtype.name not in btypes:
         return None
-    lanes = loop_extent(l1)
-    if lanes is None or lanes <= 0 or lanes % PAIR_LANES:
+    j0 = b0.indices[0]
+    if index_step(first.indices[0], var) != 1 or index_step(j0, var) != n:
         return None
-    acc = s1.buffer
-    if s2.buffer != acc or s2.indices != s1.indices or b0.buffer != b1.buffer:
-        return None
-    if b0.buffer.name == acc.name:
-        return None
-    var = l1.var
-    for x in (x0, x1):
-        if var in expr_vars(x) or any(isinstance(e, ir.Load) and e.buffer.name == acc.name
-                                      for e in walk_exprs(x)):
+    for t, (lt, st, x, bt) in enumerate(steps):
+        if (lt.var, lt.start, lt.end) != (var, loop.start, loop.end):
             return None
-    j0, j1 = b0.indices[0], b1.indices[0]
-    if index_step(s1.indices[0], var) != 1 or index_step(j0, var) != 2:
-        return None
-    if constant_difference(j1, j0) != 1:
-        return None
-    first_lane = {var: l1.start}
-    return PairedProducts(acc, index_at(s1.indices[0], first_lane), x0, x1, b0.buffer,
-                          index_at(j0, first_lane), lanes)
+        if st.buffer != acc or st.indices != first.indices or bt.buffer != b0.buffer:
+            return None
+        if x.dtype.name not in xtypes or var in expr_vars(x):
+            return None
+        if any(isinstance(e, ir.Load) and e.buffer.name == acc.name for e in walk_exprs(x)):
+            return None
+        if constant_difference(bt.indices[0], j0) != t:
+            return None
+    first_lane = {var: loop.start}
+    return GroupedProducts(acc, index_at(first.indices[0], first_lane),
+                           tuple(x for _, _, x, _ in steps), b0.buffer,
+                           index_at(j0, first_lane), lanes)
