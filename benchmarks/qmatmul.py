@@ -19,17 +19,20 @@ exact in any summation order. The rate counts 2 * M * K * N integer operations.
 
 Variants:
 
-best   B packed in pairs of k: Bp[ko, j, t] = int16(B[2 ko + t, j]) (`paired_algorithm`,
-       K even), computed per tj-column panel; the acc stage, computed per ti x tj
-       tile of out, keeps the tile in registers (vectors of 16 int32 lanes) over
-       the whole k loop, its pair loop t unrolled inside the tile: the two
-       products of a pair then go to the same lanes from adjacent int16 values,
-       which both backends do as one multiply-add of pairs where the host has
-       AVX-512BW (`vpdpwssd` with VNNI: 32 products per instruction, against 16
-       per two micro-ops of `vpmulld`). The requantization runs once per element
-       as the tile is stored, vectorized. Without AVX-512 (no pairs to gain),
-       the int32 products of `algorithm`, with B widened to int32 per panel:
-       the tile sizes --search found on an AVX2 machine, 8x32 (C), 4x24 (LLVM).
+best   On a host with VNNI, quads: A made unsigned (Au = A + 128, uint8) and B
+       packed in quads of k (Bq[ko, j, t] = B[4 ko + t, j]), acc sums their
+       products and out subtracts 128 times B's column sums (`quad_algorithm`,
+       gemmlowp's zero-point correction). The acc stage, computed per ti x tj tile
+       of out, keeps the tile in registers (vectors of 16 int32 lanes) over the
+       whole k loop, its quad loop t unrolled inside the tile: a quad's four
+       products then go to the same lanes from adjacent bytes, which both
+       backends do as one `vpdpbusd` (64 products per instruction, against 16 per
+       two micro-ops of `vpmulld`). Bq per tj-column panel, Au and the column sums
+       first, on threads. The requantization runs once per element as the tile is
+       stored, vectorized. `paired_algorithm` is the same with B packed in int16
+       pairs (`vpmaddwd`/`vpdpwssd`, AVX-512BW). Without AVX-512, the int32
+       products of `algorithm`, B widened to int32 per panel: the tile sizes
+       --search found on an AVX2 machine, 8x32 (C), 4x24 (LLVM).
 f32    the same schedule on the algorithm with the products summed in float32
        (`float_algorithm`), as numpy's baseline does: exact for K <= 1024, so
        its results equal the int32 ones bit for bit; a separate line, because
@@ -45,6 +48,7 @@ import harness
 import numpy as np
 
 import tdsl as td
+from tdsl.backend_llvm.codegen import host_has
 from tdsl.tune.machine import fingerprint
 
 SIZES = {"1024": (1024, 1024, 1024), "tiny": (37, 700, 53)}  # tiny: k long enough to saturate
@@ -204,11 +208,11 @@ def quad_schedule(size, ti: int, tj: int, v: int = 16) -> td.Schedule:
 
 
 BEST = {
-    # AVX-512 (Intel Xeon with VNNI), pairs, interleaved in one process over 3 rounds:
-    # C 4x96 4.2-4.9 ms, 4x64 5.8-6.8; LLVM 4x64 4.3, 3x128 4.3-4.7, 2x128 4.8. The
-    # int32 products without pairs (vpmulld-bound) ran every v16 tile in 20-25 ms.
-    ("c", "best", "avx512f"): dict(ti=4, tj=96, paired=True),
-    ("llvm", "best", "avx512f"): dict(ti=4, tj=64, paired=True),
+    # AVX-512 with VNNI (Intel Xeon), interleaved in one process over 3 rounds: quads
+    # C 4x64 1.93 ms (4x96 2.03, 6x64 2.07), LLVM 4x64 and 6x64 2.0; pairs 4.1-4.7 (C)
+    # and 4.2 (LLVM); the int32 products without groups (vpmulld-bound) 20-25 ms
+    ("c", "best", "avx512f"): dict(ti=4, tj=64, quads=True),
+    ("llvm", "best", "avx512f"): dict(ti=4, tj=64, quads=True),
     ("c", "best"): dict(ti=8, tj=32, v=8),
     ("llvm", "best"): dict(ti=4, tj=24, v=8),
     # f32, AVX-512 (Intel Xeon), --search: 6x64 C 7.00 ms, LLVM 7.51 (4x64 7.10 and
@@ -224,7 +228,8 @@ BEST = {
 def _build_schedule(variant: str, dims, params) -> td.Schedule:
     params = dict(params)
     if params.pop("quads", False):
-        return quad_schedule(dims, **params)
+        # vpdpbusd is VNNI's; AVX-512 without it (Skylake) has vpmaddwd for pairs
+        return (quad_schedule if host_has("avx512vnni") else paired_schedule)(dims, **params)
     if params.pop("paired", False):
         return paired_schedule(dims, **params)
     return staged_schedule(dims, **params, f32=variant == "f32")
@@ -299,7 +304,9 @@ def case(target: str, variant: str, size: str) -> harness.Case:
         unit="GOP/s",
         rtol=0,
         atol=0,  # integers: exactly numpy's
-        note={"best": ("Bp: k pairs of int16; acc: int32 register tile, pairs multiply-added"
+        note={"best": ("Au = A + 128, Bq: k quads of bytes; acc: int32 register tile, quads "
+                       "multiply-added" if params.get("quads") else
+                       "Bp: k pairs of int16; acc: int32 register tile, pairs multiply-added"
                        if params.get("paired") else
                        "Bw: packed int32 panel; acc: int32 register tile"),
               "f32": "Bw: packed float32 panel; acc: float32 register tile (exact, K <= 1024)"

@@ -37,14 +37,20 @@ T = {"int8": td.int8, "uint8": td.uint8, "int16": td.int16}
 
 
 def grouped_matmul(m: int, k: int, n: int, g: int = 2, xtype: str = "int8",
-                   btype: str = "int16"):
+                   btype: str = "int16", a_by_columns: bool = False):
     """out[i, j] = 1 + sum over k of int32(A[i, k]) * int32(B[k, j]) with B packed in
-    groups of g values of k, Bg[ko, j, t] = B[g ko + t, j]."""
+    groups of g values of k, Bg[ko, j, t] = B[g ko + t, j]. With `a_by_columns`, A is
+    given as its transpose (a group's x values then lie apart in memory)."""
     i, j, kk, ko, t = td.dims("i j k ko t")
-    A = td.input("A", {i: m, kk: k}, T[xtype])
+    if a_by_columns:
+        At = td.input("A", {kk: k, i: m}, T[xtype])
+        x = At[g * ko + t, i]
+    else:
+        A = td.input("A", {i: m, kk: k}, T[xtype])
+        x = A[i, g * ko + t]
     B = td.input("B", {kk: k, j: n}, T[btype])
     Bg = td.compute("Bg", {ko: k // g, j: n, t: g}, B[g * ko + t, j])
-    prod = td.cast(A[i, g * ko + t], td.int32) * td.cast(Bg[ko, j, t], td.int32)
+    prod = td.cast(x, td.int32) * td.cast(Bg[ko, j, t], td.int32)
     acc = td.compute("acc", {i: m, j: n}, td.sum(prod, over={ko: k // g, t: g}))
     return td.compute("out", {i: m, j: n}, acc[i, j] + 1)
 
@@ -93,12 +99,18 @@ def test_the_reference_wraps():
 @pytest.mark.parametrize("path", sorted(PATHS))
 @pytest.mark.parametrize("kind", sorted(KINDS), ids=lambda k: f"{k[0]}-{k[1]}-{k[2]}")
 @pytest.mark.parametrize("v", [16, 32])
-def test_groups_are_one_call_on_every_c_path(path, kind, v):
+@pytest.mark.parametrize("a_by_columns", [False, True], ids=["A", "At"])
+def test_groups_are_one_call_on_every_c_path(path, kind, v, a_by_columns):
+    """A quad's x values are one 32-bit load when they lie together (A), four bytes
+    put together otherwise (A given transposed)."""
     g, xtype, btype = kind
-    out = grouped_matmul(6, 48, 64, g, xtype, btype)
+    out = grouped_matmul(6, 48, 64, g, xtype, btype, a_by_columns)
     arrays = operands(6, 48, 64, xtype, btype)
+    if a_by_columns:
+        arrays["A"] = np.ascontiguousarray(arrays["A"].T)
     source, got = run_c(tiled(out, 2, 32, v), PATHS[path], arrays)
     assert source.count(f"{KINDS[kind][0]}(&") == 2 * 32 // v  # per row, per vector of the tile
+    assert (source.count("quad_bytes(&") > 0) == (g == 4 and not a_by_columns)
     np.testing.assert_array_equal(got, td.evaluate(out, **arrays))
 
 

@@ -115,7 +115,7 @@ def definition(name: str) -> tuple[str, frozenset[str]]:
         x, b = ("uint8_t", "int8_t") if name == QUAD_MADD_U8I8 else ("int8_t", "uint8_t")
         operands = "x, v" if name == QUAD_MADD_U8I8 else "v, x"
         text = _QUAD_MADD.format(name=name, x=x, b=b, operands=operands)
-        return text.strip() + "\n", frozenset({"stdint.h"})
+        return text.strip() + "\n", frozenset({"stdint.h", "string.h"})
     if name in TRANSPOSE.values():
         t = _SUFFIX_CTYPE[name.split("_")[1]]
         return _TRANSPOSE.format(t=t, name=name).strip() + "\n", frozenset({"stdint.h"})
@@ -272,14 +272,19 @@ _QUAD_MADD = """
 #if defined(__AVX512VNNI__)
 #include <immintrin.h>
 
+/* The four bytes at p as one 32-bit value, the first lowest (x86 is little-endian). */
+static inline uint32_t quad_bytes(const void *p) {{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}}
+
 /* acc[l] += x0 * b[4 l] + x1 * b[4 l + 1] + x2 * b[4 l + 2] + x3 * b[4 l + 3] for
-   l < lanes, a multiple of 16, in int32 arithmetic. */
-static inline void {name}(int32_t *restrict acc, const {b} *restrict b, {x} x0, {x} x1,
-                          {x} x2, {x} x3, int64_t lanes) {{
-    const __m512i x = _mm512_set1_epi32((int32_t)((uint32_t)(uint8_t)x0
-                                                  | (uint32_t)(uint8_t)x1 << 8
-                                                  | (uint32_t)(uint8_t)x2 << 16
-                                                  | (uint32_t)(uint8_t)x3 << 24));
+   l < lanes, a multiple of 16, in int32 arithmetic; xs holds x0 .. x3 ({x}) in its
+   bytes, x0 lowest. */
+static inline void {name}(int32_t *restrict acc, const {b} *restrict b, uint32_t xs,
+                          int64_t lanes) {{
+    const __m512i x = _mm512_set1_epi32((int32_t)xs);
     for (int64_t l = 0; l < lanes; l += 16) {{
         const __m512i sums = _mm512_loadu_si512((const void *)(acc + l));
         const __m512i v = _mm512_loadu_si512((const void *)(b + 4 * l));

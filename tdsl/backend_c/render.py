@@ -539,22 +539,30 @@ class _Renderer:
             k += 1
 
     def _grouped(self, g: GroupedProducts, loops: tuple[Stmt, ...]) -> None:
-        if g.size == 2:
-            name, guard, xtype = helpers.PAIR_MADD, "__AVX512BW__", "int16_t"
-        elif g.b.dtype.name == "int8":
-            name, guard, xtype = helpers.QUAD_MADD_U8I8, "__AVX512VNNI__", "uint8_t"
-        else:
-            name, guard, xtype = helpers.QUAD_MADD_I8U8, "__AVX512VNNI__", "int8_t"
-        self._use_helper(name)
         acc = self.expr.element(g.acc, (g.acc_first,))
         b = self.expr.element(g.b, (g.b_first,))
-        xs = ", ".join(cast(xtype, self.expr(x)).text for x in g.xs)
+        if g.size == 2:
+            name, guard = helpers.PAIR_MADD, "__AVX512BW__"
+            xs = ", ".join(cast("int16_t", self.expr(x)).text for x in g.xs)
+        else:
+            name = helpers.QUAD_MADD_U8I8 if g.b.dtype.name == "int8" else helpers.QUAD_MADD_I8U8
+            guard, xs = "__AVX512VNNI__", self._quad_operand(g)
+        self._use_helper(name)
         self.w.line(f"#if defined({guard})")
         self.w.line(f"{name}(&{acc}, &{b}, {xs}, {g.lanes});")
         self.w.line("#else")
         for loop in loops:
             self.stmt(loop)
         self.w.line("#endif")
+
+    def _quad_operand(self, g: GroupedProducts) -> str:
+        """A quad's four bytes as one uint32_t, the first lowest: one 32-bit load when they
+        are consecutive elements of one buffer (gcc would load and shift each)."""
+        first = g.consecutive()
+        if first is not None:
+            return f"quad_bytes(&{self.expr.element(first.buffer, first.indices)})"
+        parts = [cast("uint32_t", cast("uint8_t", self.expr(x))).text for x in g.xs]
+        return " | ".join(p if t == 0 else f"{p} << {8 * t}" for t, p in enumerate(parts))
 
     def loop(self, s: For) -> None:
         copy = _transposing_copy(s) if self.flavour.gnu and not self.in_simd else None

@@ -629,6 +629,18 @@ class GroupedProducts:
         """The number of products in a group: 2 or 4."""
         return len(self.xs)
 
+    def consecutive(self) -> ir.Load | None:
+        """The first x when every x is a load of one buffer at the first's index + t
+        (the group's uniform operands lie together in memory), else None."""
+        first = self.xs[0]
+        if not isinstance(first, ir.Load) or len(first.indices) != 1:
+            return None
+        for t, x in enumerate(self.xs):
+            if not (isinstance(x, ir.Load) and x.buffer == first.buffer and len(x.indices) == 1
+                    and constant_difference(x.indices[0], first.indices[0]) == t):
+                return None
+        return first
+
 
 def _product_step(s: ir.Stmt) -> tuple[ir.For, ir.Store, ir.Expr, ir.Load] | None:
     """(loop, store, x, b-load) when `s` is a vectorized loop holding only
