@@ -162,18 +162,16 @@ def staged_schedule(size, ti: int, tj: int, v: int, par: str = "j_o",
 
 
 
-def paired_schedule(size, ti: int, tj: int, v: int = 16) -> td.Schedule:
-    """`paired_algorithm`'s register tile ti x tj over the whole k loop, each pair's two
-    products of one vector of v lanes next to each other (t unrolled inside the
-    tile); Bp per j_o, column panels on threads."""
-    out = paired_algorithm(*size)
-    return (td.schedule(out)
-            .tile(out, i=ti, j=tj)
+def _grouped_tile(s: td.Schedule, out, packed: str, ti: int, tj: int, v: int) -> td.Schedule:
+    """The register tile of `paired_schedule` and `quad_schedule`: ti x tj over the whole
+    k loop, a group's products of one vector of v lanes next to each other (t unrolled
+    inside the tile); the packed B per j_o, column panels on threads."""
+    return (s.tile(out, i=ti, j=tj)
             .reorder(out, "j_o i_o i_i j_i")
             .parallel(out, "j_o")
             .vectorize(out, "j_i")
-            .compute_at("Bp", out, "j_o")
-            .vectorize("Bp", "j")
+            .compute_at(packed, out, "j_o")
+            .vectorize(packed, "j")
             .compute_at("acc", out, "i_o")
             .split("acc", "j", v, names=("j_u", "j_v"))
             .reorder("acc", "ko i j_u t j_v")
@@ -181,30 +179,23 @@ def paired_schedule(size, ti: int, tj: int, v: int = 16) -> td.Schedule:
             .unroll("acc", "j_u")
             .unroll("acc", "t")
             .vectorize("acc", "j_v"))
+
+
+def paired_schedule(size, ti: int, tj: int, v: int = 16) -> td.Schedule:
+    """`paired_algorithm`'s register tile (`_grouped_tile`), B's pairs packed per panel."""
+    out = paired_algorithm(*size)
+    return _grouped_tile(td.schedule(out), out, "Bp", ti, tj, v)
 
 
 def quad_schedule(size, ti: int, tj: int, v: int = 16) -> td.Schedule:
-    """`quad_algorithm`'s register tile as `paired_schedule`'s, each quad's four
-    products of one vector next to each other; Au and the column sums computed
-    first, vectorized, on threads."""
+    """`quad_algorithm`'s register tile (`_grouped_tile`), B's quads packed per panel; Au
+    and the column sums computed first, vectorized, on threads."""
     out = quad_algorithm(*size)
-    return (td.schedule(out)
-            .parallel("Au", "i").vectorize("Au", "k")
-            .split("col", "j", 16).reorder("col", "j_o k j_i")
-            .parallel("col", "j_o").vectorize("col", "j_i")
-            .tile(out, i=ti, j=tj)
-            .reorder(out, "j_o i_o i_i j_i")
-            .parallel(out, "j_o")
-            .vectorize(out, "j_i")
-            .compute_at("Bq", out, "j_o")
-            .vectorize("Bq", "j")
-            .compute_at("acc", out, "i_o")
-            .split("acc", "j", v, names=("j_u", "j_v"))
-            .reorder("acc", "ko i j_u t j_v")
-            .unroll("acc", "i")
-            .unroll("acc", "j_u")
-            .unroll("acc", "t")
-            .vectorize("acc", "j_v"))
+    s = (td.schedule(out)
+         .parallel("Au", "i").vectorize("Au", "k")
+         .split("col", "j", 16).reorder("col", "j_o k j_i")
+         .parallel("col", "j_o").vectorize("col", "j_i"))
+    return _grouped_tile(s, out, "Bq", ti, tj, v)
 
 
 BEST = {
