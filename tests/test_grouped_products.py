@@ -230,6 +230,8 @@ def test_the_matcher_refuses_strides_widths_and_types():
     assert pair(_step(X0, _idx(6, 4)), _step(X1, _idx(7, 4))) is None  # j by 4
     assert pair(_step(X0, _idx(6, 2), i=_idx(0, 2)), _step(X1, _idx(7, 2), i=_idx(0, 2))) is None
     assert pair(_step(X0, _idx(6, 2), lanes=8), _step(X1, _idx(7, 2), lanes=8)) is None
+    assert pair(_step(X0, _idx(6, 2), lanes=64), _step(X1, _idx(7, 2), lanes=64)) is not None
+    assert pair(_step(X0, _idx(6, 2), lanes=128), _step(X1, _idx(7, 2), lanes=128)) is None
     wide = ir.Load(_buf("w", dt.int32, "input"), (ir.index_const(0),))
     assert pair(_step(wide, _idx(6, 2)), _step(X1, _idx(7, 2))) is None  # x int32
     assert pair(_step(X0, _idx(6, 2), b=B8), _step(X1, _idx(7, 2), b=B8)) is None  # byte pairs

@@ -542,13 +542,13 @@ class _Renderer:
         acc = self.expr.element(g.acc, (g.acc_first,))
         b = self.expr.element(g.b, (g.b_first,))
         if g.size == 2:
-            name, guard = helpers.PAIR_MADD, "__AVX512BW__"
+            name = helpers.PAIR_MADD
             xs = ", ".join(cast("int16_t", self.expr(x)).text for x in g.xs)
         else:
-            name = helpers.QUAD_MADD_U8I8 if g.b.dtype.name == "int8" else helpers.QUAD_MADD_I8U8
-            guard, xs = "__AVX512VNNI__", self._quad_operand(g)
+            name = helpers.QUAD_MADD_U8I8 if g.x_unsigned else helpers.QUAD_MADD_I8U8
+            xs = self._quad_operand(g)
         self._use_helper(name)
-        self.w.line(f"#if defined({guard})")
+        self.w.line(f"#if defined(__{g.feature.upper()}__)")
         self.w.line(f"{name}(&{acc}, &{b}, {xs}, {g.lanes});")
         self.w.line("#else")
         for loop in loops:

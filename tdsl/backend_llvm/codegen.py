@@ -427,7 +427,7 @@ class _FunctionEmitter:
         k = 0
         while k < len(stmts):
             group = grouped_products(stmts, k)
-            if (group is not None and host_has("avx512bw" if group.size == 2 else "avx512vnni")
+            if (group is not None and host_has(group.feature)
                     and not {group.acc.name, group.b.name} & self.mod.func.nontemporal):
                 self.grouped_products(group)
                 k += group.size
@@ -470,7 +470,7 @@ class _FunctionEmitter:
             vs = self.annotate(b.load(from_, typ=wide, align=g.b.dtype.itemsize), g.b)
             if g.size == 2:
                 total = b.add(sums, b.call(madd, [xs, vs]))
-            elif g.b.dtype.name == "int8":  # x unsigned, b signed
+            elif g.x_unsigned:
                 total = b.call(madd, [sums, xs, vs])
             else:
                 total = b.call(madd, [sums, vs, xs])

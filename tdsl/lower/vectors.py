@@ -629,6 +629,18 @@ class GroupedProducts:
         """The number of products in a group: 2 or 4."""
         return len(self.xs)
 
+    @property
+    def feature(self) -> str:
+        """The x86 extension whose instruction does the group (LLVM's name): avx512bw for
+        pairs, avx512vnni for quads."""
+        return "avx512bw" if self.size == 2 else "avx512vnni"
+
+    @property
+    def x_unsigned(self) -> bool:
+        """Whether the uniform operands are the unsigned bytes of a quad (b the signed);
+        `vpdpbusd` takes the unsigned operand first."""
+        return self.size == 4 and self.b.dtype.name == "int8"
+
     def consecutive(self) -> ir.Load | None:
         """The first x when every x is a load of one buffer at the first's index + t
         (the group's uniform operands lie together in memory), else None."""
@@ -676,7 +688,7 @@ def grouped_products(stmts: tuple[ir.Stmt, ...], k: int) -> GroupedProducts | No
     group of `GROUPS` that fits), or None.
 
     Besides the form: the n loops run over the same constant range of a multiple of
-    GROUP_LANES lanes; the n stores have the same index, which advances by 1 with
+    GROUP_LANES lanes, at most MAX_LANES; the n stores have the same index, which advances by 1 with
     the loop; b is another buffer than acc, read at j + t by the t-th loop (j
     advancing by n); each x is the same in every lane and reads nothing of acc (so
     it is what it was before the first loop stored). Each lane then updates its own
@@ -702,7 +714,7 @@ def _group(steps: list[tuple[ir.For, ir.Store, ir.Expr, ir.Load]], xtypes: tuple
     loop, first, _, b0 = steps[0]
     acc, var = first.buffer, loop.var
     lanes = loop_extent(loop)
-    if lanes is None or lanes <= 0 or lanes % GROUP_LANES:
+    if lanes is None or not 0 < lanes <= MAX_LANES or lanes % GROUP_LANES:
         return None
     if b0.buffer.name == acc.name or b0.dtype.name not in btypes:
         return None
