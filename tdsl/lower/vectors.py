@@ -644,14 +644,16 @@ class GroupedProducts:
     def consecutive(self) -> ir.Load | None:
         """The first x when every x is a load of one buffer at the first's index + t
         (the group's uniform operands lie together in memory), else None."""
-        first = self.xs[0]
-        if not isinstance(first, ir.Load) or len(first.indices) != 1:
-            return None
-        for t, x in enumerate(self.xs):
-            if not (isinstance(x, ir.Load) and x.buffer == first.buffer and len(x.indices) == 1
-                    and constant_difference(x.indices[0], first.indices[0]) == t):
-                return None
-        return first
+        loads = [x for x in self.xs if isinstance(x, ir.Load)]
+        return loads[0] if len(loads) == len(self.xs) and _in_a_row(loads) else None
+
+
+def _in_a_row(loads: list[ir.Load]) -> bool:
+    """Whether the t-th load reads the same flat buffer as the first, at its index + t."""
+    first = loads[0]
+    return all(x.buffer == first.buffer and len(x.indices) == len(first.indices) == 1
+               and constant_difference(x.indices[0], first.indices[0]) == t
+               for t, x in enumerate(loads))
 
 
 def _product_step(s: ir.Stmt) -> tuple[ir.For, ir.Store, ir.Expr, ir.Load] | None:
@@ -688,8 +690,8 @@ def grouped_products(stmts: tuple[ir.Stmt, ...], k: int) -> GroupedProducts | No
     group of `GROUPS` that fits), or None.
 
     Besides the form: the n loops run over the same constant range of a multiple of
-    GROUP_LANES lanes, at most MAX_LANES; the n stores have the same index, which advances by 1 with
-    the loop; b is another buffer than acc, read at j + t by the t-th loop (j
+    GROUP_LANES lanes, at most MAX_LANES; the n stores have the same index, which
+    advances by 1 with the loop; b is another buffer than acc, read at j + t by the t-th loop (j
     advancing by n); each x is the same in every lane and reads nothing of acc (so
     it is what it was before the first loop stored). Each lane then updates its own
     element of acc, and doing a lane's n products together gives the same int32
@@ -721,17 +723,17 @@ def _group(steps: list[tuple[ir.For, ir.Store, ir.Expr, ir.Load]], xtypes: tuple
     j0 = b0.indices[0]
     if index_step(first.indices[0], var) != 1 or index_step(j0, var) != n:
         return None
-    for t, (lt, st, x, bt) in enumerate(steps):
+    for lt, st, x, _ in steps:
         if (lt.var, lt.start, lt.end) != (var, loop.start, loop.end):
             return None
-        if st.buffer != acc or st.indices != first.indices or bt.buffer != b0.buffer:
+        if st.buffer != acc or st.indices != first.indices:
             return None
         if x.dtype.name not in xtypes or var in expr_vars(x):
             return None
         if any(isinstance(e, ir.Load) and e.buffer.name == acc.name for e in walk_exprs(x)):
             return None
-        if constant_difference(bt.indices[0], j0) != t:
-            return None
+    if not _in_a_row([bt for _, _, _, bt in steps]):
+        return None
     first_lane = {var: loop.start}
     return GroupedProducts(acc, index_at(first.indices[0], first_lane),
                            tuple(x for _, _, x, _ in steps), b0.buffer,
