@@ -37,10 +37,11 @@ T = {"int8": td.int8, "uint8": td.uint8, "int16": td.int16}
 
 
 def grouped_matmul(m: int, k: int, n: int, g: int = 2, xtype: str = "int8",
-                   btype: str = "int16", a_by_columns: bool = False):
+                   btype: str = "int16", a_by_columns: bool = False, b_first: bool = False):
     """out[i, j] = 1 + sum over k of int32(A[i, k]) * int32(B[k, j]) with B packed in
     groups of g values of k, Bg[ko, j, t] = B[g ko + t, j]. With `a_by_columns`, A is
-    given as its transpose (a group's x values then lie apart in memory)."""
+    given as its transpose (a group's x values then lie apart in memory); with
+    `b_first`, the product is written int32(B) * int32(A)."""
     i, j, kk, ko, t = td.dims("i j k ko t")
     if a_by_columns:
         At = td.input("A", {kk: k, i: m}, T[xtype])
@@ -51,6 +52,8 @@ def grouped_matmul(m: int, k: int, n: int, g: int = 2, xtype: str = "int8",
     B = td.input("B", {kk: k, j: n}, T[btype])
     Bg = td.compute("Bg", {ko: k // g, j: n, t: g}, B[g * ko + t, j])
     prod = td.cast(x, td.int32) * td.cast(Bg[ko, j, t], td.int32)
+    if b_first:
+        prod = td.cast(Bg[ko, j, t], td.int32) * td.cast(x, td.int32)
     acc = td.compute("acc", {i: m, j: n}, td.sum(prod, over={ko: k // g, t: g}))
     return td.compute("out", {i: m, j: n}, acc[i, j] + 1)
 
@@ -123,6 +126,23 @@ def test_llvm_groups_are_one_instruction_where_the_host_has_it(kind, v):
     f = td.build(tiled(out, 2, 64, v), target="llvm")
     _, intrinsic, feature = KINDS[kind]
     assert (intrinsic in f.source) == host_has(feature)
+    np.testing.assert_array_equal(f(**arrays), td.evaluate(out, **arrays))
+
+
+@pytest.mark.parametrize("target", ["c", "llvm"])
+@pytest.mark.parametrize("kind", sorted(KINDS), ids=lambda k: f"{k[0]}-{k[1]}-{k[2]}")
+def test_the_packed_operand_written_first(target, kind):
+    """int32(B) * int32(A): both operands are narrow loads, and x is the one the
+    same in every lane (taken the other way round, the group was missed)."""
+    g, xtype, btype = kind
+    out = grouped_matmul(4, 32, 32, g, xtype, btype, b_first=True)
+    arrays = operands(4, 32, 32, xtype, btype, seed=4)
+    f = td.build(tiled(out, 2, 32, 16), target=target)
+    helper, intrinsic, feature = KINDS[kind]
+    if target == "c":
+        assert f.source.count(f"{helper}(&") == 2 * 2
+    else:
+        assert (intrinsic in f.source) == host_has(feature)
     np.testing.assert_array_equal(f(**arrays), td.evaluate(out, **arrays))
 
 

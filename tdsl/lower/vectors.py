@@ -658,8 +658,8 @@ def _in_a_row(loads: list[ir.Load]) -> bool:
 
 def _product_step(s: ir.Stmt) -> tuple[ir.For, ir.Store, ir.Expr, ir.Load] | None:
     """(loop, store, x, b-load) when `s` is a vectorized loop holding only
-    `acc[i] = acc[i] + int32(x) * int32(b[j])` (either operand order) with acc int32
-    and x, b of integer types narrower than 32 bits."""
+    `acc[i] = acc[i] + int32(x) * int32(b[j])` (either operand order) with acc int32,
+    x, b of integer types narrower than 32 bits and x the same in every lane."""
     if not (isinstance(s, ir.For) and s.kind is ir.ForKind.VECTORIZED and s.reassociate is None):
         return None
     st = s.body
@@ -680,7 +680,7 @@ def _product_step(s: ir.Stmt) -> tuple[ir.For, ir.Store, ir.Expr, ir.Load] | Non
                 continue
             load = y.a
             if (isinstance(load, ir.Load) and load.dtype.name in narrow and len(load.indices) == 1
-                    and x.a.dtype.name in narrow):
+                    and x.a.dtype.name in narrow and s.var not in expr_vars(x.a)):
                 return s, st, x.a, load
     return None
 
