@@ -40,6 +40,27 @@ def test_the_generator_covers_the_language():
         assert needle in text, needle
 
 
+# Cases of seed 7 whose algorithm is a grouped product (genexpr.make_grouped) and
+# whose schedule makes it int16 pairs (13) and byte quads (53); when the generator
+# changes, `gen.generate(7, i)` for the first i with a "grouped" stage picks new ones.
+GROUPED = {13: "avx512bw", 53: "avx512vnni"}
+
+
+@pytest.mark.parametrize("target", ["c", "llvm"])
+@pytest.mark.parametrize("index", sorted(GROUPED))
+def test_the_generator_reaches_grouped_products(target, index):
+    """The campaigns exercise lower.vectors.grouped_products: the generated kernel
+    does its products in groups (C: the helpers' calls, LLVM: the intrinsics where
+    the host has them) and answers as td.evaluate does."""
+    from tdsl.backend_llvm.codegen import host_has
+
+    spec = gen.generate(7, index)
+    assert any("grouped" in st for st in spec["stages"]), "pick new GROUPED cases"
+    res = run_task({"id": 0, "seed": 7, "index": index, "target": target}, lambda m: None)
+    assert res["class"] == "exact", res.get("detail")
+    assert (res["grouped"] > 0) == (target == "c" or host_has(GROUPED[index]))
+
+
 def _calls(node):
     if isinstance(node, dict):
         for x in node.values():

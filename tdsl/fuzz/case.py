@@ -180,7 +180,20 @@ def build(task, send, res, s):
             lowered()
         raise Rejected(f"{type(e).__name__}: {e}") from None
     res["build_s"] = round(time.perf_counter() - t0, 3)
+    res["grouped"] = grouped_products(f.source)
     return f
+
+
+# how each backend's source writes one grouped product (lower.vectors.grouped_products)
+GROUP_CALLS = ("pair_madd_i16(&", "quad_madd_u8i8(&", "quad_madd_i8u8(&",
+               'call <16 x i32> @"llvm.x86.avx512.pmaddw.d.512"',
+               'call <16 x i32> @"llvm.x86.avx512.vpdpbusd.512"')
+
+
+def grouped_products(source: str) -> int:
+    """How many grouped products (16 lanes each) a kernel's source does as one
+    instruction: how often a campaign reaches them."""
+    return sum(source.count(c) for c in GROUP_CALLS)
 
 
 def calls(f, args, outputs, want, spec) -> str | None:

@@ -24,6 +24,9 @@ Expression nodes (first element names the node):
                                     (lo None: an extent) or ["infer", dim]
     ["i", text]                     an affine index/bound written out (y + 1)
 
+A compute stage made by `genexpr.make_grouped` also carries "grouped": the names
+of its row, column and two reduction dims, for `schedgen.group_tile`.
+
 Floats carry an "exact" flag while generating: an expression is exact when
 every backend must give numpy's bits (inputs, constants, min/max, casts,
 comparisons of exact operands). Discontinuous operations (comparisons, floor,
@@ -72,6 +75,7 @@ class Gen:
         self.inputs: list[dict] = []
         self.stages: list[dict] = []
         self.n_red = 0
+        self.private = {"v"}  # dims only their own tensors use (a lut's, a grouped product's)
         self.tol = 1.0  # growth of float error: reductions and math calls multiply it
 
     # -------------------------------------------------------------- helpers
@@ -130,17 +134,26 @@ class Gen:
             self.inputs.append({"name": name, "dims": list(dims), "dtype": dtype})
 
     def data_dims(self) -> list[str]:
-        return [d for d in self.dims if d != "v"]
+        return [d for d in self.dims if d not in self.private]
 
     # -------------------------------------------------------------- spec
 
     def spec(self) -> dict:
         self.make_dims()
         self.make_inputs()
-        from .genexpr import make_stage
+        from .genexpr import make_grouped, make_stage
 
-        for n in range(int(self.rng.integers(1, self.max_stages + 1))):
+        count, first = int(self.rng.integers(1, self.max_stages + 1)), 0
+        grouped = "grouped" not in self.exclude and self.chance(0.12)
+        last = grouped and self.chance(0.5)  # the output, else read by what follows
+        if grouped:
+            count -= 1
+        if grouped and not last:
+            first = make_grouped(self, 0)
+        for n in range(first, first + count):
             make_stage(self, f"s{n}")
+        if last:
+            make_grouped(self, first + count)
         computes = [s["name"] for s in self.stages if s["kind"] == "compute"]
         outputs = [computes[-1]]
         if len(computes) >= 2 and self.chance(0.15) and "multi-output" not in self.exclude:
@@ -155,7 +168,8 @@ class Gen:
 
 # Features a campaign may leave out (`--exclude`), e.g. while a known bug in
 # them is being fixed: the rest of each case stays as it would have been drawn.
-FEATURES = ("pad-data-index", "nested-reduction", "update", "multi-output", "special-values")
+FEATURES = ("pad-data-index", "nested-reduction", "update", "multi-output", "special-values",
+            "grouped")
 
 
 def generate(seed: int, index: int, max_stages: int = 5, exclude=()) -> dict:

@@ -334,6 +334,57 @@ def make_stage(g, name):
         make_update(g, name, dims, n)
 
 
+# (group size, x's type, b's type) of a grouped product: the five kinds
+# lower.vectors.grouped_products turns into one x86 instruction per 16 lanes (int16
+# pairs; an unsigned and a signed byte in quads), then two near misses it must leave
+# as loops (int8 x int8 quads: vpdpbusd needs an unsigned operand; int8 pairs)
+GROUP_KINDS = ((2, "int8", "int16"), (2, "uint8", "int16"), (2, "int16", "int16"),
+               (4, "uint8", "int8"), (4, "int8", "uint8"), (4, "int8", "int8"),
+               (2, "int8", "int8"))
+GROUP_DIMS = ("j", "q", "p", "e")  # its columns, k, the groups of k, a group's index
+
+
+def make_grouped(g, n: int) -> int:
+    """A small-integer matrix product summed in groups, as quantized kernels write it:
+    s{n+1}[i, j] = sum over (ko, t) of int32(gx[i, G ko + t]) * int32(gb_G[ko, j, t]), its
+    right operand packed in groups of G values of k (a stage s{n} packing input gb, or
+    given packed). `schedgen.group_tile` gives it the register tile that makes
+    consecutive vectorized loops of it one x86 multiply-add per 16 lanes. Returns how
+    many stage names it took."""
+    size, xt, bt = g.pick(GROUP_KINDS[:5] if g.chance(0.85) else GROUP_KINDS[5:])
+    i = g.pick(g.data_dims())
+    groups = int(g.rng.integers(1, 6))
+    g.dims.update(j=g.pick((16, 32, 48, 64, 64, 20)), q=groups * size, p=groups, e=size)
+    if g.chance(0.15):  # a vector loop's lanes no longer a constant: loops, not groups
+        g.sizes["J"] = g.dims["j"]
+        g.dims["j"] = "J"
+    g.private.update(GROUP_DIMS)
+    g.add_tensor("gx", [i, "q"], xt, True, "input")
+    ko, t = f"k{g.n_red}", f"k{g.n_red + 1}"
+    g.n_red += 2
+    names = 1
+    if g.chance(0.5):  # packed by a stage of the pipeline
+        g.add_tensor("gb", ["q", "j"], bt, True, "input")
+        packed = f"s{n}"
+        g.stages.append({"kind": "compute", "name": packed, "dims": ["p", "j", "e"],
+                         "expr": ["a", "gb", None, [["i", f"{size} * p + e"], ["i", "j"]]]})
+        g.add_tensor(packed, ["p", "j", "e"], bt, True, "stage")
+        names = 2
+    else:
+        packed = "gb"
+        g.add_tensor("gb", ["p", "j", "e"], bt, True, "input")
+    x = ["cast", "int32", ["a", "gx", None, [["i", i], ["i", f"{size} * {ko} + {t}"]]]]
+    b = ["cast", "int32", ["a", packed, None, [["i", ko], ["i", "j"], ["i", t]]]]
+    body = ["b", "*", x, b] if g.chance(0.8) else ["b", "*", b, x]
+    name = f"s{n + names - 1}"
+    over = [[ko, None, g.ext_code("p")], [t, None, g.ext_code("e")]]
+    g.stages.append({"kind": "compute", "name": name, "dims": [i, "j"],
+                     "expr": ["r", "sum", body, over, None],
+                     "grouped": {"i": i, "j": "j", "ko": ko, "t": t}})
+    g.add_tensor(name, [i, "j"], "int32", True, "stage")
+    return names
+
+
 def _scatter_source(g, name):
     """Integer tensors other than stage `name` (an index into it must not read it)."""
     return [n for n, t in g.tensors.items() if n != name and kind(t["dtype"]) in "iu"]

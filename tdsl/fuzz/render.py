@@ -117,7 +117,7 @@ def reduction_dims(spec) -> list[str]:
             walk(list(n.values()))
         elif isinstance(n, list):
             if n and n[0] == "r":
-                found.add(n[3][1] if n[3][0] == "infer" else n[3][0][0])
+                found.update([n[3][1]] if n[3][0] == "infer" else [k for k, _, _ in n[3]])
             for m in n:
                 walk(m)
     walk(spec["stages"])

@@ -214,8 +214,43 @@ class SchedGen:
             loops = loops[: min(inner)]
         return loops
 
+    def group_tile(self, st):
+        """A grouped product's register tile (`genexpr.make_grouped`): a few rows and
+        tj columns in vectors of v lanes, the group's t loop unrolled between the rows
+        and the vectors, so that each row is consecutive vectorized loops
+        acc[j] += x_t * b[G j + t] that `lower.vectors.grouped_products` makes one
+        instruction per 16 lanes; now and then a near miss it must leave alone
+        (8 lanes, t not unrolled, t outside the rows)."""
+        name, gr = st["name"], st["grouped"]
+        i, j, ko, t = gr["i"], gr["j"], gr["ko"], gr["t"]
+        v = self.pick((16, 16, 32, 64)) if self.chance(0.9) else 8
+        width = self.spec["dims"][j]  # a number, or a size's name
+        tj = v * self.pick((1, 1, 2)) if isinstance(width, str) or width >= 2 * v else v
+        if not self.attempt("split", name, j, tj):
+            return
+        vec, cols = f"{j}_i", []
+        if tj > v and self.attempt("split", name, vec, v):
+            vec, cols = f"{j}_i_i", [f"{j}_i_o"]
+        rows, outer = [], i
+        if self.chance(0.6) and self.attempt("split", name, i, self.pick((2, 3, 4))):
+            rows, outer = [f"{i}_i"], f"{i}_o"
+        inner = [*rows, *cols, t] if self.chance(0.9) else [t, *rows, *cols]
+        self.attempt("reorder", name, outer, f"{j}_o", ko, *inner, vec)
+        for loop in inner:
+            if self.chance(0.9):
+                self.attempt("unroll", name, loop)
+        if self.attempt("vectorize", name, vec):
+            self.vectorized.setdefault(name, []).append(vec)
+        if self.chance(0.4) and self.attempt("parallel", name, outer):
+            self.marked.setdefault(name, []).append(outer)
+
     def run(self):
         self.restage()
+        tiled = set()
+        for st in self.spec["stages"]:
+            if "grouped" in st and self.chance(0.85):
+                self.group_tile(st)
+                tiled.add(st["name"])
         ups = self.updates()
         for first, second in zip(ups, ups[1:]):  # consecutive updates of one stage
             if first.rsplit(".", 1)[0] == second.rsplit(".", 1)[0] and self.chance(0.4):
