@@ -146,6 +146,46 @@ def test_the_packed_operand_written_first(target, kind):
     np.testing.assert_array_equal(f(**arrays), td.evaluate(out, **arrays))
 
 
+def edge_matmul(m: int, k: int, n, g: int, xtype: str, btype: str) -> td.Schedule:
+    """acc[i, j] = sum over k of int32(A[i, k]) * int32(Bg[k / g, j, k % g]) with n
+    columns (a number or td.size("N")), tiled on its own loops: 32 columns a tile in
+    two vectors of 16 lanes, the group's t loop unrolled between them. The rows are
+    inside the tiles, so lanes past a row's end would land in the next row, which
+    is done by then."""
+    i, j, kk, ko, t = td.dims("i j k ko t")
+    A = td.input("A", {i: m, kk: k}, T[xtype])
+    Bg = td.input("Bg", {ko: k // g, j: n, t: g}, T[btype])
+    acc = td.compute("acc", {i: m, j: n}, td.sum(
+        td.cast(A[i, g * ko + t], td.int32) * td.cast(Bg[ko, j, t], td.int32),
+        over={ko: k // g, t: g}))
+    return (td.schedule(acc).split(acc, "j", 32).split(acc, "j_i", 16)
+            .reorder(acc, "j_o", "i", "ko", "j_i_o", "t", "j_i_i")
+            .unroll(acc, "j_i_o").unroll(acc, "t").vectorize(acc, "j_i_i"))
+
+
+@pytest.mark.parametrize("target", ["c", "llvm"])
+@pytest.mark.parametrize("kind", sorted(KINDS), ids=lambda k: f"{k[0]}-{k[1]}-{k[2]}")
+@pytest.mark.parametrize("n", [40, 17, 64, "N"])
+def test_tiles_cut_short_at_the_edge(target, kind, n):
+    """Columns that are not a whole number of tiles (40 = 32 + 8, 17 = 16 + 1, or a
+    size known only at the call): each vector loop runs over min(16, what is left)
+    lanes, so a group is taken when all 16 lanes are there and the loops do the
+    rest."""
+    g, xtype, btype = kind
+    width = 40 if n == "N" else n
+    s = edge_matmul(3, 16, td.size("N") if n == "N" else n, g, xtype, btype)
+    arrays = operands(3, 16, width, xtype, btype, seed=5)
+    b = arrays.pop("B")
+    arrays["Bg"] = np.ascontiguousarray(b.reshape(16 // g, g, width).transpose(0, 2, 1))
+    f = td.build(s, target=target)
+    helper, intrinsic, feature = KINDS[kind]
+    if target == "c":
+        assert f.source.count(f"{helper}(&") >= (1 if n == 17 else 2)
+    else:
+        assert (intrinsic in f.source) == host_has(feature)
+    np.testing.assert_array_equal(f(**arrays), td.evaluate(s.outputs, **arrays))
+
+
 @pytest.mark.parametrize("target", ["c", "llvm"])
 @pytest.mark.parametrize("g", [2, 4])
 @pytest.mark.parametrize("v,order", [(8, "ko i j_u t j_v"), (16, "ko i j_u j_v t"),

@@ -548,12 +548,21 @@ class _Renderer:
             name = helpers.QUAD_MADD_U8I8 if g.x_unsigned else helpers.QUAD_MADD_I8U8
             xs = self._quad_operand(g)
         self._use_helper(name)
-        self.w.line(f"#if defined(__{g.feature.upper()}__)")
-        self.w.line(f"{name}(&{acc}, &{b}, {xs}, {g.lanes});")
-        self.w.line("#else")
+        w = self.w
+        w.line(f"#if defined(__{g.feature.upper()}__)")
+        if g.guard is None:
+            w.line(f"{name}(&{acc}, &{b}, {xs}, {g.lanes});")
+        else:  # the last tile of a split, cut short: the loops where lanes are missing
+            w.open(f"if ({self.expr(g.guard)})")
+            w.line(f"{name}(&{acc}, &{b}, {xs}, {g.lanes});")
+            w.middle("} else {")
+            for loop in loops:
+                self.stmt(loop)
+            w.close()
+        w.line("#else")
         for loop in loops:
             self.stmt(loop)
-        self.w.line("#endif")
+        w.line("#endif")
 
     def _quad_operand(self, g: GroupedProducts) -> str:
         """A quad's four bytes as one uint32_t, the first lowest: one 32-bit load when they

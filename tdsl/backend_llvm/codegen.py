@@ -429,11 +429,24 @@ class _FunctionEmitter:
             group = grouped_products(stmts, k)
             if (group is not None and host_has(group.feature)
                     and not {group.acc.name, group.b.name} & self.mod.func.nontemporal):
-                self.grouped_products(group)
+                self.grouped_or_loops(group, stmts[k:k + group.size])
                 k += group.size
                 continue
             self.stmt(stmts[k])
             k += 1
+
+    def grouped_or_loops(self, g: GroupedProducts, loops: tuple[Stmt, ...]) -> None:
+        """The group; where it has a guard (the last tile of a split, cut short), the
+        loops themselves when lanes are missing."""
+        if g.guard is None:
+            self.grouped_products(g)
+            return
+
+        def themselves() -> None:
+            for loop in loops:
+                self.stmt(loop)
+        self.if_then_else(self.cond(g.guard), lambda: self.grouped_products(g), themselves,
+                          name="group")
 
     def grouped_products(self, g: GroupedProducts) -> None:
         """acc[l] += the group's products, 16 lanes at a time: x86's `vpmaddwd` on

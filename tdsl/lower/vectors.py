@@ -615,7 +615,12 @@ class GroupedProducts:
     the group per lane, which x86 does for 16 lanes in one instruction, reading b's
     16 n values as one vector: pairs of int16 (`vpmaddwd`, VNNI's `vpdpwssd`), quads
     of bytes (VNNI's `vpdpbusd`, one operand unsigned and the other signed).
-    `acc_first` and `b_first` are the indices at v = lo."""
+    `acc_first` and `b_first` are the indices at v = lo.
+
+    `guard` is None when the loops always run over `lanes` lanes. The last tile of
+    a split that does not divide its loop ends the loops at hi = min(lo + lanes, e):
+    then `guard` is the condition lo + lanes <= e under which all lanes are there,
+    and where it fails the loops themselves run."""
 
     acc: ir.Buffer
     acc_first: ir.Expr
@@ -623,6 +628,7 @@ class GroupedProducts:
     b: ir.Buffer
     b_first: ir.Expr
     lanes: int
+    guard: ir.Expr | None = None
 
     @property
     def size(self) -> int:
@@ -715,7 +721,7 @@ def _group(steps: list[tuple[ir.For, ir.Store, ir.Expr, ir.Load]], xtypes: tuple
     n = len(steps)
     loop, first, _, b0 = steps[0]
     acc, var = first.buffer, loop.var
-    lanes = loop_extent(loop)
+    lanes, guard = _full_lanes(loop)
     if lanes is None or not 0 < lanes <= MAX_LANES or lanes % GROUP_LANES:
         return None
     if b0.buffer.name == acc.name or b0.dtype.name not in btypes:
@@ -737,4 +743,20 @@ def _group(steps: list[tuple[ir.For, ir.Store, ir.Expr, ir.Load]], xtypes: tuple
     first_lane = {var: loop.start}
     return GroupedProducts(acc, index_at(first.indices[0], first_lane),
                            tuple(x for _, _, x, _ in steps), b0.buffer,
-                           index_at(j0, first_lane), lanes)
+                           index_at(j0, first_lane), lanes, guard)
+
+
+def _full_lanes(loop: ir.For) -> tuple[int | None, ir.Expr | None]:
+    """(lanes, None) for a loop over a constant number of lanes; (lanes, hi <= e) for
+    one ending at min(hi, e) with hi - start constant (a split's last tile, cut
+    short where e says); (None, None) otherwise."""
+    lanes = loop_extent(loop)
+    if lanes is not None:
+        return lanes, None
+    end = loop.end
+    if isinstance(end, ir.Binary) and end.op == "min":
+        for hi, e in ((end.a, end.b), (end.b, end.a)):
+            lanes = constant_difference(hi, loop.start)
+            if lanes is not None:
+                return lanes, ir.Compare("le", hi, e)
+    return None, None
