@@ -126,9 +126,16 @@ def test_c_streams_only_loops_of_constant_extent_that_store_whole_runs():
     W = td.size("W")
     a = td.input("a", {y: 4, x: W}, td.float32)
     out = td.compute("out", {y: 4, x: W}, a[y, x] + 1)
-    # the split's tail makes the vectorized loop's extent depend on W: ordinary stores
+    # a split's whole tiles stream (partitioning gives them a loop of 8 lanes); its last
+    # tile, cut short, stores as usual
     s = td.schedule(out).split(out, "x", 8).vectorize(out, "x_i").store_nontemporal(out)
     f = td.build(s, target="c")
+    assert f.source.count("stream_store(&") == 1 and "stream_fence();" in f.source
+    for w in (21, 16, 3):
+        bv = rng.standard_normal((4, w)).astype(np.float32)
+        np.testing.assert_array_equal(f(a=bv), bv + 1)
+    # the tiles on threads keep the cut-short extent, which depends on W: ordinary stores
+    f = td.build(s.parallel(out, "x_o"), target="c")
     assert "stream_store(&" not in f.source and "stream_fence();" in f.source
     av = rng.standard_normal((4, 21)).astype(np.float32)
     np.testing.assert_array_equal(f(a=av), av + 1)

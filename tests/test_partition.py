@@ -158,3 +158,56 @@ def test_partitioning_at_most_doubles_the_function():
     assert before > 200 and size(trace["partition"]) <= 2 * before
     a = np.random.default_rng(0).random((6, 7, 300), dtype=np.float32)
     np.testing.assert_allclose(td.build(s)(inp=a), td.evaluate(out, inp=a), rtol=1e-6)
+
+
+def _vector_ends(func: ir.LoweredFunc) -> list[str]:
+    """The printed ends of the vectorized loops (`for v in a .. END:  # vectorized`)."""
+    return [line.split(" .. ")[1].split(":")[0] for line in str(func).splitlines()
+            if line.rstrip().endswith("# vectorized")]
+
+
+def _row_sum(W, h: int = 3):
+    y, x = td.dims("y x")
+    inp = td.input("inp", {y: h, x: W}, td.int32)
+    return td.compute("out", {y: h, x: W}, inp[y, x] * 3 + x)
+
+
+def test_a_split_tail_gets_a_loop_of_its_own():
+    """for x_o: for x_i in 0 .. min(16, 40 - 16 x_o) (vectorized) becomes the tiles
+    where all 16 lanes are there, then the last one: the vector loops of the
+    interior run over a constant number of lanes."""
+    f = td.lower(td.schedule(out := _row_sum(40)).split(out, "x", 16).vectorize(out, "x_i"))
+    ends = _vector_ends(f)
+    assert "16" in ends and not any("min(" in e for e in ends), str(f)
+    W = td.size("W")
+    f = td.lower(td.schedule(out := _row_sum(W)).split(out, "x", 16).vectorize(out, "x_i"))
+    assert re.search(r"let x_o_in\d+ =", str(f)) and "16" in _vector_ends(f), str(f)
+
+
+def test_a_parallel_loop_is_not_cut_for_its_tail():
+    """Cutting a parallel loop for its tail would make two parallel regions."""
+    out = _row_sum(40)
+    s = td.schedule(out).split(out, "x", 16).vectorize(out, "x_i").parallel(out, "x_o")
+    f = td.lower(s)
+    assert [e for e in _vector_ends(f) if "min(" in e], str(f)
+
+
+@settings(max_examples=40, deadline=None)
+@given(w=st.integers(1, 70), factor=st.sampled_from([3, 4, 8, 16, 32]), inner=st.integers(1, 3),
+       symbolic=st.booleans(), unroll=st.booleans())
+def test_split_tails_match_evaluate(w, factor, inner, symbolic, unroll):
+    """Widths that are and are not multiples of the split, known or a size, with a
+    second split inside (two tails, one within the other) and the tile unrolled."""
+    out = _row_sum(td.size("W") if symbolic else w)
+    s = td.schedule(out).split(out, "x", factor * inner)
+    if inner > 1:
+        s = s.split(out, "x_i", factor)
+        if unroll:
+            s = s.unroll(out, "x_i_o")
+        s = s.vectorize(out, "x_i_i")
+    else:
+        s = s.vectorize(out, "x_i")
+    a = np.random.default_rng(w).integers(-1000, 1000, (3, w), dtype=np.int32)
+    want = td.evaluate(out, inp=a)
+    for target in ("c", "llvm"):
+        np.testing.assert_array_equal(td.build(s, target=target)(inp=a), want)

@@ -1,4 +1,5 @@
-"""Loop partitioning: an interior where reads through boundary views need no clamp.
+"""Loop partitioning: an interior where reads through boundary views need no clamp,
+and a split's whole vector tiles apart from its last one, cut short.
 
 A read through `td.clamp(t)` indexes with `min(max(e, 0), n - 1)`, and one through
 `td.pad(t, v)` tests `0 <= e < n` (after `simplify`, a side it proved stays away).
@@ -15,9 +16,18 @@ middle copy's inner loops are partitioned in turn. Only reads inside vectorized
 loops count, a loop is copied only while small (MAX_STATEMENTS), and the copies
 together at most double the function (GROWTH), or add MAX_STATEMENTS to a small one.
 
+A serial loop over `v` is cut the same way for the end of a vectorized loop inside,
+min(m, e) with e = -a * v + r falling as v grows (a split whose factor does not
+divide its loop, or a size known only at the call: `for x_i in 0 .. min(16, W - 16
+x_o)`): in the interior, where e >= m for every iteration inside, the end is m, so
+the vector loop runs over a constant number of lanes with no test of its own
+(what the targets emit for a loop cut short checks every tile), and the tail after
+it keeps the min. A parallel loop is not cut for this: that would make a second
+parallel region.
+
 Guarantees: the result computes the same values; a min, max or test is replaced
-only inside the interval where it is the identity (or true) for every iteration
-of the loops inside; loops are copied only while the loop stays below a size limit.
+only inside the interval where it equals what replaces it (its e, its m, or true)
+for every iteration of the loops inside; loops are copied only while the loop stays below a size limit.
 """
 
 from __future__ import annotations
@@ -112,22 +122,24 @@ class _Finder:
     """The sites of loop `v` (see the module docstring) in a loop body."""
 
     def __init__(self, v: str, inner: dict[str, tuple[int, int] | None],
-                 in_vector: bool = False) -> None:
+                 in_vector: bool = False, tails: bool = False) -> None:
         self.v = v
         self.inner = inner  # loop var inside -> (least, greatest value), None: unknown
         self.in_vector = in_vector  # only reads inside a vectorized loop count
+        self.tails = tails  # also the ends of vectorized loops cut short (`tail`)
 
-    def bounds(self, e: ir.Expr) -> tuple[int, ir.Expr, ir.Expr] | None:
-        """(a, least r, greatest r) with e = a * v + r, a > 0; None if e is not so. A
-        min or max of e with an invariant bound around it (the other side of a clamp, a
-        site itself, so the identity in the interior) is looked through."""
+    def bounds(self, e: ir.Expr, sign: int = 1) -> tuple[int, ir.Expr, ir.Expr] | None:
+        """(a, least r, greatest r) with e = a * v + r, a > 0 (with sign -1: e = -a * v
+        + r); None if e is not so. A min or max of e with an invariant bound around it
+        (the other side of a clamp, a site itself, so the identity in the interior) is
+        looked through."""
         while isinstance(e, ir.Binary) and e.op in ("min", "max") and self.invariant(e.b):
             e = e.a
         lin = _linear(e, {self.v, *self.inner})
         if lin is None:
             return None
         coefs, const, opaque = lin
-        a = coefs.pop(self.v, 0)
+        a = sign * coefs.pop(self.v, 0)
         if a <= 0:
             return None
         outer = {k: c for k, c in coefs.items() if k not in self.inner}
@@ -169,8 +181,22 @@ class _Finder:
                     return _Site(n, ir.Const(True, dt.bool_), hi=_floordiv(top, b[0]))
         return None
 
+    def tail(self, end: ir.Expr) -> _Site | None:
+        """A vectorized loop ending at min(m, e), e = -a * v + r falling as v grows: the
+        last tile of a split that does not divide its loop. Its end is m, so its
+        number of lanes a constant, while e >= m, that is v <= (least r - m) / a."""
+        if not (isinstance(end, ir.Binary) and end.op == "min" and end.dtype == dt.index):
+            return None
+        for m, e in ((end.a, end.b), (end.b, end.a)):
+            if self.invariant(m):
+                b = self.bounds(e, sign=-1)
+                if b is not None:
+                    return _Site(end, m, hi=_floordiv(ir.Binary("sub", b[1], m, dt.index), b[0]))
+        return None
+
     def collect(self, s: ir.Stmt, out: list[_Site]) -> None:
-        """The sites in the loads' indices and selects' conditions under `s`."""
+        """The sites in the loads' indices and selects' conditions under `s`, and with
+        `tails` in the ends of vectorized loops."""
         match s:
             case ir.For(var, start, end, _, body, mx):
                 lo, hi = _constant(start), _constant(end)
@@ -180,10 +206,14 @@ class _Finder:
                 elif lo is not None and mx is not None:
                     known = (lo, lo + mx - 1)
                 vector = self.in_vector or s.kind is ir.ForKind.VECTORIZED
-                _Finder(self.v, {**self.inner, var: known}, vector).collect(body, out)
+                site = self.tail(end) if vector and self.tails else None
+                if site is not None:
+                    out.append(site)
+                _Finder(self.v, {**self.inner, var: known}, vector, self.tails).collect(body, out)
                 return
             case ir.Let(name, _, body):
-                _Finder(self.v, {**self.inner, name: None}, self.in_vector).collect(body, out)
+                _Finder(self.v, {**self.inner, name: None}, self.in_vector,
+                        self.tails).collect(body, out)
                 return
         for x in walk_shallow(s):
             self.collect(x, out)
@@ -315,7 +345,8 @@ class _Partition:
         if (s.kind in (ir.ForKind.SERIAL, ir.ForKind.PARALLEL) and s.reassociate is None
                 and size <= MAX_STATEMENTS and 2 * size + 3 <= self.budget
                 and _vectorized(s.body)):
-            _Finder(s.var, {}).collect(s.body, sites)
+            # a parallel loop is not cut for a tail: that would be two parallel regions
+            _Finder(s.var, {}, tails=s.kind is ir.ForKind.SERIAL).collect(s.body, sites)
         if not sites:
             return replace(s, body=self.visit(s.body))
         self.budget -= 2 * size + 3  # two more copies, two lets and a block
