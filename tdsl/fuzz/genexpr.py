@@ -346,16 +346,16 @@ GROUP_DIMS = ("j", "q", "p", "e")  # its columns, k, the groups of k, a group's 
 
 def make_grouped(g, n: int) -> int:
     """A small-integer matrix product summed in groups, as quantized kernels write it:
-    s{n+1}[i, j] = sum over (ko, t) of int32(gx[i, G ko + t]) * int32(gb_G[ko, j, t]), its
-    right operand packed in groups of G values of k (a stage s{n} packing input gb, or
+    out[i, j] = sum over (ko, t) of int32(gx[i, G ko + t]) * int32(gb_G[ko, j, t]), its
+    right operand packed in groups of G values of k (by a stage s{n} from input gb, or
     given packed). `schedgen.group_tile` gives it the register tile that makes
     consecutive vectorized loops of it one x86 multiply-add per 16 lanes. Returns how
-    many stage names it took."""
+    many stage names it took (out is the last of them)."""
     size, xt, bt = g.pick(GROUP_KINDS[:5] if g.chance(0.85) else GROUP_KINDS[5:])
     i = g.pick(g.data_dims())
     groups = int(g.rng.integers(1, 6))
     g.dims.update(j=g.pick((16, 32, 48, 64, 64, 20)), q=groups * size, p=groups, e=size)
-    if g.chance(0.15):  # a vector loop's lanes no longer a constant: loops, not groups
+    if g.chance(0.15):  # a size: the last tile's lanes are known only at the call
         g.sizes["J"] = g.dims["j"]
         g.dims["j"] = "J"
     g.private.update(GROUP_DIMS)
