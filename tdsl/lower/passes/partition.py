@@ -129,11 +129,12 @@ class _Finder:
         self.tails = tails  # also the ends of vectorized loops cut short (`tail`)
 
     def bounds(self, e: ir.Expr, sign: int = 1) -> tuple[int, ir.Expr, ir.Expr] | None:
-        """(a, least r, greatest r) with e = a * v + r, a > 0 (with sign -1: e = -a * v
-        + r); None if e is not so. A min or max of e with an invariant bound around it
-        (the other side of a clamp, a site itself, so the identity in the interior) is
-        looked through."""
-        while isinstance(e, ir.Binary) and e.op in ("min", "max") and self.invariant(e.b):
+        """(a, least r, greatest r) with e = a * v + r, a > 0; None if e is not so. A
+        min or max of e with an invariant bound around it (the other side of a clamp, a
+        site itself, so the identity in the interior) is looked through. With sign -1:
+        e = -a * v + r, nothing looked through (a tail's bound)."""
+        while sign > 0 and isinstance(e, ir.Binary) and e.op in ("min", "max") \
+                and self.invariant(e.b):
             e = e.a
         lin = _linear(e, {self.v, *self.inner})
         if lin is None:
