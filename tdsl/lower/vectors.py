@@ -695,8 +695,9 @@ def grouped_products(stmts: tuple[ir.Stmt, ...], k: int) -> GroupedProducts | No
     """The statements of a block from `stmts[k]` on as a `GroupedProducts` (the largest
     group of `GROUPS` that fits), or None.
 
-    Besides the form: the n loops run over the same constant range of a multiple of
-    GROUP_LANES lanes, at most MAX_LANES; the n stores have the same index, which
+    Besides the form: the n loops run over the same range of a multiple of
+    GROUP_LANES lanes, at most MAX_LANES (a constant range, or one cut short at its
+    end: the group then has a guard, see `GroupedProducts`); the n stores have the same index, which
     advances by 1 with the loop; b is another buffer than acc, read at j + t by the t-th loop (j
     advancing by n); each x is the same in every lane and reads nothing of acc (so
     it is what it was before the first loop stored). Each lane then updates its own
@@ -734,7 +735,7 @@ def _group(steps: list[tuple[ir.For, ir.Store, ir.Expr, ir.Load]], xtypes: tuple
             return None
         if st.buffer != acc or st.indices != first.indices:
             return None
-        if x.dtype.name not in xtypes or var in expr_vars(x):
+        if x.dtype.name not in xtypes:  # (x is the same in every lane: _product_step)
             return None
         if any(isinstance(e, ir.Load) and e.buffer.name == acc.name for e in walk_exprs(x)):
             return None
