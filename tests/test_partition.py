@@ -218,20 +218,13 @@ def test_a_tail_bound_under_another_min_is_not_cut():
     >= 16 the end is still min(16, K), not 16, so no interior of 16 lanes."""
     i, k = ir.Var("i"), ir.Var("K")
     buf = ir.Buffer("b", td.int32, (ir.index_const(48),), "output")
-
-    def idx(*terms):
-        out = terms[0]
-        for t in terms[1:]:
-            out = ir.Binary("add", out, t, dtypes.index)
-        return out
-    falling = ir.Binary("sub", ir.index_const(40), ir.Binary("mul", ir.index_const(16), i,
-                                                              dtypes.index), dtypes.index)
+    start = ir.Binary("mul", ir.index_const(16), i, dtypes.index)
+    falling = ir.Binary("sub", ir.index_const(40), start, dtypes.index)
     end = ir.Binary("min", ir.index_const(16), ir.Binary("min", falling, k, dtypes.index),
                     dtypes.index)
-    j = ir.Var("j")
+    at = ir.Binary("add", start, ir.Var("j"), dtypes.index)
     inner = ir.For("j", ir.index_const(0), end, ir.ForKind.VECTORIZED,
-                   ir.Store(buf, (idx(ir.Binary("mul", ir.index_const(16), i, dtypes.index), j),),
-                            ir.Const(1, td.int32)), 16)
+                   ir.Store(buf, (at,), ir.Const(1, td.int32)), 16)
     func = ir.LoweredFunc("f", (), (buf,), (k,), ir.For("i", ir.index_const(0), ir.index_const(3),
                                                        ir.ForKind.SERIAL, inner))
     assert "j in 0 .. 16:" not in str(partition(func))
