@@ -16,6 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tdsl as td
+from tdsl import dtypes
+from tdsl.backend_c.render import render as c_render
+from tdsl.lower import ir
 
 BACKENDS = ["c", "llvm"]
 rng = np.random.default_rng(11)
@@ -144,6 +147,87 @@ def test_c_streams_only_loops_of_constant_extent_that_store_whole_runs():
     f = td.build(s, target="c")
     assert "stream_store(&" not in f.source
     np.testing.assert_array_equal(f(a=av), av + 1)
+
+
+def _taps_summed_in_the_vector_loop(h, w, factor):
+    """A 3-tap sum whose taps are unrolled inside the vectorized loop: each lane of the
+    output is set, then read and stored again once per tap, in one iteration."""
+    y, x, r = td.dims("y x r")
+    a = td.input("a", {y: h, x: w}, td.float32)
+    k = td.input("k", {r: 3}, td.float32)
+    out = td.compute("out", {y: h, x: w}, td.sum(td.pad(a, 0.0)[y, x + r - 1] * k[r], over=r))
+    s = (td.schedule(out).split(out, "x", factor).reorder(out, "y x_o x_i r")
+         .unroll(out, "r").vectorize(out, "x_i"))
+    return out, s
+
+
+@pytest.mark.parametrize("w", [64, 40, 13])
+def test_c_streams_an_output_summed_in_the_vector_loop(w):
+    """The output's lanes are read back and stored again by each tap: all of that goes
+    to the stack buffer, which is copied out streaming once the lanes are final."""
+    out, s = _taps_summed_in_the_vector_loop(3, w, 16)
+    f = td.build(s.store_nontemporal(out), target="c")
+    assert "stream_store(&out[" in f.source
+    av = rng.standard_normal((3, w)).astype(np.float32)
+    kv = rng.standard_normal(3).astype(np.float32)
+    np.testing.assert_array_equal(f(a=av, k=kv), td.build(s, target="c")(a=av, k=kv))
+    np.testing.assert_allclose(f(a=av, k=kv), td.evaluate(out, a=av, k=kv), rtol=1e-5, atol=1e-6)
+
+
+def test_c_does_not_stage_an_output_read_at_another_lane():
+    """A vector loop that reads its output at another element than it stores (a running
+    sum along the vector loop's rows) keeps its ordinary stores."""
+    y, x = td.dims("y x")
+    a = td.input("a", {y: 6, x: 32}, td.float32)
+    out = td.compute("out", {y: 6, x: 32}, a[y, x])
+    yr = td.dim("yr")
+    td.update(out[yr, x], out[yr, x] + out[yr - 1, x], over={yr: (1, 6), x: 32})
+    s = (td.schedule(out).vectorize(out, "x").vectorize(out.updates[0], "x")
+         .store_nontemporal(out))
+    f = td.build(s, target="c")
+    av = rng.standard_normal((6, 32)).astype(np.float32)
+    np.testing.assert_allclose(f(a=av), np.cumsum(av, axis=0), rtol=1e-5, atol=1e-6)
+
+
+_OUT = ir.Buffer("out", td.float32, (ir.index_const(32),), "output")
+_ALSO = ir.Buffer("also", td.float32, (ir.index_const(32),), "output")
+_A = ir.Buffer("a", td.float32, (ir.index_const(32),), "input")
+
+
+def _at(offset: int) -> ir.Expr:
+    return ir.Binary("add", ir.Var("j"), ir.index_const(offset), dtypes.index)
+
+
+def _load(buf: ir.Buffer, offset: int) -> ir.Expr:
+    return ir.Load(buf, (_at(offset),))
+
+
+def _plus(x: ir.Expr, y: ir.Expr) -> ir.Expr:
+    return ir.Binary("add", x, y, td.float32)
+
+
+def _out_staged_in_c(*stores: tuple[ir.Buffer, int, ir.Expr]) -> bool:
+    """Whether host C stages, to stream them, out's stores in `for j in 0 .. 16
+    (vectorized): buf[j + offset] = value; ...` (a store per triple), out streamed."""
+    body = ir.Block(tuple(ir.Store(b, (_at(k),), v) for b, k, v in stores))
+    loop = ir.For("j", ir.index_const(0), ir.index_const(16), ir.ForKind.VECTORIZED, body, 16)
+    func = ir.LoweredFunc("f", (_A,), (_OUT, _ALSO), (), loop, nontemporal=frozenset({"out"}))
+    return "stream_store(&out[" in c_render(func)
+
+
+def test_c_stages_an_output_only_where_each_iteration_sets_its_element_first():
+    """Reads of a staged output find the stack buffer's lane: that is its element only
+    where the iteration stored it before and accesses no other element of it."""
+    set_then_sum = ((_OUT, 0, _load(_A, 0)), (_OUT, 0, _plus(_load(_OUT, 0), _load(_A, 1))))
+    assert _out_staged_in_c(*set_then_sum)
+    # read before the iteration sets it: the element from before the loop
+    assert not _out_staged_in_c((_OUT, 0, _plus(_load(_OUT, 0), _load(_A, 1))))
+    # read at another element, or stored at two
+    assert not _out_staged_in_c((_OUT, 0, _load(_A, 0)),
+                                (_OUT, 0, _plus(_load(_OUT, 0), _load(_OUT, 16))))
+    assert not _out_staged_in_c((_OUT, 0, _load(_A, 0)), (_OUT, 16, _load(_A, 1)))
+    # read by a statement that is not one of its stores, even after them
+    assert not _out_staged_in_c(*set_then_sum, (_ALSO, 0, _load(_OUT, 0)))
 
 
 def test_lowered_nest_shows_streamed_stores():

@@ -91,17 +91,21 @@ def _float_literal(v: float, dtype: DType) -> CExpr:
 class ExprEmitter:
     """Renders expressions. `name_of(kind, ir_name)` resolves a variable ("var")
     or buffer ("buf") to its C name; `use_helper` and `use_header` record the
-    helpers and headers the text needs."""
+    helpers and headers the text needs; `staged(buffer_name)` gives the element
+    that stands for a buffer's accesses while a loop stages them (None: the buffer
+    itself)."""
 
     def __init__(
         self,
         name_of: Callable[[str, str], str],
         use_helper: Callable[[str], None],
         use_header: Callable[[str], None],
+        staged: Callable[[str], CExpr | None] = lambda name: None,
     ):
         self.name_of = name_of
         self.use_helper = use_helper
         self.use_header = use_header
+        self.staged = staged
 
     # ------------------------------------------------------------ dispatch
 
@@ -116,7 +120,7 @@ class ExprEmitter:
             case Var(name):
                 return atom(self.name_of("var", name))
             case Load(buffer, indices):
-                return self.element(buffer, indices)
+                return self.staged(buffer.name) or self.element(buffer, indices)
             case Binary():
                 return self.binary(e)
             case Compare(op, a, b):

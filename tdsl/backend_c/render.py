@@ -78,7 +78,7 @@ from . import helpers
 from .expr import ExprEmitter
 from .helpers import ctype
 from .workspace import ALIGN, Workspace, workspace_layout
-from .writer import CExpr, CWriter, atom, binary, call, cast
+from .writer import CExpr, CWriter, atom, binary, call, cast, subscript
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,7 +347,7 @@ class _Renderer:
         self.w = CWriter(reserved=helpers.NAMES)
         self.headers: set[str] = {"stdint.h"}
         self.helpers: dict[str, None] = {}  # ordered set
-        self.expr = ExprEmitter(self._name_of, self._use_helper, self.headers.add)
+        self.expr = ExprEmitter(self._name_of, self._use_helper, self.headers.add, self._staged_lane)
         self.regions = [_Region(parallel=False)]
         self.outline: _Outline | None = None
         self.buffers = {b.name: b for b in (*func.inputs, *func.outputs)}
@@ -453,13 +453,9 @@ class _Renderer:
                 self.block(stmts)
             case Store(atomic=True):
                 self.atomic_store(s)
-            case Store(buffer, indices, value) if buffer.name in self.staged:
-                stage, var, first = self.staged[buffer.name]
-                lane = self._name_of("var", var)
-                at = atom(lane) if first.text == "0" else binary("-", atom(lane), first)
-                self.w.line(f"{stage}[{at}] = {self.expr(value)};")
             case Store(buffer, indices, value):
-                self.w.line(f"{self.expr.element(buffer, indices)} = {self.expr(value)};")
+                at = self._staged_lane(buffer.name) or self.expr.element(buffer, indices)
+                self.w.line(f"{at} = {self.expr(value)};")
             case For():
                 self.loop(s)
             case If():
@@ -622,9 +618,11 @@ class _Renderer:
         loop's ordinary ones, so the loop stores into a 64-byte aligned stack buffer
         instead and `helpers.STREAM_STORE` copies that out with SSE2's streaming
         stores after it. A buffer qualifies when the loop has a constant extent of at
-        most `STREAM_STAGE_BYTES` of it, stores it exactly once per iteration at
-        index `base + var` (base not depending on the loop), outside any branch or
-        inner loop, and does not read it."""
+        most `STREAM_STAGE_BYTES` of it and stores it at index `base + var` (base not
+        depending on the loop) and only there, outside any branch or inner loop, and
+        reads it only at that index, in the values of those stores after the first (an
+        element summed in the iteration: its reads find the stack buffer's lane, set
+        earlier in the same iteration)."""
         if not (self.func.nontemporal and self.flavour.gnu):
             return {}
         trips = loop_extent(s)
@@ -639,14 +637,27 @@ class _Renderer:
                 continue
             stores = [x for x in walk_stmts(body) if isinstance(x, Store) and x.buffer == buf]
             top = [x for x in _straight_line(body) if isinstance(x, Store) and x.buffer == buf]
-            reads = any(isinstance(e, Load) and e.buffer == buf
-                        for x in walk_stmts(body) for root in stmt_exprs(x) for e in walk_exprs(root))
-            if len(stores) != 1 or top != stores or reads or stores[0].atomic:
+            if top != stores or any(x.atomic or x.indices != stores[0].indices for x in stores):
+                continue
+            reads = [e for x in walk_stmts(body) for root in stmt_exprs(x)
+                     for e in walk_exprs(root) if isinstance(e, Load) and e.buffer == buf]
+            later = [e for x in stores[1:] for e in walk_exprs(x.value)
+                     if isinstance(e, Load) and e.buffer == buf]
+            if len(reads) != len(later) or any(e.indices != stores[0].indices for e in reads):
                 continue
             index = stores[0].indices[0]
             if _unit_stride(index, s.var) and not (expr_vars(index) - {s.var}) & inner:
                 found[buf] = index
         return found
+
+    def _staged_lane(self, name: str) -> CExpr | None:
+        """The stack buffer's lane that stands for buffer `name`'s element in the loop
+        staging its stores (`_streamed`; accessed only at that element there), or None."""
+        if name not in self.staged:
+            return None
+        stage, var, first = self.staged[name]
+        lane = atom(self._name_of("var", var))
+        return subscript(stage, lane if first.text == "0" else binary("-", lane, first))
 
     def _fence_streams(self) -> None:
         if self.func.nontemporal and self.flavour.gnu:
