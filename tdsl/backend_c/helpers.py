@@ -213,19 +213,34 @@ _SSE2 = """
 
 _STREAM = {
     STREAM_STORE: _SSE2 + """
-/* Copy `bytes` bytes from `src` (16-byte aligned) to `dst`, past the caches where the
-   target has streaming stores and `dst` is 16-byte aligned. */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+/* Copy `bytes` bytes from `src` (64-byte aligned) to `dst`, past the caches where the
+   target has streaming stores and `dst` is 16-byte aligned: in vectors of 64 bytes
+   with AVX-512 where `dst` and `bytes` allow (the usual case: one test, then the
+   stores), otherwise of 16 bytes and the rest as usual. */
 static inline void stream_store(void *restrict dst, const void *restrict src, int64_t bytes) {
+    char *d = (char *)dst;
+    const char *s = (const char *)src;
     int64_t done = 0;
+#if defined(__AVX512F__)
+    if ((((uintptr_t)d | (uintptr_t)bytes) & 63) == 0) {
+        for (; done < bytes; done += 64) {
+            _mm512_stream_si512((void *)(d + done), _mm512_load_si512((const void *)(s + done)));
+        }
+        return;
+    }
+#endif
 #if defined(__SSE2__)
-    if (((uintptr_t)dst & 15) == 0) {
+    if (((uintptr_t)d & 15) == 0) {
         for (; done + 16 <= bytes; done += 16) {
-            _mm_stream_si128((__m128i *)((char *)dst + done),
-                             _mm_load_si128((const __m128i *)((const char *)src + done)));
+            _mm_stream_si128((__m128i *)(d + done), _mm_load_si128((const __m128i *)(s + done)));
         }
     }
 #endif
-    memcpy((char *)dst + done, (const char *)src + done, (size_t)(bytes - done));
+    memcpy(d + done, s + done, (size_t)(bytes - done));
 }
 """,
     STREAM_FENCE: _SSE2 + """
