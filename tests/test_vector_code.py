@@ -6,6 +6,7 @@ for the vector instructions the plan promises, the report for what it says."""
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -285,7 +286,7 @@ def test_kernel_shows_its_vectorized_loops_in_jupyter():
     assert "out: loop i: not vectorized (the bounds of loop k inside it differ" in html
 
 
-# ------------------------------------------- loops no schedule vectorized (LLVM backend)
+# ------------------------------------------- loops no schedule vectorized (both backends)
 
 
 def lanes_of(dtype) -> int:
@@ -294,25 +295,31 @@ def lanes_of(dtype) -> int:
     return host_vector_bytes() // dtype.itemsize
 
 
+@pytest.mark.parametrize("target", ["c", "llvm"])
 @pytest.mark.parametrize("n", [1, 5, 17, 64])
-def test_unscheduled_matmul_runs_its_j_loop_as_vector_code(n):
-    """LLVM's loop vectorizer leaves the j loop around the k reduction scalar; the LLVM
-    backend vectorizes it itself (its iterations are independent: each writes its own
-    C[i, j]), in chunks of the host's width with a masked last one."""
+def test_unscheduled_matmul_runs_its_j_loop_as_vector_code(n, target):
+    """The compilers' loop vectorizers leave the j loop around the k reduction scalar;
+    the backends vectorize it themselves (its iterations are independent: each writes
+    its own C[i, j]): LLVM in chunks of the host's width with a masked last one, host
+    C as a `#pragma omp simd` loop."""
     i, j, k = td.dims("i j k")
     N = td.size("N")
     A = td.input("A", {i: N, k: N}, td.float32)
     B = td.input("B", {k: N, j: N}, td.float32)
     C = td.compute("C", {i: N, j: N}, td.sum(A[i, k] * B[k, j], over=k))
-    f = build(td.schedule(C), "llvm")
-    assert f"<{lanes_of(td.float32)} x float>" in f.source
+    f = build(td.schedule(C), target)
+    if target == "llvm":
+        assert f"<{lanes_of(td.float32)} x float>" in f.source
+    else:
+        assert "#pragma omp simd\n        for (int64_t j = 0;" in f.source
     assert len(f.vectorization) == 0  # the report lists the schedule's vectorized loops
     a = rng.standard_normal((n, n)).astype(np.float32)
     b = rng.standard_normal((n, n)).astype(np.float32)
     np.testing.assert_allclose(f(A=a, B=b), a @ b, rtol=1e-5, atol=1e-5)
 
 
-def test_a_loop_reading_what_another_iteration_writes_stays_scalar():
+@pytest.mark.parametrize("target", ["c", "llvm"])
+def test_a_loop_reading_what_another_iteration_writes_stays_scalar(target):
     """Forward substitution reads x[j] for j < i while iteration i writes x[i]: not
     independent, so its i loop stays a scalar loop, and exact."""
     i, j = td.dims("i j")
@@ -321,11 +328,34 @@ def test_a_loop_reading_what_another_iteration_writes_stays_scalar():
     b = td.input("b", {i: n}, td.float64)
     x = td.compute("x", {i: n}, b[i])
     td.update(x[i], (x[i] - td.sum(L[i, j] * x[j], over={j: (0, i)})) / L[i, i], over={i: n})
-    f = build(td.schedule(x), "llvm")
-    assert " x double>" not in f.source
+    f = build(td.schedule(x), target)
+    assert " x double>" not in f.source and "omp simd" not in f.source
     lv = np.tril(rng.standard_normal((n, n))) + n * np.eye(n)
     bv = rng.standard_normal(n)
     np.testing.assert_allclose(f(L=lv, b=bv), np.linalg.solve(lv, bv), rtol=1e-10)
+
+
+@pytest.mark.parametrize("width", [56, 48, 9, 3])
+def test_c_gives_the_lanes_left_over_a_simd_loop_of_their_own(width):
+    """An unscheduled 3x3 convolution: the x loop around the taps is a simd loop on
+    host C, split where it is not a whole number of vectors of the plan's widest chunk
+    (gcc would finish a vectorized outer loop's last lanes one by one)."""
+    c, y, x, ry, rx = td.dims("c y x ry rx")
+    inp = td.input("inp", {c: 3, y: 5, x: width}, td.float32)
+    wt = td.input("w", {c: 3, ry: 3, rx: 3}, td.float32)
+    out = td.compute("out", {y: 5, x: width}, td.sum(
+        td.pad(inp, 0.0)[c, y + ry - 1, x + rx - 1] * wt[c, ry, rx], over=(c, ry, rx)))
+    f = build(td.schedule(out), "c")
+    loops = re.findall(r"#pragma omp simd\n\s*for \(int64_t x = (\d+); x < (\d+);", f.source)
+    lanes = min(16, 1 << (width.bit_length() - 1))  # the plan's widest chunk
+    whole = width // lanes * lanes
+    # a single lane left over is a loop of one iteration, not a simd loop
+    pieces = [(0, whole)] + ([(whole, width)] if width - whole > 1 else [])
+    assert [(int(a), int(b)) for a, b in loops] == pieces
+    iv = rng.standard_normal((3, 5, width)).astype(np.float32)
+    wv = rng.standard_normal((3, 3, 3)).astype(np.float32)
+    np.testing.assert_allclose(f(inp=iv, w=wv), td.evaluate(out, inp=iv, w=wv), rtol=1e-5,
+                               atol=1e-5)
 
 
 def _loop(index, extra: list | None = None) -> ir.For:
@@ -367,17 +397,17 @@ def test_independence_test():
 
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
-def test_unscheduled_pipelines_on_llvm_match_numpy(data):
-    """Random pipelines with no schedule at all, where the LLVM backend picks the loops
-    it vectorizes itself."""
+def test_unscheduled_pipelines_match_numpy(data):
+    """Random pipelines with no schedule at all, where the backends pick the loops they
+    vectorize themselves."""
     from strategies import pipelines
 
     case = data.draw(pipelines(), label="pipeline")
-    f = build(td.schedule(list(case.outputs)), "llvm")
-    got = f(**case.arrays)
     want = td.evaluate(case.outputs[0], **case.arrays)
-    if want.dtype.kind == "f":
-        tol = 1e-4 if want.dtype == np.float32 else 1e-9
-        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
-    else:
-        np.testing.assert_array_equal(got, want)
+    for target in ("c", "llvm"):
+        got = build(td.schedule(list(case.outputs)), target)(**case.arrays)
+        if want.dtype.kind == "f":
+            tol = 1e-4 if want.dtype == np.float32 else 1e-9
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+        else:
+            np.testing.assert_array_equal(got, want)

@@ -21,7 +21,7 @@ from ..lower.ir import For, ForKind, LoweredFunc, Select
 from ..lower.rewrite import stmt_exprs, walk_exprs, walk_stmts
 from .compile import DEFAULT_FLAGS, NO_THREAD_JUMPS, compile_source
 from .helpers import ctype
-from .render import entry_name, render, signature
+from .render import auto_simd, entry_name, render, signature
 
 
 class _Library:
@@ -100,15 +100,20 @@ class CModule:
 
 def flags_for(func: LoweredFunc) -> tuple[str, ...]:
     """gcc's flags for `func`: DEFAULT_FLAGS, and NO_THREAD_JUMPS when a vectorized
-    loop holds a select (a read through td.pad, a where) and no vectorized loop holds
-    a loop of its own (see `compile.NO_THREAD_JUMPS`)."""
+    loop holds a select (a read through td.pad, a where) and no simd loop holds a loop
+    of its own (see `compile.NO_THREAD_JUMPS`; a serial loop the renderer makes a simd
+    loop, `render.auto_simd`, always does)."""
     simd = [s for s in walk_stmts(func.body)
             if isinstance(s, For) and s.kind is ForKind.VECTORIZED]
     inside = [x for s in simd for x in walk_stmts(s.body)]
-    nested = any(isinstance(x, For) for x in inside)
     select = any(isinstance(e, Select)
                  for x in inside for top in stmt_exprs(x) for e in walk_exprs(top))
-    return DEFAULT_FLAGS + (NO_THREAD_JUMPS,) if select and not nested else DEFAULT_FLAGS
+    if not select or any(isinstance(x, For) for x in inside):
+        return DEFAULT_FLAGS
+    status = func.status.name if func.status is not None else None
+    if any(auto_simd(s, status) for s in walk_stmts(func.body)):
+        return DEFAULT_FLAGS
+    return DEFAULT_FLAGS + (NO_THREAD_JUMPS,)
 
 
 def build(

@@ -38,7 +38,7 @@ flavour renders the storage it has and refuses the rest.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..lower.abi import OUT_OF_MEMORY, may_fail
 from ..lower.ir import (
@@ -62,6 +62,7 @@ from ..lower.ir import (
     Store,
     Var,
     constant_elements,
+    index_const,
     int_value,
 )
 from ..lower.layout import element_count
@@ -73,7 +74,15 @@ from ..lower.rewrite import (
     walk_exprs,
     walk_stmts,
 )
-from ..lower.vectors import GroupedProducts, grouped_products, index_at, index_step, loop_extent
+from ..lower.vectors import (
+    GroupedProducts,
+    VectorLoop,
+    auto_vector_plan,
+    grouped_products,
+    index_at,
+    index_step,
+    loop_extent,
+)
 from . import helpers
 from .expr import ExprEmitter
 from .helpers import ctype
@@ -236,6 +245,43 @@ def _first_lane(e: Expr, var: str, start: Expr) -> Expr:
     if int_value(start) == 0:
         return Const(0, e.dtype) if base is None else base
     return start if base is None else Binary("add", base, start, e.dtype)
+
+
+# A loop no schedule vectorized is a simd loop all the same where
+# `lower.vectors.auto_vector_plan` proves its iterations independent and its accesses
+# contiguous or broadcast (an outer loop around a reduction: gcc's loop vectorizer
+# leaves those scalar, as LLVM's does); the plan is asked for 64-byte vectors, the
+# widest host C targets, and gcc picks its own width.
+AUTO_VECTOR_BYTES = 64
+
+
+def auto_simd(s: Stmt, status: str | None) -> bool:
+    """Whether host C makes a `#pragma omp simd` loop of serial loop `s` (outside any
+    simd loop) that no schedule vectorized (`AUTO_VECTOR_BYTES`)."""
+    return _auto_plan(s, status) is not None
+
+
+def _auto_plan(s: Stmt, status: str | None) -> VectorLoop | None:
+    if not (isinstance(s, For) and s.kind is ForKind.SERIAL) or may_fail(s.body):
+        return None
+    return auto_vector_plan(s, AUTO_VECTOR_BYTES, status)
+
+
+def _auto_pieces(s: For, status: str | None) -> tuple[For, For] | None:
+    """An `auto_simd` loop of constant extent that is not a whole number of vectors,
+    as two: the whole vectors, then the rest. gcc's vectorized outer loop finishes
+    the lanes left over one by one; a loop of its own for them gets vector code of
+    their width."""
+    plan = _auto_plan(s, status)
+    if plan is None or plan.extent is None or not isinstance(s.start, Const):
+        return None
+    lanes = plan.chunks[0]
+    whole = plan.extent // lanes * lanes
+    if whole == 0 or whole == plan.extent:
+        return None
+    cut = index_const(int(s.start.value) + whole)
+    return (replace(s, end=cut, max_extent=whole),
+            replace(s, start=cut, max_extent=plan.extent - whole))
 
 
 def _short(s: Stmt) -> bool:
@@ -570,6 +616,11 @@ class _Renderer:
         return " | ".join(p if t == 0 else f"{p} << {8 * t}" for t, p in enumerate(parts))
 
     def loop(self, s: For) -> None:
+        pieces = _auto_pieces(s, self._status_buffer()) if self.flavour.openmp and not self.in_simd else None
+        if pieces is not None:
+            for piece in pieces:
+                self.loop(piece)
+            return
         copy = _transposing_copy(s) if self.flavour.gnu and not self.in_simd else None
         if copy is not None and copy.dst.name not in self.func.nontemporal:
             self._transpose(copy)
@@ -750,7 +801,8 @@ class _Renderer:
         A parallel loop is shared out dynamically in chunks (`helpers.PAR_CHUNK`).
         Parallel loops nested in a parallel or simd loop run serially, and a
         loop whose body may fail to allocate is not a simd loop (it must be
-        able to leave an iteration early)."""
+        able to leave an iteration early). A serial loop is a simd loop where
+        `auto_simd` says so."""
         fl = self.flavour
         if s.kind is ForKind.PARALLEL and fl.openmp and not (self.in_parallel or self.in_simd):
             self._use_helper(helpers.PAR_CHUNK)
@@ -759,6 +811,8 @@ class _Renderer:
         if s.kind is ForKind.VECTORIZED and fl.openmp and not self.in_simd:
             if not may_fail(s.body):
                 return "#pragma omp simd", False, True
+        if fl.openmp and not self.in_simd and auto_simd(s, self._status_buffer()):
+            return "#pragma omp simd", False, True
         if s.kind is ForKind.UNROLLED and fl.gnu and s.max_extent:
             return f"#pragma GCC unroll {min(s.max_extent, 65534)}", False, False
         return None, False, False
@@ -834,6 +888,10 @@ class _Renderer:
     def _unwind(self, region: _Region) -> None:
         for name in reversed(region.live):
             self.w.line(f"free({name});")
+
+    def _status_buffer(self) -> str | None:
+        """The name of the status buffer in the loop IR, if the function has one."""
+        return self.func.status.name if self.func.status is not None else None
 
     def _status(self) -> str:
         if self.status is None:
