@@ -6,9 +6,11 @@
 Each kernel runs its `best` schedule (the one benchmarks/run.py measures) with 1 and
 with 2 threads (`td.threads`), the two taking turns call by call, first on an idle
 machine, then with CPU-bound processes (`--competitors`, a Python loop each) running
-beside it. A line gives the median time of each thread count and their ratio
-(time with 1 thread / time with 2): above 1 means the second thread helps, below 1
-that it costs. On a 2-core machine with one competitor, a parallel runtime that
+beside it, in `--rounds` rounds. A line gives the median time of each thread count
+in a round and their ratio (time with 1 thread / time with 2): above 1 means the
+second thread helps, below 1 that it costs; the summary gives each ratio's median
+over the rounds and every round's (beside a competitor they move with where the
+scheduler happens to put the threads). On a 2-core machine with one competitor, a parallel runtime that
 copes with a busy core keeps the ratio at 1 or above.
 """
 
@@ -52,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=20, help="calls per thread count (default 20)")
     ap.add_argument("--competitors", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds over all kernels per load (default 3): where the scheduler "
+                         "puts the threads beside a competitor varies between rounds")
     ap.add_argument("--targets", nargs="+", default=["c", "llvm"])
     args = ap.parse_args(argv)
     kernels = []
@@ -62,8 +67,9 @@ def main(argv: list[str] | None = None) -> int:
             np.testing.assert_allclose(f(**case.inputs), case.reference(),
                                        rtol=case.rtol, atol=case.atol)
             kernels.append((name, target, f, case.inputs))
-    print(f"{'kernel':14s} {'target':6s} {'load':14s} {'1 thread':>10s} {'2 threads':>10s} "
-          f"{'1 thr / 2 thr':>13s}")
+    print(f"{'kernel':14s} {'target':6s} {'load':14s} {'round':>5s} {'1 thread':>10s} "
+          f"{'2 threads':>10s} {'1 thr / 2 thr':>13s}")
+    ratios: dict[tuple[str, str, str], list[float]] = {}
     for load in ("idle", f"{args.competitors} competitor" + "s" * (args.competitors > 1)):
         procs = []
         if load != "idle":
@@ -71,14 +77,20 @@ def main(argv: list[str] | None = None) -> int:
                      for _ in range(args.competitors)]
             time.sleep(0.5)
         try:
-            for name, target, f, inputs in kernels:
-                t = alternate(f, inputs, args.runs)
-                print(f"{name:14s} {target:6s} {load:14s} {t[1] * 1e3:8.2f} ms {t[2] * 1e3:7.2f} ms "
-                      f"{t[1] / t[2]:13.2f}", flush=True)
+            for r in range(args.rounds):
+                for name, target, f, inputs in kernels:
+                    t = alternate(f, inputs, args.runs)
+                    ratios.setdefault((name, target, load), []).append(t[1] / t[2])
+                    print(f"{name:14s} {target:6s} {load:14s} {r + 1:5d} {t[1] * 1e3:8.2f} ms "
+                          f"{t[2] * 1e3:7.2f} ms {t[1] / t[2]:13.2f}", flush=True)
         finally:
             for p in procs:
                 p.kill()
                 p.wait()
+    print(f"\n{'kernel':14s} {'target':6s} {'load':14s} {'1 thr / 2 thr: median (rounds)':>40s}")
+    for (name, target, load), rs in ratios.items():
+        each = ", ".join(f"{x:.2f}" for x in rs)
+        print(f"{name:14s} {target:6s} {load:14s} {statistics.median(rs):10.2f} ({each})")
     return 0
 
 
