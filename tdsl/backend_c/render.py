@@ -127,7 +127,8 @@ class CSource:
 # loop of at most SHORT_LOOP iterations inside (one gcc may unroll completely) starts
 # with this statement, which keeps the loop vectorizer out of it and costs nothing at
 # run time. Other loops are left to the compiler (it vectorizes and interchanges
-# unscheduled loop nests).
+# unscheduled loop nests), but for the outer loops around a reduction that
+# `auto_simd` makes simd loops.
 SCALAR_LOOP = "TDSL_SCALAR_LOOP"
 SHORT_LOOP = 32
 _SCALAR_LOOP_DEFINITION = (
