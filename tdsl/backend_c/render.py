@@ -268,13 +268,12 @@ def _auto_plan(s: Stmt, status: str | None) -> VectorLoop | None:
     return auto_vector_plan(s, AUTO_VECTOR_BYTES, status)
 
 
-def _auto_pieces(s: For, status: str | None) -> tuple[For, For] | None:
-    """An `auto_simd` loop of constant extent that is not a whole number of vectors,
-    as two: the whole vectors, then the rest. gcc's vectorized outer loop finishes
-    the lanes left over one by one; a loop of its own for them gets vector code of
-    their width."""
-    plan = _auto_plan(s, status)
-    if plan is None or plan.extent is None or not isinstance(s.start, Const):
+def _auto_pieces(s: For, plan: VectorLoop) -> tuple[For, For] | None:
+    """An `auto_simd` loop (`plan`: its plan) of constant extent that is not a whole
+    number of vectors, as two: the whole vectors, then the rest. gcc's vectorized
+    outer loop finishes the lanes left over one by one; a loop of its own for them
+    gets vector code of their width."""
+    if plan.extent is None or not isinstance(s.start, Const):
         return None
     lanes = plan.chunks[0]
     whole = plan.extent // lanes * lanes
@@ -617,7 +616,10 @@ class _Renderer:
         return " | ".join(p if t == 0 else f"{p} << {8 * t}" for t, p in enumerate(parts))
 
     def loop(self, s: For) -> None:
-        pieces = _auto_pieces(s, self._status_buffer()) if self.flavour.openmp and not self.in_simd else None
+        auto = None
+        if self.flavour.openmp and not self.in_simd:
+            auto = _auto_plan(s, self.func.status.name if self.func.status is not None else None)
+        pieces = _auto_pieces(s, auto) if auto is not None else None
         if pieces is not None:
             for piece in pieces:
                 self.loop(piece)
@@ -626,7 +628,7 @@ class _Renderer:
         if copy is not None and copy.dst.name not in self.func.nontemporal:
             self._transpose(copy)
             return
-        pragma, parallel, simd = self._pragma(s)
+        pragma, parallel, simd = self._pragma(s, auto is not None)
         streamed = self._streamed(s) if simd else {}
         if not streamed:
             self._loop(s, pragma, parallel, simd)
@@ -668,7 +670,7 @@ class _Renderer:
 
         gcc has no streaming-store builtin and does not make streaming stores of a
         loop's ordinary ones, so the loop stores into a 64-byte aligned stack buffer
-        instead and `helpers.STREAM_STORE` copies that out with SSE2's streaming
+        instead and `helpers.STREAM_STORE` copies that out with streaming
         stores after it. A buffer qualifies when the loop has a constant extent of at
         most `STREAM_STAGE_BYTES` of it and stores it at index `base + var` (base not
         depending on the loop) and only there, outside any branch or inner loop, and
@@ -796,8 +798,9 @@ class _Renderer:
                 and s.kind not in (ForKind.VECTORIZED, ForKind.UNROLLED)
                 and any(_short(x) for x in walk_stmts(s.body)))
 
-    def _pragma(self, s: For) -> tuple[str | None, bool, bool]:
-        """(pragma line, starts a parallel region, starts a simd region).
+    def _pragma(self, s: For, auto: bool) -> tuple[str | None, bool, bool]:
+        """(pragma line, starts a parallel region, starts a simd region); `auto`: `s` is
+        an `auto_simd` loop outside any simd loop.
 
         A parallel loop is shared out dynamically in chunks (`helpers.PAR_CHUNK`).
         Parallel loops nested in a parallel or simd loop run serially, and a
@@ -812,7 +815,7 @@ class _Renderer:
         if s.kind is ForKind.VECTORIZED and fl.openmp and not self.in_simd:
             if not may_fail(s.body):
                 return "#pragma omp simd", False, True
-        if fl.openmp and not self.in_simd and auto_simd(s, self._status_buffer()):
+        if auto:
             return "#pragma omp simd", False, True
         if s.kind is ForKind.UNROLLED and fl.gnu and s.max_extent:
             return f"#pragma GCC unroll {min(s.max_extent, 65534)}", False, False
@@ -889,10 +892,6 @@ class _Renderer:
     def _unwind(self, region: _Region) -> None:
         for name in reversed(region.live):
             self.w.line(f"free({name});")
-
-    def _status_buffer(self) -> str | None:
-        """The name of the status buffer in the loop IR, if the function has one."""
-        return self.func.status.name if self.func.status is not None else None
 
     def _status(self) -> str:
         if self.status is None:
