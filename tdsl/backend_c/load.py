@@ -110,7 +110,7 @@ def flags_for(func: LoweredFunc) -> tuple[str, ...]:
                  for x in inside for top in stmt_exprs(x) for e in walk_exprs(top))
     if not select or any(isinstance(x, For) for x in inside):
         return DEFAULT_FLAGS
-    status = func.status.name if func.status is not None else None
+    status = func.status_name
     if any(auto_simd(s, status) for s in walk_stmts(func.body)):
         return DEFAULT_FLAGS
     return DEFAULT_FLAGS + (NO_THREAD_JUMPS,)

@@ -618,7 +618,7 @@ class _Renderer:
     def loop(self, s: For) -> None:
         auto = None
         if self.flavour.openmp and not self.in_simd:
-            auto = _auto_plan(s, self.func.status.name if self.func.status is not None else None)
+            auto = _auto_plan(s, self.func.status_name)
         pieces = _auto_pieces(s, auto) if auto is not None else None
         if pieces is not None:
             for piece in pieces:

@@ -330,7 +330,7 @@ class _FunctionEmitter:
         self.ptrs: dict[str, ir.Value] = {}
         self.heap: list[ir.Value] = []
         self.failed_flag: ir.Value | None = None
-        self.status = mod.func.status.name if mod.func.status is not None else None
+        self.status = mod.func.status_name
 
     def finish(self) -> None:
         self.allocas.branch(self.start)

@@ -318,6 +318,11 @@ class LoweredFunc:
     status: Buffer | None = None
     nontemporal: frozenset[str] = frozenset()
 
+    @property
+    def status_name(self) -> str | None:
+        """The name of the status buffer, if the function has one."""
+        return self.status.name if self.status is not None else None
+
     def __str__(self) -> str:
         from .printer import show
 

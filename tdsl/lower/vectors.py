@@ -498,7 +498,7 @@ def report(func: ir.LoweredFunc) -> VectorReport:
     """The plan of every outermost VECTORIZED loop of final loop IR, in program order,
     identical plans merged (a vectorized loop inside another one runs as a loop over
     the outer one's lanes)."""
-    status = func.status.name if func.status is not None else None
+    status = func.status_name
     out: list[VectorLoop] = []
 
     def visit(s: ir.Stmt) -> None:
