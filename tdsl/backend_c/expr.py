@@ -93,7 +93,8 @@ class ExprEmitter:
     or buffer ("buf") to its C name; `use_helper` and `use_header` record the
     helpers and headers the text needs; `staged(buffer_name)` gives the element
     that stands for a buffer's accesses while a loop stages them (None: the buffer
-    itself)."""
+    itself). While `blend` is set, a select is a call of a `helpers.BLEND` helper,
+    which has no branch, rather than C's `?:`."""
 
     def __init__(
         self,
@@ -106,6 +107,7 @@ class ExprEmitter:
         self.use_helper = use_helper
         self.use_header = use_header
         self.staged = staged
+        self.blend = False
 
     # ------------------------------------------------------------ dispatch
 
@@ -129,7 +131,11 @@ class ExprEmitter:
                 return self.unary(e)
             case Call():
                 return self.call(e)
-            case Select(cond, a, b, _):
+            case Select(cond, a, b, dtype):
+                if self.blend:
+                    name = helpers.BLEND[helpers.SUFFIX[dtype.name]]
+                    self.use_helper(name)
+                    return call(name, self(cond), self(a), self(b))
                 return ternary(self(cond), self(a), self(b))
             case Cast(a, dtype):
                 return self.cast(a, dtype)

@@ -52,6 +52,10 @@ SUFFIX = {
 _SUFFIX_CTYPE = {s: CTYPE[name] for name, s in SUFFIX.items()}
 
 OPS = ("min", "max")
+# c ? a : b with no branch, per type: blend_f32, blend_i64, ... (render: the selects of
+# a loop vectorized around loops of its own, which gcc 12 vectorizes only without
+# control flow)
+BLEND = {s: f"blend_{s}" for s in _SUFFIX_CTYPE}
 ALLOC = "alloc_temp"
 MUL_SAT, ADD_SAT = "mul_sat_u64", "add_sat_u64"  # sizing a workspace without overflow
 PAR_CHUNK = "par_chunk"  # the chunk size of a parallel loop's dynamic schedule
@@ -68,7 +72,7 @@ PAIR_MADD, QUAD_MADD_U8I8, QUAD_MADD_I8U8 = "pair_madd_i16", "quad_madd_u8i8", "
 NAMES = frozenset({f"{op}_{s}" for op in OPS for s in _SUFFIX_CTYPE if s[0] != "f"}
                   | {ALLOC, MUL_SAT, ADD_SAT, PAR_CHUNK, STREAM_STORE, STREAM_FENCE, PAIR_MADD,
                      QUAD_MADD_U8I8, QUAD_MADD_I8U8,
-                     *TO_INT64.values(), *TRANSPOSE.values()} | BITCAST)
+                     *TO_INT64.values(), *TRANSPOSE.values(), *BLEND.values()} | BITCAST)
 
 
 
@@ -119,6 +123,14 @@ def definition(name: str) -> tuple[str, frozenset[str]]:
     if name in TRANSPOSE.values():
         t = _SUFFIX_CTYPE[name.split("_")[1]]
         return _TRANSPOSE.format(t=t, name=name).strip() + "\n", frozenset({"stdint.h"})
+    if name in BLEND.values():
+        sfx = name.split("_")[1]
+        t = _SUFFIX_CTYPE[sfx]
+        if sfx in ("f32", "f64"):
+            u = "uint32_t" if sfx == "f32" else "uint64_t"
+            return _BLEND_FLOAT.format(t=t, u=u, name=name).strip() + "\n", frozenset({"stdint.h"})
+        u = "uint64_t" if t.endswith("64_t") else "uint32_t"
+        return _BLEND_INT.format(t=t, u=u, name=name).strip() + "\n", frozenset({"stdint.h"})
     if name in TO_INT64.values():
         t = _SUFFIX_CTYPE[name.split("_")[1]]
         return _TOI64.format(t=t, name=name).strip() + "\n", frozenset({"stdint.h"})
@@ -139,6 +151,28 @@ static inline {t} {name}({t} a, {t} b) {{
 }}
 """,
 }
+
+# Both values are computed before the call (as a select of the loop IR allows: its
+# arms are safe to evaluate anywhere), and the bits are chosen by a mask.
+_BLEND_FLOAT = """
+/* c ? a : b, without a branch. */
+static inline {t} {name}(int c, {t} a, {t} b) {{
+    union {{ {t} f; {u} u; }} x, y;
+    x.f = a;
+    y.f = b;
+    const {u} m = -({u})(c != 0);
+    x.u = (x.u & m) | (y.u & ~m);
+    return x.f;
+}}
+"""
+
+_BLEND_INT = """
+/* c ? a : b, without a branch. */
+static inline {t} {name}(int c, {t} a, {t} b) {{
+    const {u} m = -({u})(c != 0);
+    return ({t})((({u})a & m) | (({u})b & ~m));
+}}
+"""
 
 _BITCAST = """
 /* The bits of a {s} as a {t}. */

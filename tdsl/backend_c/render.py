@@ -284,6 +284,11 @@ def _auto_pieces(s: For, plan: VectorLoop) -> tuple[For, For] | None:
             replace(s, start=cut, max_extent=plan.extent - whole))
 
 
+def _holds_loop(s: For) -> bool:
+    """Whether loop `s` has a loop inside it."""
+    return any(isinstance(x, For) for x in walk_stmts(s.body))
+
+
 def _short(s: Stmt) -> bool:
     """A loop of at most SHORT_LOOP iterations (a constant bound on its trip count)."""
     if not isinstance(s, For):
@@ -731,8 +736,12 @@ class _Renderer:
                 self.scalar_loops = True
                 w.line(f"{SCALAR_LOOP};")
             self.ctypes[(("var", s.var), v)] = "int64_t"
-            saved = self.in_parallel, self.in_simd
+            saved = self.in_parallel, self.in_simd, self.expr.blend
             self.in_simd = self.in_simd or simd
+            # gcc 12 vectorizes a loop around loops of its own only if its body has no
+            # control flow outside them: C's `?:` there would keep it scalar. Inside the
+            # inner loops `?:` stays (gcc makes a conditional load a masked one there)
+            self.expr.blend = simd and _holds_loop(s)
             if parallel:  # host C only: portable C runs parallel loops serially
                 self.regions.append(_Region(parallel=True))
                 self.in_parallel = True
@@ -740,7 +749,7 @@ class _Renderer:
                 self.regions.pop()
             else:
                 self.stmt(s.body)
-            self.in_parallel, self.in_simd = saved
+            self.in_parallel, self.in_simd, self.expr.blend = saved
             w.close()
         if parallel and may_fail(s.body):
             w.open(f"if ({self._status()} != 0)")
