@@ -20,7 +20,8 @@ machines set and which slow OpenBLAS down. Each measurement checks its result
 against numpy, warms up, and reports the median of at least --runs calls.
 Every peer of a kernel is measured --rounds times, the peers taking turns, and
 the table shows each peer's median round (the host is shared: its speed moves
-between rounds, and alternating spreads that over all peers alike).
+between rounds, and alternating spreads that over all peers alike). Each round
+starts at a different peer, so that no peer always follows the same process.
 
 The table gives, per kernel: each peer's median time, its rate (GFLOP/s, or
 GB/s counting one read of the inputs and one write of the output), that rate as
@@ -276,8 +277,9 @@ def measure_all(args) -> tuple[list[dict], str | None]:
         if args.peers:
             peers = [x for x in peers if x in args.peers]
         measured: dict[str, list[dict]] = {peer: [] for peer in peers}
-        for _ in range(args.rounds):  # peers alternate, so a noisy phase hits them all alike
-            for peer in peers:
+        for turn in range(args.rounds):  # peers alternate, so a noisy phase hits them all alike
+            first = turn * len(peers) // args.rounds
+            for peer in peers[first:] + peers[:first]:
                 r = run_one(script, size, peer, args)
                 measured[peer].append(r)
                 if peer == "numpy" and "blas" in r:

@@ -180,6 +180,28 @@ def test_the_runner_lists_every_script(scripts):
         assert size in scripts[script].SIZES
 
 
+def test_each_round_starts_at_another_peer(scripts, monkeypatch):
+    """run.py measures every peer once per round, each round starting further along
+    the list, and reports each peer's median round."""
+    run = importlib.import_module("run")
+    peers = ["tdsl-c", "tdsl-llvm", "numpy", "halide", "tvm"]
+    monkeypatch.setattr(run, "script_peers", lambda script, size: peers[:2])
+    order: list[str] = []
+
+    def fake(script, size, peer, args):
+        order.append(peer)
+        return {"kernel": script, "peer": peer, "ms": float(len(order))}
+
+    monkeypatch.setattr(run, "run_one", fake)
+    args = run.argparse.Namespace(kernels=["blur"], quick=False, peers=None, rounds=3)
+    rows, _ = run.measure_all(args)
+    rounds = [order[i:i + len(peers)] for i in range(0, len(order), len(peers))]
+    assert len(rounds) == 3 and all(sorted(r) == sorted(peers) for r in rounds)
+    assert [r[0] for r in rounds] == ["tdsl-c", "tdsl-llvm", "halide"]
+    times = {r["peer"]: r["rounds_ms"] for r in rows}
+    assert times["tdsl-c"] == [1.0, 10.0, 13.0]
+
+
 def test_im2col_baseline_is_a_convolution(scripts):
     conv = scripts["conv2d"]
     arrays = conv.inputs("tiny")
