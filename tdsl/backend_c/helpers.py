@@ -2,7 +2,8 @@
 
 A kernel's source contains only the helpers it uses. Each maps one core
 operation of the loop IR that is not one C operator (integer min/max, a
-float's bits as an int and back, float to int64 conversion as numpy's), or
+float's bits as an int and back, float to int64 conversion as numpy's, a
+select with no branch), or
 gives aligned temporary storage (host C) or sizes a workspace with saturating
 arithmetic (standalone C). numpy's floor division and modulo, NaN-propagating
 min/max, abs and float32 exp reach the backend as core operations already
