@@ -171,3 +171,26 @@ def test_components_and_folds_are_told_apart(backend):
         acc0, acc1 = acc1 + x[:, kk], acc0 * 2
     want = (x.sum(axis=1) * 1000 + acc0 * 100 + acc1 + t[n] * 10000 + t[2 * n] * 100000)
     both(out, want.astype(np.int32), backend, X=x, T=t)
+
+
+@pytest.mark.parametrize("sched", ["plain", "vector"])
+def test_argmin_over_tied_multiply_adds_picks_the_first(backend, sched):
+    """Found by the fuzzer (LLVM seed 7402, case 498): argmin over k of S + A * T[k - 1]
+    (clamped), every value the same. The candidates for k = 0 and 1 share one product,
+    the others have their own; each a * b + c must be rounded the same way (fused
+    into one FMA, or not, everywhere), or a later candidate compares below the first
+    and the index is not numpy's."""
+    y, k = td.dims("y k")
+    n = 64
+    S = td.input("S", {y: n, k: 5}, td.float32)
+    A = td.input("A", {y: n}, td.float32)
+    T = td.input("T", {y: n, k: 5}, td.float32)
+    out = td.compute("out", {y: n}, td.argmin(S[y, k] + A[y] * td.clamp(T)[y, k - 1], over=k))
+    s = td.schedule(out)
+    if sched == "vector":
+        s = s.split(out, "y", 16).vectorize(out, "y_i")
+    rng = np.random.default_rng(1)
+    sv = np.repeat(rng.uniform(-4, 4, (n, 1)).astype(np.float32), 5, axis=1)
+    tv = np.repeat(rng.uniform(-4, 4, (n, 1)).astype(np.float32), 5, axis=1)
+    av = rng.uniform(-4, 4, n).astype(np.float32)
+    both(out, np.zeros(n, np.int64), backend, s, S=sv, A=av, T=tv)

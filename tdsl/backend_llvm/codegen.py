@@ -704,6 +704,13 @@ class _FunctionEmitter:
                 ptr = self.address(buf, idx)
                 return self.annotate(b.load(ptr, typ=ty, align=buf.dtype.itemsize), buf)
             case BinaryExpr(op=op, a=x, b=y, dtype=dtype):
+                fused = ops.fused_product(e)
+                if fused is not None:
+                    prod, other = (x, y) if fused == "x" else (y, x)
+                    assert isinstance(prod, BinaryExpr)
+                    return ops.mul_add(b, op, fused, (self.typed(prod.a, dtype),
+                                                      self.typed(prod.b, dtype)),
+                                       self.typed(other, dtype))
                 return ops.binary(b, op, dtype, self.typed(x, dtype), self.typed(y, dtype))
             case Compare():
                 return b.zext(self.cond(e), I8)

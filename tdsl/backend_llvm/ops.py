@@ -20,6 +20,7 @@ from typing import NamedTuple
 from llvmlite import ir
 
 from ..dtypes import DType, index
+from ..lower.ir import Binary
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -211,6 +212,36 @@ def binary(b: ir.IRBuilder, op: str, dtype: DType, x: ir.Value, y: ir.Value) -> 
     if op in special:
         return special[op](b, dtype, x, y)
     raise ValueError(f"binary operation {op!r} is not defined on {dtype.name} (not legalised?)")
+
+
+def fused_product(e: Binary) -> str | None:
+    """Which operand of float `e` = `x op y` (op "add" or "sub") is a product, in the
+    same type, to fuse into one `llvm.fmuladd` ("x" or "y"), or None.
+
+    Every multiply feeding an add or a subtract is fused, each on its own: left to the
+    backend (`contract` flags), a product with more than one use stays unfused while one
+    with a single use fuses, so two copies of one expression could round differently
+    (an argmin over tied values then picks a later index; fuzz LLVM seed 7402, case
+    498). The first operand is fused when both are products."""
+    if not (e.dtype.is_float and e.op in ("add", "sub")):
+        return None
+    for name, x in (("x", e.a), ("y", e.b)):
+        if isinstance(x, Binary) and x.op == "mul" and x.dtype == e.dtype:
+            return name
+    return None
+
+
+def mul_add(b: ir.IRBuilder, op: str, fused: str, product: tuple[ir.Value, ir.Value],
+            other: ir.Value) -> ir.Value:
+    """`p * q op other` (fused "x") or `other op p * q` (fused "y") as one `llvm.fmuladd`,
+    which x86 with FMA computes as one FMA whatever the uses of its operands."""
+    p, q = product
+    if op == "sub":
+        if fused == "x":
+            other = b.fneg(other)
+        else:
+            p = b.fneg(p)
+    return intrinsic(b, "llvm.fmuladd", p, q, other)
 
 
 def compare_i1(b: ir.IRBuilder, op: str, dtype: DType, x: ir.Value, y: ir.Value) -> ir.Value:
