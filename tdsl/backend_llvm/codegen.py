@@ -738,7 +738,7 @@ def _chain_step(s: Store) -> tuple[Expr, Expr] | None:
     reduction into a one-element accumulator (an inline `td.sum`), else None.
 
     Such a chain is bound by the latency of its adds, one after the other: written as a
-    multiply and an add that is not fused (the add without `contract`), the multiply
+    multiply and an add that is not fused (a plain fadd, not `ops.mul_add`), the multiply
     leaves the chain, which then costs an add's latency per step where an FMA costs
     more (3 against 4 cycles on AMD Zen; equal elsewhere). gcc's tuning for Zen does
     the same. A vectorized loop's steps (`vector.py`) keep their FMAs: there

@@ -146,12 +146,14 @@ INDEX_BINARY = {
     "xor": Op("xor"),
 }
 
-# `contract` lets a multiply feeding an add fuse into one FMA, as gcc does by
-# default for the C backend: results equal numpy's to rounding, not bit for bit.
+# No `contract` flags: a multiply that is an operand of an add or a subtract is fused by
+# the emitters themselves (`fused_product`, `mul_add`), each on its own, and nothing
+# else is, so whether an expression is fused does not depend on the uses of its parts.
+# Results equal numpy's to rounding, not bit for bit.
 FLOAT_BINARY = {
-    "add": Op("fadd", ("contract",)),
-    "sub": Op("fsub", ("contract",)),
-    "mul": Op("fmul", ("contract",)),
+    "add": Op("fadd"),
+    "sub": Op("fsub"),
+    "mul": Op("fmul"),
     "truediv": Op("fdiv"),
     "trem": Op("frem"),
 }
