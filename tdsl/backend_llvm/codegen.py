@@ -706,9 +706,8 @@ class _FunctionEmitter:
             case BinaryExpr(op=op, a=x, b=y, dtype=dtype):
                 fused = ops.fused_product(e)
                 if fused is not None:
-                    prod, other = (x, y) if fused == "x" else (y, x)
-                    assert isinstance(prod, BinaryExpr)
-                    return ops.mul_add(b, op, fused, (self.typed(prod.a, dtype),
+                    prod, other, first = fused
+                    return ops.mul_add(b, op, first, (self.typed(prod.a, dtype),
                                                       self.typed(prod.b, dtype)),
                                        self.typed(other, dtype))
                 return ops.binary(b, op, dtype, self.typed(x, dtype), self.typed(y, dtype))

@@ -20,7 +20,7 @@ from typing import NamedTuple
 from llvmlite import ir
 
 from ..dtypes import DType, index
-from ..lower.ir import Binary
+from ..lower.ir import Binary, Expr
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -216,9 +216,10 @@ def binary(b: ir.IRBuilder, op: str, dtype: DType, x: ir.Value, y: ir.Value) -> 
     raise ValueError(f"binary operation {op!r} is not defined on {dtype.name} (not legalised?)")
 
 
-def fused_product(e: Binary) -> str | None:
-    """Which operand of float `e` = `x op y` (op "add" or "sub") is a product, in the
-    same type, to fuse into one `llvm.fmuladd` ("x" or "y"), or None.
+def fused_product(e: Binary) -> tuple[Binary, Expr, bool] | None:
+    """(product, other operand, whether the product comes first) when float `e` =
+    `x op y` (op "add" or "sub") has a product in its own type as an operand, to be
+    fused with it into one `llvm.fmuladd` (`mul_add`); else None.
 
     Every multiply feeding an add or a subtract is fused, each on its own: left to the
     backend (`contract` flags), a product with more than one use stays unfused while one
@@ -227,19 +228,19 @@ def fused_product(e: Binary) -> str | None:
     498). The first operand is fused when both are products."""
     if not (e.dtype.is_float and e.op in ("add", "sub")):
         return None
-    for name, x in (("x", e.a), ("y", e.b)):
+    for x, other, first in ((e.a, e.b, True), (e.b, e.a, False)):
         if isinstance(x, Binary) and x.op == "mul" and x.dtype == e.dtype:
-            return name
+            return x, other, first
     return None
 
 
-def mul_add(b: ir.IRBuilder, op: str, fused: str, product: tuple[ir.Value, ir.Value],
+def mul_add(b: ir.IRBuilder, op: str, first: bool, product: tuple[ir.Value, ir.Value],
             other: ir.Value) -> ir.Value:
-    """`p * q op other` (fused "x") or `other op p * q` (fused "y") as one `llvm.fmuladd`,
-    which x86 with FMA computes as one FMA whatever the uses of its operands."""
+    """`p * q op other` (`first`) or `other op p * q` as one `llvm.fmuladd`, which x86
+    with FMA computes as one FMA whatever the uses of its operands."""
     p, q = product
     if op == "sub":
-        if fused == "x":
+        if first:
             other = b.fneg(other)
         else:
             p = b.fneg(p)

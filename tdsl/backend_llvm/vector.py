@@ -491,12 +491,11 @@ class _Chunk:
             case Binary(op=op, a=x, b=y, dtype=dtype):
                 fused = ops.fused_product(e)
                 if fused is not None:
-                    prod, other = (x, y) if fused == "x" else (y, x)
-                    assert isinstance(prod, Binary)
+                    prod, other, first = fused
                     operands = [self.typed(prod.a, dtype), self.typed(prod.b, dtype),
                                 self.typed(other, dtype)]
                     return self.lift(operands, lambda p, q, r: ops.mul_add(
-                        b, op, fused, (p, q), r))
+                        b, op, first, (p, q), r))
                 return self.binary(e, op, self.typed(x, dtype), self.typed(y, dtype))
             case Compare():
                 c = self.cond(e)
