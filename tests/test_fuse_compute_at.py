@@ -203,3 +203,33 @@ def test_block_bound_tested_outside_its_loop_is_refused_not_a_crash(backend):
         return
     a = np.random.default_rng(0).standard_normal((3, 11, 16)).astype(np.float32)
     np.testing.assert_array_equal(f(in0=a), td.evaluate(s4, in0=a))
+
+
+@pytest.mark.xfail(strict=True, reason="s0 computed at y_i of s1, whose split loops are "
+                   "one iteration each once s1 is computed at s2's y: s0's allocation is "
+                   "placed inside its own loop and again inside s1's k1 loop, which then "
+                   "reads a fresh, unset buffer")
+def test_producer_at_a_split_loop_of_a_consumer_computed_per_point(backend):
+    """Found by the fuzzer (LLVM seed 7502, case 933; C as well, and on main before it):
+    s1[y] is computed per point of s2 (so its loops y_o_o, y_o_i, y_i run once each),
+    s0 at s1's y_i; both targets answer with s0 unset."""
+    H, L = td.size("H"), td.size("L")
+    y, v, k0, k1 = td.dims("y v k0 k1")
+    in0 = td.input("in0", {y: H}, td.uint8)
+    lut = td.input("lut", {v: L}, td.uint16)
+    x0 = td.maximum(td.pad(in0, 3)[k0], in0[k0] // lut[0])
+    s0 = td.compute("s0", {y: H}, td.reduce(
+        lambda acc: (td.maximum(acc[0], x0), td.where(x0 > acc[0], k0, acc[1])),
+        init=(0, 0), over={k0: (0, y + 1)}, dtype=(td.uint16, td.int64))[1])
+    x1 = s0[k1] ^ y
+    s1 = td.compute("s1", {y: H}, td.reduce(
+        lambda acc: (td.minimum(acc[0], x1), td.where(x1 < acc[0], k1, acc[1])),
+        init=(int(np.iinfo(np.int64).max), 0), over={k1: (1, H)},
+        dtype=(td.int64, td.int64))[1])
+    s2 = td.compute("s2", {y: H}, td.pad(s1, 0)[y - 1])
+    s = (td.schedule(s2).split(s1, "y", 7).split(s1, "y_o", 8)
+         .compute_at(s1, s2, "y").compute_at(s0, s1, "y_i"))
+    arrays = {"in0": np.array([39, 226, 132, 162, 244, 62, 36, 238, 137, 38, 21, 193, 85],
+                              np.uint8),
+              "lut": np.array([35447, 18292, 28666], np.uint16)}
+    _exact(s, s2, backend, **arrays)
