@@ -205,14 +205,11 @@ def test_block_bound_tested_outside_its_loop_is_refused_not_a_crash(backend):
     np.testing.assert_array_equal(f(in0=a), td.evaluate(s4, in0=a))
 
 
-@pytest.mark.xfail(strict=True, reason="s0 computed at y_i of s1, whose split loops are "
-                   "one iteration each once s1 is computed at s2's y: s0's allocation is "
-                   "placed inside its own loop and again inside s1's k1 loop, which then "
-                   "reads a fresh, unset buffer")
 def test_producer_at_a_split_loop_of_a_consumer_computed_per_point(backend):
     """Found by the fuzzer (LLVM seed 7502, case 933; C as well, and on main before it):
     s1[y] is computed per point of s2 (so its loops y_o_o, y_o_i, y_i run once each),
-    s0 at s1's y_i; both targets answer with s0 unset."""
+    s0 at s1's y_i; both targets answered with s0 unset: isl put s0's loop and s1's
+    reduction in separate branches on y, and each got an allocation of its own."""
     H, L = td.size("H"), td.size("L")
     y, v, k0, k1 = td.dims("y v k0 k1")
     in0 = td.input("in0", {y: H}, td.uint8)

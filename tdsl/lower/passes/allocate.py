@@ -78,6 +78,24 @@ def _reads(s: ir.Stmt, name: str) -> bool:
                                 for x in walk_stmts(s))
 
 
+def _loose(s: ir.Stmt, name: str, chain: tuple[str, ...]) -> bool:
+    """Whether `s` uses buffer `name` somewhere no loop over a variable of `chain` inside
+    `s` encloses: there it runs in the one iteration of those loops that the code around
+    `s` decides (isl substituted their only values, or a let binds one), so uses like it
+    in a sibling statement may be in that same iteration."""
+    match s:
+        case ir.For(var=var) if var in chain:
+            return False
+        case ir.For(body=body) | ir.Let(body=body) | ir.Allocate(body=body):
+            return _reads_in_header(s, name) or _loose(body, name, chain)
+        case ir.If(_, t, e):
+            return (_reads_in_header(s, name) or _loose(t, name, chain)
+                    or (e is not None and _loose(e, name, chain)))
+        case ir.Block(stmts):
+            return any(_loose(x, name, chain) for x in stmts)
+    return _uses(s, name) > 0
+
+
 def _at_store_level(s: ir.Stmt, buf: ir.Buffer, chain: tuple[str, ...]) -> ir.Stmt:
     """`s` with `buf` allocated once per iteration of its store loop. `chain` lists the
     variables of the loops enclosing the store level that `s` is not yet inside, outer
@@ -101,13 +119,15 @@ def _at_store_level(s: ir.Stmt, buf: ir.Buffer, chain: tuple[str, ...]) -> ir.St
             return _place(s, buf, uses)
         case ir.Block(stmts):
             users = [x for x in stmts if _uses(x, buf.name)]
-            unbound = [x for x in users if not any(_binds(x, v) for v in chain)]
-            # statements that share one iteration share one buffer: those isl gave the
-            # remaining loops' only values; and one of those that only writes or only
-            # reads the buffer shares it with the loop it belongs to (isl hoisted a
-            # producer out of a store loop it knew runs that one iteration)
-            partial = [x for x in unbound if not (_writes(x, buf.name) and _reads(x, buf.name))]
-            if len(unbound) > 1 or (partial and len(users) > 1):
+            loose = [x for x in users if _loose(x, buf.name, chain)]
+            # statements that may share one iteration share one buffer: those with uses
+            # in the iteration the code around them decides (isl gave the remaining loops
+            # their only values, or bound one with a let, perhaps in some branches only);
+            # and one of those that only writes or only reads the buffer shares it with
+            # the loop it belongs to (isl hoisted a producer out of a store loop it knew
+            # runs that one iteration)
+            partial = [x for x in loose if not (_writes(x, buf.name) and _reads(x, buf.name))]
+            if len(loose) > 1 or (partial and len(users) > 1):
                 return _place(s, buf, uses)
             return ir.Block(tuple(_at_store_level(x, buf, chain) for x in stmts))
         case ir.If(c, t, e) if not _reads_in_header(s, buf.name):
