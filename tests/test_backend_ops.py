@@ -493,7 +493,7 @@ def test_parallel_vectorized_nest(target):
     src = render(func)
     assert "#pragma omp parallel for schedule(dynamic, par_chunk(n))" in src
     assert "#pragma omp simd" in src
-    assert "C[i * m + j] = A[i * m + j] * 2.5f + B[j];" in src
+    assert "C[i * m + j] = fmaf(A[i * m + j], 2.5f, B[j]);" in src
     rng = np.random.default_rng(0)
     for n_, m_ in [(0, 5), (1, 1), (37, 129), (64, 3)]:
         av = rng.standard_normal((n_, m_)).astype(np.float32)

@@ -36,10 +36,10 @@ ALLOWED = {
     "__main__": None,
 }
 # what of `lower` a backend may see: the loop IR, its traversals and printer, the kernel
-# ABI, the row-major layout and the plan of vectorized loops (float32 exp reaches them
-# legalised)
+# ABI, the row-major layout, the plan of vectorized loops and which products are fused
+# (float32 exp reaches them legalised)
 BACKEND_VIEW = {"lower.ir", "lower.rewrite", "lower.printer", "lower.abi", "lower.layout",
-                "lower.vectors"}
+                "lower.vectors", "lower.contraction"}
 ISL_USERS = {"lower"}
 
 

@@ -4,6 +4,7 @@ casts: numpy's answers from td.evaluate and both backends."""
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -180,3 +181,38 @@ def test_maximum_and_minimum_are_numpys_bit_for_bit(target, vectorized, dtype):
         s = td.schedule(out).vectorize(out, "x") if vectorized else td.schedule(out)
         got = td.build(s, target=target)(a=av, b=bv)
         np.testing.assert_array_equal(got.view(bits), ref(av, bv).view(bits))
+
+
+@pytest.mark.parametrize("sched", ["plain", "vector"])
+@pytest.mark.parametrize("dtype", [td.float32, td.float64], ids=lambda d: d.name)
+def test_a_product_feeding_an_add_is_rounded_once(backend, dtype, sched):
+    """Each product that is an operand of an add or subtract is one fused multiply-add
+    on both targets (`lower.contraction`): with c = -round(a * b), a * b + c is the
+    rounding error of the product, exact, where an unfused add gives 0. So is
+    c - (-a) * b's, and a * b - (-c)'s; the same in a plain and a vectorized loop."""
+    i = td.dim("i")
+    n = 1000
+    a = td.input("a", {i: n}, dtype)
+    b = td.input("b", {i: n}, dtype)
+    c = td.input("c", {i: n}, dtype)
+    out = td.compute("out", {i: n}, a[i] * b[i] + c[i])
+    out2 = td.compute("out2", {i: n}, c[i] - (-a[i]) * b[i])
+    out3 = td.compute("out3", {i: n}, a[i] * b[i] - (-c[i]))
+    s = td.schedule((out, out2, out3))
+    if sched == "vector":
+        for f in (out, out2, out3):
+            s = s.split(f, "i", 16).vectorize(f, "i_i")
+    rng = np.random.default_rng(5)
+    t = np.dtype(dtype.name)
+    av = rng.uniform(1, 2, n).astype(t)
+    bv = rng.uniform(1, 2, n).astype(t)
+    cv = -(av * bv)
+    if t == np.float32:  # the product is exact in float64, and so is its error
+        want = (av.astype(np.float64) * bv + cv).astype(t)
+    else:
+        want = np.array([float(Fraction(x) * Fraction(y) + Fraction(z))
+                         for x, y, z in zip(av, bv, cv)], t)
+    assert np.count_nonzero(want) > n // 2  # the test tells fused from unfused
+    got = td.build(s, target=backend)(a=av, b=bv, c=cv)
+    for g in got:
+        np.testing.assert_array_equal(g, want)

@@ -38,8 +38,11 @@ from ..limits import compile_timeout
 # gcc 12's SLP vectorizer (straight-line code) miscompiles some unrolled code with
 # 512-bit vectors, so it is off: tdsl's vector loops are loops, which the loop
 # vectorizer handles, and register tiles are loops over vector lanes.
-# Multiply-adds may contract to FMA (gcc's default), so float results match numpy to
-# rounding, not bit for bit; integer results are always exact.
+# -ffp-contract=off: gcc fuses a multiply into an add only when every use of the product
+# is an add, so equal expressions could round differently; the C says which products
+# are fused (`fmaf`/`fma`, as `lower.contraction` decides, like the LLVM target) and
+# gcc fuses nothing else. Float results match numpy to rounding, not bit for bit;
+# integer results are always exact.
 # -fno-trapping-math: kernels never look at floating-point exception flags, so gcc may
 # compute both sides of a float select. Without it, on targets without masked vector
 # operations (AVX2), a select among float operations (a clamp, a NaN test, as in
@@ -53,6 +56,7 @@ DEFAULT_FLAGS: tuple[str, ...] = (
     "-mprefer-vector-width=512",
     "-fno-tree-slp-vectorize",
     "-fno-trapping-math",
+    "-ffp-contract=off",
     "-fopenmp",
     "-fPIC",
     "-shared",

@@ -21,6 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..dtypes import DType, index
+from ..lower.contraction import fused_product
 from ..lower.ir import (
     Binary,
     Buffer,
@@ -94,7 +95,8 @@ class ExprEmitter:
     helpers and headers the text needs; `staged(buffer_name)` gives the element
     that stands for a buffer's accesses while a loop stages them (None: the buffer
     itself). While `blend` is set, a select is a call of a `helpers.BLEND` helper,
-    which has no branch, rather than C's `?:`."""
+    which has no branch, rather than C's `?:`. With `fma` set, a float add or subtract
+    with a product operand is one `fmaf`/`fma` call (`lower.contraction`)."""
 
     def __init__(
         self,
@@ -108,6 +110,7 @@ class ExprEmitter:
         self.use_header = use_header
         self.staged = staged
         self.blend = False
+        self.fma = False
 
     # ------------------------------------------------------------ dispatch
 
@@ -175,11 +178,25 @@ class ExprEmitter:
         if op == "trem" and t.is_float:
             self.use_header("math.h")
             return call("fmodf" if t.bits == 32 else "fmod", self(e.a), self(e.b))
+        if t.is_float and self.fma and (fused := fused_product(e)) is not None:
+            return self._fma(op, *fused)
         if t.is_float and op in _PLAIN:
             return binary(_PLAIN[op], self(e.a), self(e.b))
         if t.is_int and op in _WRAPPING:
             return self._wrapped_result(e)
         raise TypeError(f"the loop IR has no {op} on {t!r}")
+
+    def _fma(self, op: str, product: Binary, other: Expr, first: bool) -> CExpr:
+        """`p * q op other` (`first`) or `other op p * q` as one `fmaf`/`fma` call, which
+        gcc makes one FMA instruction (vectorized like any other) on hosts that have it."""
+        self.use_header("math.h")
+        p, q, c = self(product.a), self(product.b), self(other)
+        if op == "sub":
+            if first:
+                c = unary("-", c)
+            else:
+                p = unary("-", p)
+        return call("fmaf" if product.dtype.bits == 32 else "fma", p, q, c)
 
     def _index_binary(self, e: Binary) -> CExpr:
         op, a, b = e.op, e.a, e.b

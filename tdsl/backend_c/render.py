@@ -41,6 +41,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from ..lower.abi import OUT_OF_MEMORY, may_fail
+from ..lower.contraction import chain_step
 from ..lower.ir import (
     ATOMIC_OLD,
     NEGATED,
@@ -98,15 +99,18 @@ class Flavour:
     label: str  # names the C in the file's first line
     openmp: bool  # parallel and simd pragmas
     gnu: bool  # GCC extensions: unroll pragma, aligned attribute, scalar-loop statement
+    # products fused with the add or subtract they feed as `fmaf`/`fma` calls, as
+    # `lower.contraction` says (compiled with the compiler's own contraction off)
+    fma: bool
     storage: frozenset[Storage]  # the temporaries' storage it implements
     # the entry point is a library's: named exactly as the kernel, it checks its sizes
     # and workspace first, with NAME_workspace_size beside it
     checked_entry: bool
 
 
-HOST = Flavour("host", "host C", openmp=True, gnu=True,
+HOST = Flavour("host", "host C", openmp=True, gnu=True, fma=True,
                storage=frozenset({Storage.STACK, Storage.HEAP}), checked_entry=False)
-PORTABLE = Flavour("portable", "portable C99", openmp=False, gnu=False,
+PORTABLE = Flavour("portable", "portable C99", openmp=False, gnu=False, fma=False,
                    storage=frozenset({Storage.STACK, Storage.WORKSPACE}), checked_entry=True)
 FLAVOURS = {f.name: f for f in (HOST, PORTABLE)}
 
@@ -399,6 +403,7 @@ class _Renderer:
         self.headers: set[str] = {"stdint.h"}
         self.helpers: dict[str, None] = {}  # ordered set
         self.expr = ExprEmitter(self._name_of, self._use_helper, self.headers.add, self._staged_lane)
+        self.expr.fma = flavour.fma
         self.regions = [_Region(parallel=False)]
         self.outline: _Outline | None = None
         self.buffers = {b.name: b for b in (*func.inputs, *func.outputs)}
@@ -506,7 +511,12 @@ class _Renderer:
                 self.atomic_store(s)
             case Store(buffer, indices, value):
                 at = self._staged_lane(buffer.name) or self.expr.element(buffer, indices)
-                self.w.line(f"{at} = {self.expr(value)};")
+                step = chain_step(s) if self.flavour.fma and not self.in_simd else None
+                if step is not None:  # acc + x with no FMA (lower.contraction)
+                    text = binary("+", self.expr(step[0]), self.expr(step[1]))
+                else:
+                    text = self.expr(value)
+                self.w.line(f"{at} = {text};")
             case For():
                 self.loop(s)
             case If():

@@ -52,6 +52,7 @@ from llvmlite import ir
 
 from ..dtypes import index, int16
 from ..lower.abi import CHUNKS_PER_THREAD, OUT_OF_MEMORY
+from ..lower.contraction import chain_step, fused_product
 from ..lower.ir import (
     ATOMIC_OLD,
     Allocate,
@@ -390,8 +391,8 @@ class _FunctionEmitter:
             case Store(atomic=True):
                 self.atomic_store(s)
             case Store(buffer=buf, indices=idx, value=value):
-                step = _chain_step(s)
-                if step is not None:  # acc + x with no FMA (see _chain_step)
+                step = chain_step(s)
+                if step is not None:  # acc + x with no FMA (lower.contraction)
                     acc, x = (self.typed(v, buf.dtype) for v in step)
                     value = b.fadd(acc, x)
                 else:
@@ -704,7 +705,7 @@ class _FunctionEmitter:
                 ptr = self.address(buf, idx)
                 return self.annotate(b.load(ptr, typ=ty, align=buf.dtype.itemsize), buf)
             case BinaryExpr(op=op, a=x, b=y, dtype=dtype):
-                fused = ops.fused_product(e)
+                fused = fused_product(e)
                 if fused is not None:
                     prod, other, first = fused
                     return ops.mul_add(b, op, first, (self.typed(prod.a, dtype),
@@ -731,23 +732,3 @@ def _only_unrolled_loops(s: Stmt) -> bool:
     """No loops in `s` but UNROLLED ones (LLVM vectorizes innermost loops only)."""
     return all(x.kind is ForKind.UNROLLED for x in walk_stmts(s) if isinstance(x, For))
 
-
-def _chain_step(s: Store) -> tuple[Expr, Expr] | None:
-    """(acc, x) when `s` is the step `acc[0] = acc[0] + x` of a scalar float
-    reduction into a one-element accumulator (an inline `td.sum`), else None.
-
-    Such a chain is bound by the latency of its adds, one after the other: written as a
-    multiply and an add that is not fused (a plain fadd, not `ops.mul_add`), the multiply
-    leaves the chain, which then costs an add's latency per step where an FMA costs
-    more (3 against 4 cycles on AMD Zen; equal elsewhere). gcc's tuning for Zen does
-    the same. A vectorized loop's steps (`vector.py`) keep their FMAs: there
-    throughput counts."""
-    buf, v = s.buffer, s.value
-    if not (buf.dtype.is_float and buf.kind == "temp" and constant_elements(buf) == 1):
-        return None
-    if not (isinstance(v, BinaryExpr) and v.op == "add" and v.dtype == buf.dtype):
-        return None
-    for acc, x in ((v.a, v.b), (v.b, v.a)):
-        if isinstance(acc, LoadExpr) and acc.buffer == buf and acc.indices == s.indices:
-            return acc, x
-    return None

@@ -20,7 +20,6 @@ from typing import NamedTuple
 from llvmlite import ir
 
 from ..dtypes import DType, index
-from ..lower.ir import Binary, Expr
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -147,7 +146,7 @@ INDEX_BINARY = {
 }
 
 # No `contract` flags: a multiply that is an operand of an add or a subtract is fused by
-# the emitters themselves (`fused_product`, `mul_add`), each on its own, and nothing
+# the emitters themselves (`lower.contraction`, `mul_add`), each on its own, and nothing
 # else is, so whether an expression is fused does not depend on the uses of its parts.
 # Results equal numpy's to rounding, not bit for bit.
 FLOAT_BINARY = {
@@ -214,24 +213,6 @@ def binary(b: ir.IRBuilder, op: str, dtype: DType, x: ir.Value, y: ir.Value) -> 
     if op in special:
         return special[op](b, dtype, x, y)
     raise ValueError(f"binary operation {op!r} is not defined on {dtype.name} (not legalised?)")
-
-
-def fused_product(e: Binary) -> tuple[Binary, Expr, bool] | None:
-    """(product, other operand, whether the product comes first) when float `e` =
-    `x op y` (op "add" or "sub") has a product in its own type as an operand, to be
-    fused with it into one `llvm.fmuladd` (`mul_add`); else None.
-
-    Every multiply feeding an add or a subtract is fused, each on its own: left to the
-    backend (`contract` flags), a product with more than one use stays unfused while one
-    with a single use fuses, so two copies of one expression could round differently
-    (an argmin over tied values then picks a later index; fuzz LLVM seed 7402, case
-    498). The first operand is fused when both are products."""
-    if not (e.dtype.is_float and e.op in ("add", "sub")):
-        return None
-    for x, other, first in ((e.a, e.b, True), (e.b, e.a, False)):
-        if isinstance(x, Binary) and x.op == "mul" and x.dtype == e.dtype:
-            return x, other, first
-    return None
 
 
 def mul_add(b: ir.IRBuilder, op: str, first: bool, product: tuple[ir.Value, ir.Value],

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from llvmlite import ir
 
 from ..dtypes import DType, index
+from ..lower.contraction import fused_product
 from ..lower.ir import (
     Allocate,
     Binary,
@@ -489,7 +490,7 @@ class _Chunk:
             case Load(buffer=buf, indices=(idx,)):
                 return self.load(buf, idx, e in self.unclamped)
             case Binary(op=op, a=x, b=y, dtype=dtype):
-                fused = ops.fused_product(e)
+                fused = fused_product(e)
                 if fused is not None:
                     prod, other, first = fused
                     operands = [self.typed(prod.a, dtype), self.typed(prod.b, dtype),
