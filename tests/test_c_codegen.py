@@ -15,7 +15,14 @@ import numpy as np
 import pytest
 
 import tdsl as td
-from tdsl.backend_c.compile import DEFAULT_FLAGS, NO_THREAD_JUMPS, find_compiler
+from tdsl.backend_c import load as c_load
+from tdsl.backend_c.compile import (
+    DEFAULT_FLAGS,
+    LARGE_SOURCE,
+    NO_THREAD_JUMPS,
+    NO_UNSWITCH,
+    find_compiler,
+)
 from tdsl.backend_c.load import flags_for
 
 rng = np.random.default_rng(11)
@@ -120,3 +127,30 @@ def test_jump_threading_is_off_only_for_simd_loops_with_selects_and_no_loops_ins
     plain = td.compute("p", {y: 4, x: 2}, in1[y, x] * 2)
     f = td.build(td.schedule(plain).vectorize(plain, "x"), target="c")
     assert NO_THREAD_JUMPS not in flags_for(f.lowered)
+
+
+def test_a_large_kernel_is_compiled_without_gcc_loop_unswitching(monkeypatch):
+    """gcc's loop unswitching made a 172 KB kernel of the fuzzer take 100 s to compile
+    (seed 8101, case 461: a hundred unrolled vector loops; 22 s without it), so a
+    source over LARGE_SOURCE bytes is built without it, and a small one with it."""
+    used = []
+    real = c_load.compile_source
+
+    def spy(source, flags, **kw):
+        used.append(flags)
+        return real(source, flags, **kw)
+
+    monkeypatch.setattr(c_load, "compile_source", spy)
+    y, x = td.dims("y x")
+    a = td.input("a", {y: 10, x: 100}, td.float32)
+    value = td.where(a[y, x] > 0, a[y, x] * 3 - td.clamp(a)[y, x + 2],
+                     td.clamp(a)[y, x - 1] - td.clamp(a)[y, x + 1])
+    big = td.compute("big", {y: 10, x: 100}, value)
+    f = td.build(td.schedule(big).unroll(big, "y").unroll(big, "x"), target="c")
+    assert len(f.source) > LARGE_SOURCE and NO_UNSWITCH in used[-1]
+    av = np.random.default_rng(3).standard_normal((10, 100)).astype(np.float32)
+    want = td.evaluate(big, a=av)
+    np.testing.assert_allclose(f(a=av), want, rtol=1e-6, atol=1e-6)  # a * 3 - b: one FMA
+    small = td.build(td.schedule(big), target="c")
+    assert len(small.source) < LARGE_SOURCE and NO_UNSWITCH not in used[-1]
+    np.testing.assert_allclose(small(a=av), want, rtol=1e-6, atol=1e-6)

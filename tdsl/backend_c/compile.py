@@ -71,6 +71,15 @@ DEFAULT_FLAGS: tuple[str, ...] = (
 # slows loops without selects (blur: 4.45 -> 4.94 ms); so `load.flags_for` adds it
 # only where a vectorized loop holds a select and no vectorized loop holds a loop.
 NO_THREAD_JUMPS = "-fno-thread-jumps"
+# -fno-unswitch-loops for sources over LARGE_SOURCE bytes: gcc 12's loop unswitching
+# copies a loop for each invariant condition it finds, and on a function of a hundred
+# unrolled vector loops the copies make the later passes superlinear (a 172 KB kernel
+# of the fuzzer, seed 8101 case 461: 100 s to compile, 22 s without unswitching; LLVM
+# builds it in 6.5 s). tdsl unswitches the conditions it knows of itself
+# (`passes.unswitch`); smaller sources keep gcc's (an unscheduled depthwise 3x3 runs
+# 5% faster with it).
+NO_UNSWITCH = "-fno-unswitch-loops"
+LARGE_SOURCE = 64 * 1024
 LIBS: tuple[str, ...] = ("-lm",)
 _KEY_VERSION = "tdsl-c-1"
 _LOG_LINES = 60

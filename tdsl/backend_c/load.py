@@ -19,7 +19,7 @@ from ..errors import CompileError
 from ..lower.abi import check_call
 from ..lower.ir import For, ForKind, LoweredFunc, Select
 from ..lower.rewrite import stmt_exprs, walk_exprs, walk_stmts
-from .compile import DEFAULT_FLAGS, NO_THREAD_JUMPS, compile_source
+from .compile import DEFAULT_FLAGS, LARGE_SOURCE, NO_THREAD_JUMPS, NO_UNSWITCH, compile_source
 from .helpers import ctype
 from .render import auto_simd, entry_name, render, signature
 
@@ -98,22 +98,24 @@ class CModule:
         return f"<CModule {self.name} at {self.path}>"
 
 
-def flags_for(func: LoweredFunc) -> tuple[str, ...]:
-    """gcc's flags for `func`: DEFAULT_FLAGS, and NO_THREAD_JUMPS when a vectorized
-    loop holds a select (a read through td.pad, a where) and no simd loop holds a loop
-    of its own (see `compile.NO_THREAD_JUMPS`; a serial loop the renderer makes a simd
-    loop, `render.auto_simd`, always does)."""
+def flags_for(func: LoweredFunc, source: str = "") -> tuple[str, ...]:
+    """gcc's flags for `func`, whose C is `source`: DEFAULT_FLAGS; NO_UNSWITCH for a
+    source over LARGE_SOURCE bytes (see `compile.NO_UNSWITCH`); and NO_THREAD_JUMPS when
+    a vectorized loop holds a select (a read through td.pad, a where) and no simd loop
+    holds a loop of its own (see `compile.NO_THREAD_JUMPS`; a serial loop the renderer
+    makes a simd loop, `render.auto_simd`, always does)."""
+    base = DEFAULT_FLAGS + ((NO_UNSWITCH,) if len(source) > LARGE_SOURCE else ())
     simd = [s for s in walk_stmts(func.body)
             if isinstance(s, For) and s.kind is ForKind.VECTORIZED]
     inside = [x for s in simd for x in walk_stmts(s.body)]
     select = any(isinstance(e, Select)
                  for x in inside for top in stmt_exprs(x) for e in walk_exprs(top))
     if not select or any(isinstance(x, For) for x in inside):
-        return DEFAULT_FLAGS
+        return base
     status = func.status_name
     if any(auto_simd(s, status) for s in walk_stmts(func.body)):
-        return DEFAULT_FLAGS
-    return DEFAULT_FLAGS + (NO_THREAD_JUMPS,)
+        return base
+    return base + (NO_THREAD_JUMPS,)
 
 
 def build(
@@ -127,7 +129,7 @@ def build(
     source = render(func, "host")
     path = compile_source(
         source,
-        tuple(flags) if flags is not None else flags_for(func),
+        tuple(flags) if flags is not None else flags_for(func, source),
         cache_dir=cache_dir,
         compiler=compiler,
     )
