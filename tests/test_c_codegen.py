@@ -154,3 +154,32 @@ def test_a_large_kernel_is_compiled_without_gcc_loop_unswitching(monkeypatch):
     small = td.build(td.schedule(big), target="c")
     assert len(small.source) < LARGE_SOURCE and NO_UNSWITCH not in used[-1]
     np.testing.assert_allclose(small(a=av), want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.skipif("avx512f" not in open("/proc/cpuinfo").read(),
+                    reason="the tile is sized for 32 vector registers (AVX-512)")
+def test_a_register_tile_takes_its_vectors_from_registers(tmp_path):
+    """A 4 x 64 matmul register tile (16 accumulators in zmm registers): each k step
+    loads B's 4 vectors once and broadcasts A's 4 values, then 16 FMAs with register
+    operands. gcc 12 tuning for AMD Zen (its choice on a Zen 4) folded a load into every
+    FMA, 16 loads per step where 4 do (sgemm 12.0 against 9.7 ms on Zen 4), unless
+    it schedules before allocating registers (`-fschedule-insns -fsched-pressure`)."""
+    i, j, k = td.dims("i j k")
+    A = td.input("A", {i: 8, k: 1024}, td.float32)
+    B = td.input("B", {k: 1024, j: 128}, td.float32)
+    C = td.compute("C", {i: 8, j: 128}, td.sum(A[i, k] * B[k, j], over=k))
+    s = (td.schedule(C).cache_write(C, "Cacc").cache_read("B", ["Cacc"], "Bp")
+         .tile(C, i=4, j=64).reorder(C, "j_o i_o i_i j_i").parallel(C, "j_o").vectorize(C, "j_i")
+         .compute_at("Bp", C, "j_o").vectorize("Bp", "j").compute_at("Cacc", C, "i_o")
+         .split("Cacc", "j", 16, names=("j_u", "j_v")).reorder("Cacc", "k i j_u j_v")
+         .unroll("Cacc", "i").unroll("Cacc", "j_u").vectorize("Cacc", "j_v"))
+    f = td.build(s, target="c")
+    rng = np.random.default_rng(4)
+    av = rng.standard_normal((8, 1024)).astype(np.float32)
+    bv = rng.standard_normal((1024, 128)).astype(np.float32)
+    np.testing.assert_allclose(f(A=av, B=bv), av @ bv, rtol=1e-4, atol=1e-4)
+    _gcc(f.source, tmp_path)
+    asm = (tmp_path / "k.s").read_text()
+    fmas = re.findall(r"^\s*vfmadd\w+\s+(\S+), %zmm\d+, %zmm\d+$", asm, flags=re.M)
+    assert len(fmas) >= 16, asm
+    assert all(op.startswith("%zmm") for op in fmas), fmas
