@@ -155,6 +155,26 @@ def test_triangular_inner_loop_is_not_vectorized_and_says_why(target):
 
 
 @pytest.mark.parametrize("target", BACKENDS)
+def test_a_loop_not_vectorized_is_no_simd_loop_on_c(target):
+    """Found by the fuzzer (C seed 8201, case 91; on main before it too): x_o_o
+    vectorized around a loop whose trip count, min(8, 31 - 8 x_o_o), differs between
+    lanes, over a padded read. gcc 12 compiled the `#pragma omp simd` loop wrong (22 of
+    93 elements); a vectorized loop the plan does not vectorize is now a plain loop on
+    C as on LLVM, and the warning says so on both."""
+    x, c = td.dims("x c")
+    a = td.input("a", {x: 31, c: 3}, td.float64)
+    out = td.compute("out", {x: 31, c: 3}, -td.pad(a, -0.5)[x - 2, 2 * c])
+    s = (td.schedule(out).split(out, "x", 2).tile(out, x_o=4, x_i=16)
+         .fuse(out, "x_o_i", "x_i_i").vectorize(out, "x_o_o"))
+    with pytest.warns(td.VectorizationWarning, match=r"out: loop x_o_o: not vectorized"):
+        f = td.build(s, target=target)
+    av = np.arange(1, 94, dtype=np.float64).reshape(31, 3)
+    np.testing.assert_array_equal(f(a=av), td.evaluate(out, a=av))
+    if target == "c":
+        assert "omp simd" not in f.source
+
+
+@pytest.mark.parametrize("target", BACKENDS)
 def test_kernel_without_vectorized_loops_reports_none(target):
     x = td.dim("x")
     a = td.input("a", {x: 10}, td.int32)

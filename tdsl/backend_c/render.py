@@ -84,6 +84,7 @@ from ..lower.vectors import (
     index_step,
     loop_extent,
 )
+from ..lower.vectors import plan as vector_plan
 from . import helpers
 from .expr import ExprEmitter
 from .helpers import ctype
@@ -824,15 +825,19 @@ class _Renderer:
         A parallel loop is shared out dynamically in chunks (`helpers.PAR_CHUNK`).
         Parallel loops nested in a parallel or simd loop run serially, and a
         loop whose body may fail to allocate is not a simd loop (it must be
-        able to leave an iteration early). A serial loop is a simd loop where
-        `auto_simd` says so."""
+        able to leave an iteration early), nor is a vectorized loop whose plan
+        (`lower.vectors.plan`, what `Kernel.vectorization` reports) says it cannot
+        run as vector code: gcc 12 compiled such a loop wrong (an inner loop whose
+        trip count differs between lanes; fuzz C seed 8201, case 91), and the C
+        compiler may still vectorize a plain loop where it proves that safe. A
+        serial loop is a simd loop where `auto_simd` says so."""
         fl = self.flavour
         if s.kind is ForKind.PARALLEL and fl.openmp and not (self.in_parallel or self.in_simd):
             self._use_helper(helpers.PAR_CHUNK)
             trips = self.expr(_trips(s))
             return f"#pragma omp parallel for schedule(dynamic, {helpers.PAR_CHUNK}({trips}))", True, False
         if s.kind is ForKind.VECTORIZED and fl.openmp and not self.in_simd:
-            if not may_fail(s.body):
+            if not may_fail(s.body) and vector_plan(s, self.func.status_name).vectorized:
                 return "#pragma omp simd", False, True
         if auto:
             return "#pragma omp simd", False, True
