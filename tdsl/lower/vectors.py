@@ -301,8 +301,9 @@ class VectorReport:
         C: loop j_i (8 copies): vectorized, 16 lanes (1 broadcast, 3 contiguous)
         h: loop x: not vectorized (it makes an atomic update of h, ...)
 
-    The LLVM backend emits exactly this. The C backend gives the same loops to the C
-    compiler as `#pragma omp simd` loops; the compiler's own vectorizer does the rest.
+    The LLVM backend emits exactly this. The C backend gives the loops vectorized here
+    to the C compiler as `#pragma omp simd` loops, whose own vectorizer does the rest,
+    and the loops missed here as plain loops.
     """
 
     def __init__(self, loops: tuple[VectorLoop, ...]):
