@@ -488,7 +488,8 @@ def test_parallel_vectorized_nest(target):
     out = Buffer("C", dt.float32, (N, m), "output")
     scaled = Binary("mul", Load(a, (I, j)), c(2.5, dt.float32), dt.float32)
     value = Binary("add", scaled, Load(b, (j,)), dt.float32)
-    inner = For("j", ZERO, m, ForKind.VECTORIZED, Store(out, (I, j), value))
+    # a vectorized loop has a constant bound on its extent (passes.verify): m <= 256
+    inner = For("j", ZERO, m, ForKind.VECTORIZED, Store(out, (I, j), value), 256)
     func = LoweredFunc("nest", (a, b), (out,), (m, N), For("i", ZERO, N, ForKind.PARALLEL, inner))
     src = render(func)
     assert "#pragma omp parallel for schedule(dynamic, par_chunk(n))" in src
