@@ -276,3 +276,36 @@ def test_the_sanitizer_finds_the_entry_point_after_helper_prototypes():
     source = td.build(td.schedule(b).parallel(b, "y"), target="c").source
     assert "omp_get_max_threads" in source
     assert host_entry(source) == "tdsl_b"
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_a_kernel_with_a_parallel_loop_is_called_until_a_racy_call_shows(parallel):
+    """A race shows in some calls only: a kernel with a parallel loop is called again
+    (case.repeated), so a kernel whose tenth call differs is judged wrong; one without a
+    parallel loop is called three times."""
+    import numpy as np
+
+    y, x = td.dims("y x")
+    a = td.input("a", {y: 4, x: 8}, td.float32)
+    out = td.compute("out", {y: 4, x: 8}, a[y, x] + 1.0)
+    s = td.schedule(out).parallel(out, "y") if parallel else td.schedule(out)
+    f = td.build(s, target="c")
+    arrays = {"a": np.arange(32, dtype=np.float32).reshape(4, 8)}
+    want = td.evaluate(out, **arrays)
+    spec = {"tol": 0.0, "stages": [], "inputs": [{"name": "a", "dtype": "float32"}]}
+
+    class Racy:
+        schedule = f.schedule
+        made = 0
+
+        def __call__(self, **kw):
+            self.made += 1
+            r = f(**kw)
+            if self.made == 10:
+                r[1, 2] += 1
+            return r
+
+    racy = Racy()
+    msg = case.calls(racy, arrays, [out], [want], spec)
+    assert (msg is not None and "call 10 " in msg) if parallel else msg is None
+    assert racy.made == (10 if parallel else 3)

@@ -47,6 +47,12 @@ def reassociates(schedule_json: str) -> bool:
                for p in json.loads(schedule_json).get("primitives", []))
 
 
+def parallel(schedule_json: str) -> bool:
+    """Whether a schedule (`Schedule.to_json()`) parallelizes a loop."""
+    return any(p.get("type") == "Parallel"
+               for p in json.loads(schedule_json).get("primitives", []))
+
+
 def mismatch(got: np.ndarray, want: np.ndarray, tol: float, base=None,
              scale: float = 1.0, overflow: bool = False) -> str | None:
     """None when `got` matches `want`, else a description of the first differences.
