@@ -183,3 +183,44 @@ def test_a_register_tile_takes_its_vectors_from_registers(tmp_path):
     fmas = re.findall(r"^\s*vfmadd\w+\s+(\S+), %zmm\d+, %zmm\d+$", asm, flags=re.M)
     assert len(fmas) >= 16, asm
     assert all(op.startswith("%zmm") for op in fmas), fmas
+
+
+def _loops(asm: str) -> list[list[str]]:
+    """The instructions of each loop in gcc's assembly: from a label to the jump back."""
+    lines = asm.splitlines()
+    loops = []
+    for n, line in enumerate(lines):
+        m = re.match(r"^(\.L\d+):$", line)
+        if not m:
+            continue
+        for end in range(n + 1, len(lines)):
+            if re.match(rf"^\s*j\w+\s+{re.escape(m.group(1))}$", lines[end]):
+                loops.append(lines[n + 1:end])
+                break
+    return loops
+
+
+@pytest.mark.skipif("avx512f" not in open("/proc/cpuinfo").read(),
+                    reason="the partial sums fill four zmm registers (AVX-512)")
+def test_partial_sums_of_a_row_in_a_stack_buffer_stay_in_registers(tmp_path):
+    """A row sum rfactored into 64 partials (vectorized), read from a row computed into a
+    stack buffer: gcc 12 kept the partials in registers only when the row was reached
+    through a `restrict` pointer; through the array itself, every step loaded, added and
+    stored the four vectors (softmax on C 5.7 against 5.5 ms)."""
+    r, c = td.dims("r c")
+    X = td.input("X", {r: 16, c: 4096}, td.float32)
+    e = td.compute("e", {r: 16, c: 4096}, X[r, c] * 2.0)
+    total = td.compute("total", {r: 16}, td.sum(e[r, c], over=c))
+    s = (td.schedule(total).rfactor(total, "c", 64).compute_at(e, total, "r")
+         .compute_at("total_rf", total, "r").reorder("total_rf", "c_o c_i")
+         .vectorize("total_rf", "c_i").vectorize(e, "c"))
+    f = td.build(s, target="c")
+    xv = np.random.default_rng(5).standard_normal((16, 4096)).astype(np.float32)
+    np.testing.assert_allclose(f(X=xv), (xv * 2).sum(axis=1), rtol=1e-4, atol=1e-3)
+    _gcc(f.source, tmp_path)
+    sums = [body for body in _loops((tmp_path / "k.s").read_text())
+            if sum("vaddps" in x for x in body) >= 4]
+    assert sums
+    for body in sums:
+        spills = [x for x in body if re.match(r"^\s*vmov\w*\s+%zmm\d+, \S*\(%rsp\)", x)]
+        assert not spills, "\n".join(body)

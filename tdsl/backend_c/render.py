@@ -32,7 +32,9 @@ with inputs, outputs and sizes in the `LoweredFunc`'s order. A flavour
   reports the workspace bytes, or 0 for sizes the entry point rejects.
 
 Where each temporary lives was decided by the allocate pass (`ir.Storage`); a
-flavour renders the storage it has and refuses the rest.
+flavour renders the storage it has and refuses the rest. Every temporary, wherever it
+lives, is used through a `restrict` pointer (an array on the stack too: `T NAME_storage[N];
+T *restrict NAME = NAME_storage;`).
 """
 
 from __future__ import annotations
@@ -869,10 +871,17 @@ class _Renderer:
             self.stmt(s.body)
 
     def _stack(self, buf: Buffer, name: str) -> None:
+        """An array on the stack, used through a `restrict` pointer like every other
+        temporary: gcc 12 loses which array an access of a local array reaches once its
+        loops are rewritten (after vectorization), so a vectorized accumulation into one
+        local array (an rfactor's partial results) read from another (softmax's row of
+        exponentials) went through memory at every step instead of staying in registers."""
         count = constant_elements(buf)
         assert count is not None, f"{buf.name} is on the stack without a constant size"
         align = " __attribute__((aligned(64)))" if self.flavour.gnu else ""
-        self.w.line(f"{ctype(buf.dtype)} {name}[{max(count, 1)}]{align};")
+        t, storage = ctype(buf.dtype), self.w.fresh(f"{name}_storage")
+        self.w.line(f"{t} {storage}[{max(count, 1)}]{align};")
+        self.w.line(f"{t} *restrict {name} = {storage};")
 
     def _slot(self, buf: Buffer, name: str) -> None:
         assert self.layout is not None and self.ws_base is not None

@@ -29,7 +29,8 @@ static void tdsl_out_x_body(
     int32_t *restrict s2,
     int32_t *restrict s0
 ) {
-    int32_t s1[4] __attribute__((aligned(64)));
+    int32_t s1_storage[4] __attribute__((aligned(64)));
+    int32_t *restrict s1 = s1_storage;
     if (x >= 1) {
         for (int64_t y_s1 = y; y_s1 < min_i64(13, y + 2); y_s1++) {
             TDSL_SCALAR_LOOP;
@@ -52,7 +53,8 @@ static void tdsl_out_x_body_1(
     int32_t *restrict s2,
     int32_t *restrict s0
 ) {
-    int32_t s1[4] __attribute__((aligned(64)));
+    int32_t s1_storage[4] __attribute__((aligned(64)));
+    int32_t *restrict s1 = s1_storage;
     if (x >= 1) {
         for (int64_t y_s1 = y; y_s1 < y + 2; y_s1++) {
             TDSL_SCALAR_LOOP;
@@ -75,7 +77,8 @@ static void tdsl_out_x_body_2(
     int32_t *restrict s2,
     int32_t *restrict s0
 ) {
-    int32_t s1[4] __attribute__((aligned(64)));
+    int32_t s1_storage[4] __attribute__((aligned(64)));
+    int32_t *restrict s1 = s1_storage;
     if (x >= 1) {
         for (int64_t y_s1 = y; y_s1 < y + 2; y_s1++) {
             TDSL_SCALAR_LOOP;
@@ -96,8 +99,10 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
         TDSL_SCALAR_LOOP;
         for (int64_t x_o = 0; x_o < 9; x_o++) {
             TDSL_SCALAR_LOOP;
-            int32_t s2[24] __attribute__((aligned(64)));
-            int32_t s0[66] __attribute__((aligned(64)));
+            int32_t s2_storage[24] __attribute__((aligned(64)));
+            int32_t *restrict s2 = s2_storage;
+            int32_t s0_storage[66] __attribute__((aligned(64)));
+            int32_t *restrict s0 = s0_storage;
             if (y_o == 2) {
                 for (int64_t y = 7; y < 13; y++) {
                     TDSL_SCALAR_LOOP;
@@ -163,7 +168,8 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                             tdsl_out_x_body(x, y, x_o, s2, s0);
                         }
                     } else {
-                        int32_t s1[4] __attribute__((aligned(64)));
+                        int32_t s1_storage[4] __attribute__((aligned(64)));
+                        int32_t *restrict s1 = s1_storage;
                         for (int64_t y_s1 = y; y_s1 < min_i64(13, y + 2); y_s1++) {
                             TDSL_SCALAR_LOOP;
                             for (int64_t x_s1 = 15; x_s1 < 17; x_s1++) {
@@ -182,7 +188,8 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                             tdsl_out_x_body_1(x, y, x_o, s2, s0);
                         }
                     } else {
-                        int32_t s1[4] __attribute__((aligned(64)));
+                        int32_t s1_storage[4] __attribute__((aligned(64)));
+                        int32_t *restrict s1 = s1_storage;
                         for (int64_t y_s1 = y; y_s1 < y + 2; y_s1++) {
                             TDSL_SCALAR_LOOP;
                             for (int64_t x_s1 = 15; x_s1 < 17; x_s1++) {
@@ -201,7 +208,8 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                             tdsl_out_x_body_2(x, y, x_o, s2, s0);
                         }
                     } else {
-                        int32_t s1[4] __attribute__((aligned(64)));
+                        int32_t s1_storage[4] __attribute__((aligned(64)));
+                        int32_t *restrict s1 = s1_storage;
                         for (int64_t y_s1 = y; y_s1 < y + 2; y_s1++) {
                             TDSL_SCALAR_LOOP;
                             for (int64_t x_s1 = 15; x_s1 < 17; x_s1++) {
