@@ -565,7 +565,8 @@ def _window_sum(temp_shape, loop_kind, name):
 def test_small_constant_temp_on_stack(target, kind):
     func = _window_sum((c(4),), kind, f"stack_{kind.value}")
     src = render(func)
-    assert "double tmp[4] __attribute__((aligned(64)));" in src and "malloc" not in src
+    assert "double tmp_storage[4] __attribute__((aligned(64)));" in src and "malloc" not in src
+    assert "double *restrict tmp = tmp_storage;" in src
     av = np.linspace(-3, 3, 101)
     (got,) = run(target, func, [av], {"n": av.size})
     assert_same(got, av * 0.0 + av * 1.0 + av * 2.0 + av * 3.0)
@@ -771,7 +772,7 @@ def test_portable_flavour(tmp_path):
     flags = ("-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared")
     compile_source(src, flags, cache_dir=tmp_path)
     stack = render(_window_sum((c(4),), ForKind.PARALLEL, "portable_stack"), "portable")
-    assert "double tmp[4];" in stack
+    assert "double tmp_storage[4];" in stack and "double *restrict tmp = tmp_storage;" in stack
     with pytest.raises(ValueError, match="tmp.*workspace"):
         render(_window_sum((Var("m"),), ForKind.SERIAL, "portable_heap"), "portable")
 
