@@ -194,10 +194,12 @@ def output_shape(script: str, dims) -> tuple[int, ...]:
     return tuple(dims)  # softmax, layernorm, depthwise: the input's shape
 
 def best_params(best: dict, target: str, variant: str, size: str) -> dict:
-    """A script's BEST entry for this case: by size, then by the machine's vector ISA
-    (`tdsl.tune.machine.fingerprint()["isa"]`, e.g. "avx2"), then the plain entry."""
-    isa = fingerprint()["isa"]
-    for key in ((target, variant, size), (target, variant, isa), (target, variant)):
+    """A script's BEST entry for this case: by size, then by the machine's CPU model
+    (`tdsl.tune.machine.fingerprint()["cpu"]`, e.g. "AMD EPYC"), then by its vector ISA
+    (`fingerprint()["isa"]`, e.g. "avx2"), then the plain entry."""
+    machine = fingerprint()
+    for key in ((target, variant, size), (target, variant, machine["cpu"]),
+                (target, variant, machine["isa"]), (target, variant)):
         if key in best:
             return best[key]
     raise KeyError(f"no BEST entry for {(target, variant)}")
