@@ -279,11 +279,13 @@ def test_the_sanitizer_finds_the_entry_point_after_helper_prototypes():
 
 
 @pytest.mark.parametrize("parallel", [False, True])
-def test_a_kernel_with_a_parallel_loop_is_called_until_a_racy_call_shows(parallel):
+def test_a_kernel_with_a_parallel_loop_is_called_until_a_racy_call_shows(parallel, monkeypatch):
     """A race shows in some calls only: a kernel with a parallel loop is called again
     (case.repeated), so a kernel whose tenth call differs is judged wrong; one without a
     parallel loop is called three times."""
     import numpy as np
+
+    monkeypatch.setattr(case, "RACE_SECONDS", 60.0)  # calls, not time, decide here
 
     y, x = td.dims("y x")
     a = td.input("a", {y: 4, x: 8}, td.float32)
