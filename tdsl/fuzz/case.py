@@ -211,13 +211,13 @@ def calls(f, args, outputs, want, spec) -> str | None:
     if msg:
         return msg
     again = as_tuple(f(**args))
-    if not all(oracle.identical(a, b) for a, b in zip(first, again)):
+    if not same(first, again):
         return "a second call gave different results: " + str(
             oracle.check_results(outputs, again, first, 0.0, base))
     garbage = {o.name: np.full_like(w, 7 if w.dtype.kind != "b" else True)
                for o, w in zip(outputs, want)}
     into = as_tuple(f(**args, **garbage))
-    if not all(oracle.identical(a, b) for a, b in zip(first, into)):
+    if not same(first, into):
         return "a call into pre-filled output arrays gave different results: " + str(
             oracle.check_results(outputs, into, first, 0.0, base))
     if oracle.parallel(f.schedule.to_json()):
@@ -234,10 +234,15 @@ def repeated(f, args, outputs, first, base) -> str | None:
         if time.perf_counter() - t0 > RACE_SECONDS:
             break
         again = as_tuple(f(**args))
-        if not all(oracle.identical(a, b) for a, b in zip(first, again)):
+        if not same(first, again):
             return f"call {n + 4} of a kernel with a parallel loop gave different results: " + str(
                 oracle.check_results(outputs, again, first, 0.0, base))
     return None
+
+
+def same(first: tuple, again: tuple) -> bool:
+    """Whether two calls' outputs are identical, bit for bit."""
+    return all(oracle.identical(a, b) for a, b in zip(first, again))
 
 
 def as_tuple(x):
