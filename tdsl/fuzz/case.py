@@ -205,9 +205,10 @@ def calls(f, args, outputs, want, spec) -> str | None:
     """Call three times (the last into garbage-filled outputs), and a kernel with a
     parallel loop more (`repeated`); a mismatch message."""
     base = oracle.float_base(spec)
+    schedule = f.schedule.to_json()
     first = as_tuple(f(**args))
     msg = oracle.check_results(outputs, first, want, spec["tol"], base, spec.get("scale", 1.0),
-                               oracle.reassociates(f.schedule.to_json()))
+                               oracle.reassociates(schedule))
     if msg:
         return msg
     again = as_tuple(f(**args))
@@ -220,7 +221,7 @@ def calls(f, args, outputs, want, spec) -> str | None:
     if not same(first, into):
         return "a call into pre-filled output arrays gave different results: " + str(
             oracle.check_results(outputs, into, first, 0.0, base))
-    if oracle.parallel(f.schedule.to_json()):
+    if oracle.parallel(schedule):
         return repeated(f, args, outputs, first, base)
     return None
 

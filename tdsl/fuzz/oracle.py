@@ -40,17 +40,21 @@ def magnitude(arrays) -> float:
     return m
 
 
+def primitives(schedule_json: str) -> list[dict]:
+    """The primitive records of a schedule's JSON (`Schedule.to_json()`)."""
+    return json.loads(schedule_json).get("primitives", [])
+
+
 def reassociates(schedule_json: str) -> bool:
     """Whether a schedule (`Schedule.to_json()`) reorders the terms of a reduction:
     an rfactor, or a loop vectorized or parallelized with `reassociate=True`."""
     return any(p.get("type") == "RFactor" or p.get("reassociate")
-               for p in json.loads(schedule_json).get("primitives", []))
+               for p in primitives(schedule_json))
 
 
 def parallel(schedule_json: str) -> bool:
     """Whether a schedule (`Schedule.to_json()`) parallelizes a loop."""
-    return any(p.get("type") == "Parallel"
-               for p in json.loads(schedule_json).get("primitives", []))
+    return any(p.get("type") == "Parallel" for p in primitives(schedule_json))
 
 
 def mismatch(got: np.ndarray, want: np.ndarray, tol: float, base=None,
