@@ -13,6 +13,7 @@ import subprocess
 
 import numpy as np
 import pytest
+from test_parallel import rows_that_alias
 
 import tdsl as td
 from tdsl.backend_c import load as c_load
@@ -224,3 +225,13 @@ def test_partial_sums_of_a_row_in_a_stack_buffer_stay_in_registers(tmp_path):
     for body in sums:
         spills = [x for x in body if re.match(r"^\s*vmov\w*\s+%zmm\d+, \S*\(%rsp\)", x)]
         assert not spills, "\n".join(body)
+
+
+def test_gcc_carries_no_stores_across_iterations_of_a_parallel_loop(tmp_path):
+    """The kernel whose rows alias as flat addresses (`test_parallel.rows_that_alias`),
+    checked in gcc's own account of it (its predictive-commoning dump): carried stores
+    would race only now and then."""
+    s, _, _ = rows_that_alias()
+    _gcc(td.build(s, target="c").source, tmp_path, "-fdump-tree-pcom-details")
+    dumps = "".join(p.read_text() for p in tmp_path.glob("*pcom*"))
+    assert "Store-stores chain" not in dumps and "Executing predictive commoning" not in dumps

@@ -16,8 +16,6 @@ from strategies import _reads, pipelines
 from test_differential import check
 
 import tdsl as td
-from tdsl.backend_c.compile import find_compiler
-from tdsl.backend_c.load import flags_for
 from tdsl.lower import ir
 from tdsl.lower.rewrite import walk_stmts
 
@@ -168,20 +166,6 @@ def test_parallel_iterations_store_only_their_own_rows_on_a_busy_machine(backend
     with busy_cores():
         wrong = sum(not np.array_equal(f(**arrays), want) for _ in range(calls))
     assert wrong == 0, f"{wrong} of {calls} calls on two threads differ from td.evaluate"
-
-
-def test_gcc_carries_no_stores_across_iterations_of_a_parallel_loop(tmp_path):
-    """Checked in gcc's own account of the kernel (its predictive-commoning dump), since
-    the stores it would add race only now and then."""
-    s, _, _ = rows_that_alias()
-    f = td.build(s, target="c")
-    src = tmp_path / "k.c"
-    src.write_text(f.source)
-    flags = [x for x in flags_for(f.lowered, f.source) if x != "-shared"]
-    subprocess.run([find_compiler(), *flags, "-fdump-tree-pcom-details", "-S", str(src),
-                    "-o", str(tmp_path / "k.s")], check=True, cwd=tmp_path)
-    dumps = "".join(p.read_text() for p in tmp_path.glob("*pcom*"))
-    assert "Store-stores chain" not in dumps and "Executing predictive commoning" not in dumps
 
 
 def test_store_at_outside_a_parallel_loop_that_shares_cells_is_refused():
