@@ -194,12 +194,14 @@ def output_shape(script: str, dims) -> tuple[int, ...]:
     return tuple(dims)  # softmax, layernorm, depthwise: the input's shape
 
 def best_params(best: dict, target: str, variant: str, size: str) -> dict:
-    """A script's BEST entry for this case: by size, then by the machine's CPU model
-    (`tdsl.tune.machine.fingerprint()["cpu"]`, e.g. "AMD EPYC"), then by its vector ISA
-    (`fingerprint()["isa"]`, e.g. "avx2"), then the plain entry."""
+    """A script's BEST entry for this case: by size, then by the machine's CPU model and
+    vector ISA together (`tdsl.tune.machine.fingerprint()`, e.g. "AMD EPYC avx512f": the
+    same model name comes with or without AVX-512), then by the model, then by the ISA
+    (e.g. "avx2"), then the plain entry."""
     machine = fingerprint()
-    for key in ((target, variant, size), (target, variant, machine["cpu"]),
-                (target, variant, machine["isa"]), (target, variant)):
+    for key in ((target, variant, size), (target, variant, f"{machine['cpu']} {machine['isa']}"),
+                (target, variant, machine["cpu"]), (target, variant, machine["isa"]),
+                (target, variant)):
         if key in best:
             return best[key]
     raise KeyError(f"no BEST entry for {(target, variant)}")

@@ -20,7 +20,7 @@ sgemm    apps/linear_algebra's sgemm: the first operand (here numpy's B, whose r
          loop (k unrolled); tuned here to s = 64 (4 vectors) x 4 rows, 64 x 128 tiles.
 conv2d   apps/conv_layer's CPU schedule adapted to NCHW: the weights re-laid out
          with output channels innermost (vector lanes), the input zero-padded
-         once, a register tile of tk output channels x tx pixels of a row
+         per strip of output rows, a register tile of tk output channels x tx pixels of a row
          (here 2 vectors x 8) accumulated over (c, ry, rx), then transposed into
          the NCHW output; rows on threads.
 blur     tiles of ty rows x tx columns on threads (tutorial lesson 8), here
@@ -116,13 +116,14 @@ def sgemm(m: int, k: int, n: int, s: int, rows: int, tj: int, ti: int, unroll_k:
 
 # ---------------------------------------------------------------- conv2d
 
-CONV = dict(tk=2 * VEC, tx=8, ty=1, unroll_r=3, par="y")
+CONV = dict(tk=2 * VEC, tx=8, ty=1, unroll_r=3, par="y", p_at="y")
 
 
 def conv2d(ci: int, co: int, h: int, w: int, tk: int, tx: int, ty: int, unroll_r: int,
-           par: str):
+           par: str, p_at: str = "root"):
     """out[k, y, x] = sum over (c, ry, rx) of inp[c, y + ry - 1, x + rx - 1] * w[k, c, ry, rx];
-    Halide: inp(x, y, c), W(rx, ry, c, k), out(x, y, k)."""
+    Halide: inp(x, y, c), W(rx, ry, c, k), out(x, y, k). p_at "root": P computed once,
+    its channels on threads; "y": P computed per strip of output rows (ty + 2 rows)."""
     inp = hl.ImageParam(F32, 3, "inp")
     W = hl.ImageParam(F32, 4, "w")
     x, y, c, k, rx_, ry_ = (hl.Var(v) for v in ("x", "y", "c", "k", "rx", "ry"))
@@ -154,7 +155,10 @@ def conv2d(ci: int, co: int, h: int, w: int, tk: int, tx: int, ty: int, unroll_r
     (conv.update(0)
          .reorder(k, x, y, r.x, r.y, r.z)
          .vectorize(k, VEC).unroll(k).unroll(x).unroll(y).unroll(r.x, unroll_r))
-    P.compute_root().parallel(c).vectorize(x, VEC)
+    if p_at == "y":
+        P.compute_at(out, yo).vectorize(x, VEC)
+    else:
+        P.compute_root().parallel(c).vectorize(x, VEC)
     Wp.compute_root().vectorize(k, VEC)
 
     inp.dim(0).set_bounds(0, w).dim(1).set_bounds(0, h).dim(2).set_bounds(0, ci)

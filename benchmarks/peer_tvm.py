@@ -18,7 +18,7 @@ sgemm    TVM's "how to optimize GEMM on CPU": B packed into bn-wide column panel
          walked in register blocks (rows x bn, bn / 16 vectors) accumulated in a
          local cache_write buffer over the whole k loop (k unrolled), then written
          to C once; decompose_reduction puts the zeroing before the k loop.
-conv2d   NCHW in and out; the input zero-padded once (P), the weights re-laid
+conv2d   NCHW in and out; the input zero-padded per strip of output rows (P), the weights re-laid
          out with output channels innermost (Wp); the convolution accumulated in
          channel-last register tiles (ty x tx pixels x tk channels, tk / 16
          vectors) over (c, ry, rx), each tile transposed into the NCHW output.
@@ -117,10 +117,13 @@ def sgemm(m: int, k: int, n: int, bn: int, rows: int, ti: int, tj: int, unroll_k
 
 # ---------------------------------------------------------------- conv2d
 
-CONV = dict(tk=2 * VEC, tx=8, ty=1, par="y")
+CONV = dict(tk=2 * VEC, tx=8, ty=1, par="y", p_at="y")
 
 
-def conv2d(ci: int, co: int, h: int, w: int, tk: int, tx: int, ty: int, par: str):
+def conv2d(ci: int, co: int, h: int, w: int, tk: int, tx: int, ty: int, par: str,
+           p_at: str = "root"):
+    """p_at "root": P computed once, its channels on threads; "y": P computed per strip
+    of output rows (the ty + 2 padded rows it reads), inside the loop on threads."""
     inp = te.placeholder((ci, h, w), F32, name="inp")
     W = te.placeholder((co, ci, 3, 3), F32, name="w")
     P = te.compute(
@@ -166,7 +169,10 @@ def conv2d(ci: int, co: int, h: int, w: int, tk: int, tx: int, ty: int, par: str
     _vectorize_inner(sch, init)
 
     p = sch.get_sblock("P")
-    sch.parallel(sch.get_loops(p)[0])
+    if p_at == "y":
+        sch.compute_at(p, yo)
+    else:
+        sch.parallel(sch.get_loops(p)[0])
     _vectorize_inner(sch, p)
     wp = sch.get_sblock("Wp")
     _vectorize_inner(sch, wp)
