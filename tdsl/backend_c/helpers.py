@@ -273,9 +273,13 @@ static inline void stream_store(void *restrict dst, const void *restrict src, in
         for (; done + 16 <= bytes; done += 16) {
             _mm_stream_si128((__m128i *)(d + done), _mm_load_si128((const __m128i *)(s + done)));
         }
+        memcpy(d + done, s + done, (size_t)(bytes - done));
+        return;
     }
 #endif
-    memcpy(d + done, s + done, (size_t)(bytes - done));
+    /* each path copies with a size the compiler knows when `bytes` is a constant (a
+       vector move, not a copy loop of unknown length) */
+    memcpy(d, s, (size_t)bytes);
 }
 """,
     STREAM_FENCE: _SSE2 + """
