@@ -58,8 +58,9 @@ BEST = {
     # rounds: strips of 32 rows in 16 lanes C 4.96 ms, LLVM 5.50, against 6.61 and 6.76
     # for 128 rows in 8 lanes (streamed stores, 32 rows in 8 lanes: 5.45 and 5.57)
     # Zen 4 (AMD EPYC), paired rounds in one process: streamed stores, 64 rows in 16
-    # lanes, C 4.42 and LLVM 4.47 ms against 5.04 for C's 32 rows without (C's streamed
-    # stores were 0.87x before stream_store copied its misaligned chunks as vectors)
+    # lanes, C 1.23x and LLVM 1.18-1.20x the speed of C's 32 rows without (1.10x and
+    # 1.09x while only the rows on a 16-byte boundary streamed; C 0.87x while
+    # stream_store copied its other chunks byte by byte)
     ("c", "best", "AMD EPYC avx512f"): dict(ys=64, v=16, nt=True),
     ("llvm", "best", "AMD EPYC avx512f"): dict(ys=64, v=16, nt=True),
     ("c", "best", "avx512f"): dict(ys=32, v=16),

@@ -9,6 +9,7 @@ elsewhere."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -74,6 +75,34 @@ def test_output_array_not_16_byte_aligned(target, offset):
     assert result is given_out or np.shares_memory(result, given_out)
     np.testing.assert_allclose(given_out, _reference(x), rtol=1e-5, atol=1e-7)
     assert np.isnan(storage[:offset]).all() and np.isnan(storage[offset + 5 * 64:]).all()
+
+
+@pytest.mark.parametrize("dtype", [td.float32, td.float64, td.int8])
+def test_llvm_streams_rows_8_bytes_past_a_16_byte_boundary(dtype):
+    """A vector of whole 16-byte chunks at an address 8 bytes past a boundary: its
+    first and last 8 bytes as 64-bit streaming stores, the chunks between as aligned
+    ones (before, such rows, every other one of an even width in floats, were stored
+    through the caches). Values are the plain kernel's at every output alignment."""
+    y, x = td.dims("y x")
+    width = 120 // dtype.itemsize  # rows of 120 bytes: 0, 8, 0, 8, ... past a boundary
+    a = td.input("a", {y: 6, x: width}, dtype)
+    out = td.compute("out", {y: 6, x: width}, a[y, x] * 3)
+    s = td.schedule(out).split(out, "x", 32 // dtype.itemsize).vectorize(out, "x_i")
+    f = td.build(s.store_nontemporal(out), target="llvm")
+    ir_text = f.source
+    # each streamed vector store: a switch with a case for 8 bytes past a boundary,
+    # which stores two 64-bit words
+    cases = len(re.findall(r"switch i64 [^\n]*i64 8, label", ir_text))
+    assert cases >= 1
+    assert len(re.findall(r"store i64 [^\n]*!nontemporal", ir_text)) == 2 * cases
+    npd = np.dtype(dtype.name)
+    av = (rng.standard_normal((6, width)) * 20).astype(npd)
+    want = td.build(s, target="llvm")(a=av)
+    for offset in range(4 * 8 // npd.itemsize):  # every alignment a caller's array has
+        storage = np.zeros(6 * width + 32 // npd.itemsize, npd)
+        got = f(a=av, out=storage[offset: offset + 6 * width].reshape(6, width))
+        np.testing.assert_array_equal(got, want)
+        assert not storage[:offset].any() and not storage[offset + 6 * width:].any()
 
 
 @settings(max_examples=30, deadline=None)

@@ -304,20 +304,51 @@ class _Chunk:
             [vec, self.pointers(buf, offsets), ir.Constant(I32, align), self.all_lanes()]), buf)
 
     def streaming_store(self, vec: ir.Value, ptr: ir.Value, buf: Buffer) -> None:
-        """A non-temporal store of `vec` at `ptr` when `ptr` is 16-byte aligned (what
-        x86's streaming stores need; an under-aligned one would be split into scalar
-        stores), an ordinary store otherwise."""
+        """A non-temporal store of `vec` at `ptr`. x86's streaming vector stores need a
+        16-byte aligned address (an under-aligned one would be split into scalar
+        stores): at one, `vec` in one store. At an address 8 bytes past one (every other
+        row of an image of even width, in floats), when `vec` is whole 16-byte chunks,
+        its first and last 8 bytes go out as 64-bit streaming stores and the chunks
+        between as 16-byte aligned ones. Otherwise an ordinary store."""
         b, fe = self.b, self.fe
+        size = buf.dtype.itemsize
         low = b.and_(b.ptrtoint(ptr, I64), ir.Constant(I64, STREAM_ALIGN - 1))
         stream, plain = fe.new_block(f"{buf.name}.stream"), fe.new_block(f"{buf.name}.store")
         done = fe.new_block(f"{buf.name}.stored")
-        b.cbranch(b.icmp_unsigned("==", low, ir.Constant(I64, 0)), stream, plain)
+        nbytes = self.width * size
+        if nbytes % STREAM_ALIGN or nbytes < 2 * STREAM_ALIGN or 8 % size:
+            b.cbranch(b.icmp_unsigned("==", low, ir.Constant(I64, 0)), stream, plain)
+        else:
+            shifted = fe.new_block(f"{buf.name}.stream8")
+            switch = b.switch(low, plain)
+            switch.add_case(ir.Constant(I64, 0), stream)
+            switch.add_case(ir.Constant(I64, 8), shifted)
+            fe.place(shifted)
+            lanes = 8 // size  # lanes in 8 bytes
+            elty = vec.type.element
+
+            def part(first: int, n: int) -> ir.Value:
+                mask = ir.Constant(ir.VectorType(I32, n), [ir.Constant(I32, first + k)
+                                                           for k in range(n)])
+                return b.shuffle_vector(vec, ir.Constant(vec.type, ir.Undefined), mask)
+
+            def at(first: int) -> ir.Value:
+                return b.gep(ptr, [ir.Constant(I64, first)], inbounds=True, source_etype=elty)
+
+            for first, value, align in ((0, part(0, lanes), 8),
+                                        (lanes, part(lanes, self.width - 2 * lanes), 16),
+                                        (self.width - lanes, part(self.width - lanes, lanes), 8)):
+                if align == 8:
+                    value = b.bitcast(value, I64)
+                st = fe.annotate(b.store(value, at(first) if first else ptr, align=align), buf)
+                st.set_metadata("nontemporal", b.module.add_metadata([ir.Constant(I32, 1)]))
+            b.branch(done)
         fe.place(stream)
         st = fe.annotate(b.store(vec, ptr, align=STREAM_ALIGN), buf)
         st.set_metadata("nontemporal", b.module.add_metadata([ir.Constant(I32, 1)]))
         b.branch(done)
         fe.place(plain)
-        fe.annotate(b.store(vec, ptr, align=buf.dtype.itemsize), buf)
+        fe.annotate(b.store(vec, ptr, align=size), buf)
         b.branch(done)
         fe.place(done)
 
