@@ -261,16 +261,15 @@ _STREAM = {
 static inline void stream_store(void *restrict dst, const void *restrict src, int64_t bytes) {
     char *d = (char *)dst;
     const char *s = (const char *)src;
-    int64_t done = 0;
 #if defined(__AVX512F__)
     if ((((uintptr_t)d | (uintptr_t)bytes) & 63) == 0) {
-        for (; done < bytes; done += 64) {
+        for (int64_t done = 0; done < bytes; done += 64) {
             _mm512_stream_si512((void *)(d + done), _mm512_load_si512((const void *)(s + done)));
         }
         return;
     }
     if (((uintptr_t)d & 15) == 8 && (bytes & 63) == 0) {
-        for (; done < bytes; done += 64) {
+        for (int64_t done = 0; done < bytes; done += 64) {
             const __m512i v = _mm512_load_si512((const void *)(s + done));
             const __m512i w = _mm512_alignr_epi64(v, v, 1);  /* bytes 8 .. 63, then 0 .. 7 */
             _mm_stream_si64((long long *)(d + done), _mm_cvtsi128_si64(_mm512_castsi512_si128(v)));
@@ -285,6 +284,7 @@ static inline void stream_store(void *restrict dst, const void *restrict src, in
 #endif
 #if defined(__SSE2__)
     if (((uintptr_t)d & 15) == 0) {
+        int64_t done = 0;
         for (; done + 16 <= bytes; done += 16) {
             _mm_stream_si128((__m128i *)(d + done), _mm_load_si128((const __m128i *)(s + done)));
         }
