@@ -315,6 +315,11 @@ class _Chunk:
         low = b.and_(b.ptrtoint(ptr, I64), ir.Constant(I64, STREAM_ALIGN - 1))
         stream, plain = fe.new_block(f"{buf.name}.stream"), fe.new_block(f"{buf.name}.store")
         done = fe.new_block(f"{buf.name}.stored")
+
+        def streamed(value: ir.Value, where: ir.Value, align: int) -> None:
+            st = fe.annotate(b.store(value, where, align=align), buf)
+            st.set_metadata("nontemporal", b.module.add_metadata([ir.Constant(I32, 1)]))
+
         nbytes = self.width * size
         if nbytes % STREAM_ALIGN or nbytes < 2 * STREAM_ALIGN or 8 % size:
             b.cbranch(b.icmp_unsigned("==", low, ir.Constant(I64, 0)), stream, plain)
@@ -335,17 +340,13 @@ class _Chunk:
             def at(first: int) -> ir.Value:
                 return b.gep(ptr, [ir.Constant(I64, first)], inbounds=True, source_etype=elty)
 
-            for first, value, align in ((0, part(0, lanes), 8),
-                                        (lanes, part(lanes, self.width - 2 * lanes), 16),
-                                        (self.width - lanes, part(self.width - lanes, lanes), 8)):
-                if align == 8:
-                    value = b.bitcast(value, I64)
-                st = fe.annotate(b.store(value, at(first) if first else ptr, align=align), buf)
-                st.set_metadata("nontemporal", b.module.add_metadata([ir.Constant(I32, 1)]))
+            last = self.width - lanes
+            streamed(b.bitcast(part(0, lanes), I64), ptr, 8)
+            streamed(part(lanes, last - lanes), at(lanes), 16)
+            streamed(b.bitcast(part(last, lanes), I64), at(last), 8)
             b.branch(done)
         fe.place(stream)
-        st = fe.annotate(b.store(vec, ptr, align=STREAM_ALIGN), buf)
-        st.set_metadata("nontemporal", b.module.add_metadata([ir.Constant(I32, 1)]))
+        streamed(vec, ptr, STREAM_ALIGN)
         b.branch(done)
         fe.place(plain)
         fe.annotate(b.store(vec, ptr, align=size), buf)
