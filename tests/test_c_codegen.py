@@ -29,6 +29,8 @@ from tdsl.backend_c.load import flags_for
 rng = np.random.default_rng(11)
 # compile to assembly only: the flags tdsl builds with, without linking a library
 FLAGS = [f for f in DEFAULT_FLAGS if f != "-shared"]
+# the host has AVX-512 (32 vector registers of 512 bits)
+AVX512 = "avx512f" in open("/proc/cpuinfo").read()
 
 
 def _gcc(src: str, tmp_path, *extra: str) -> subprocess.CompletedProcess:
@@ -157,7 +159,7 @@ def test_a_large_kernel_is_compiled_without_gcc_loop_unswitching(monkeypatch):
     np.testing.assert_allclose(small(a=av), want, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.skipif("avx512f" not in open("/proc/cpuinfo").read(),
+@pytest.mark.skipif(not AVX512,
                     reason="the tile is sized for 32 vector registers (AVX-512)")
 def test_a_register_tile_takes_its_vectors_from_registers(tmp_path):
     """A 4 x 64 matmul register tile (16 accumulators in zmm registers): each k step
@@ -201,7 +203,7 @@ def _loops(asm: str) -> list[list[str]]:
     return loops
 
 
-@pytest.mark.skipif("avx512f" not in open("/proc/cpuinfo").read(),
+@pytest.mark.skipif(not AVX512,
                     reason="the partial sums fill four zmm registers (AVX-512)")
 def test_partial_sums_of_a_row_in_a_stack_buffer_stay_in_registers(tmp_path):
     """A row sum rfactored into 64 partials (vectorized), read from a row computed into a
@@ -261,5 +263,5 @@ def test_a_streamed_row_that_is_not_16_byte_aligned_is_stored_with_vector_moves(
     assert re.search(r"movnt", asm), "no streaming store at all"
     bytewise = re.findall(r"^\s*(movb|movzbl|rep movs\w*)\b", asm, flags=re.M)
     assert not bytewise and "memcpy" not in asm, bytewise
-    if "avx512f" in open("/proc/cpuinfo").read():
+    if AVX512:
         assert re.search(r"^\s*movnti\s", asm, flags=re.M), "rows 8 bytes off do not stream"
