@@ -65,7 +65,7 @@ TO_INT64 = {"f32": "toi64_f32", "f64": "toi64_f64"}  # float -> int64, defined e
 BITCASTS = (("f32", "i32"), ("f32", "u32"), ("f64", "i64"), ("f16", "u16"), ("bf16", "u16"))
 BITCAST = frozenset(n for f, i in BITCASTS for n in (f"bitcast_{i}_{f}", f"bitcast_{f}_{i}"))
 STREAM_STORE, STREAM_FENCE = "stream_store", "stream_fence"  # Schedule.store_nontemporal
-# a block of 32-bit elements copied to its transpose (render._transposing_copy), per type
+# a block of 32-bit elements copied to its transpose (lower.vectors.transposing_copy), per type
 TRANSPOSE = {s: f"transpose_{s}" for s in ("f32", "i32", "u32")}
 # int32 sums of small-integer products taken in groups (render: lower.vectors.
 # grouped_products): int16 pairs; quads of unsigned x and signed b bytes, and the reverse
@@ -373,9 +373,54 @@ _TRANSPOSE = """
 #include <immintrin.h>
 #endif
 
-/* dst[c * dst_stride + r] = src[r * src_stride + c] for r < rows, c < cols. */
+/* dst[c * dst_stride + r] = src[r * src_stride + c] for r < rows, c < cols.
+   With AVX-512: a block with at most 8 rows or columns in 8 x 8 tiles of 256-bit
+   vectors (a 16 x 16 tile would be mostly zeros), others in 16 x 16 tiles; masked
+   loads and stores at the edges, so nothing outside the block is read or written. */
 static inline void {name}({t} *restrict dst, int64_t dst_stride, const {t} *restrict src,
                           int64_t src_stride, int64_t rows, int64_t cols) {{
+#if defined(__AVX512F__) && defined(__AVX512VL__)
+    if (rows <= 8 || cols <= 8) {{
+        for (int64_t c0 = 0; c0 < cols; c0 += 8) {{
+            const int64_t cn = cols - c0 < 8 ? cols - c0 : 8;
+            const __mmask8 in_c = (__mmask8)((1u << cn) - 1u);
+            for (int64_t r0 = 0; r0 < rows; r0 += 8) {{
+                const int64_t rn = rows - r0 < 8 ? rows - r0 : 8;
+                const __mmask8 in_r = (__mmask8)((1u << rn) - 1u);
+                __m256 v[8], t[8];
+                #pragma GCC unroll 8
+                for (int i = 0; i < 8; i++) {{
+                    v[i] = i < rn ? _mm256_maskz_loadu_ps(in_c, src + (r0 + i) * src_stride + c0)
+                                  : _mm256_setzero_ps();
+                }}
+                #pragma GCC unroll 4
+                for (int i = 0; i < 8; i += 2) {{
+                    t[i] = _mm256_unpacklo_ps(v[i], v[i + 1]);
+                    t[i + 1] = _mm256_unpackhi_ps(v[i], v[i + 1]);
+                }}
+                #pragma GCC unroll 2
+                for (int i = 0; i < 8; i += 4) {{
+                    v[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+                    v[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+                    v[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+                    v[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+                }}
+                #pragma GCC unroll 4
+                for (int i = 0; i < 4; i++) {{
+                    t[i] = _mm256_permute2f128_ps(v[i], v[i + 4], 0x20);
+                    t[i + 4] = _mm256_permute2f128_ps(v[i], v[i + 4], 0x31);
+                }}
+                #pragma GCC unroll 8
+                for (int j = 0; j < 8; j++) {{
+                    if (j < cn) {{
+                        _mm256_mask_storeu_ps(dst + (c0 + j) * dst_stride + r0, in_r, t[j]);
+                    }}
+                }}
+            }}
+        }}
+        return;
+    }}
+#endif
 #if defined(__AVX512F__)
     for (int64_t c0 = 0; c0 < cols; c0 += 16) {{
         const int64_t cn = cols - c0 < 16 ? cols - c0 : 16;

@@ -79,12 +79,12 @@ from ..lower.rewrite import (
 )
 from ..lower.vectors import (
     GroupedProducts,
+    TransposingCopy,
     VectorLoop,
     auto_vector_plan,
     grouped_products,
-    index_at,
-    index_step,
     loop_extent,
+    transposing_copy,
 )
 from ..lower.vectors import plan as vector_plan
 from . import helpers
@@ -303,68 +303,6 @@ def _short(s: Stmt) -> bool:
     if isinstance(s.start, Const) and isinstance(s.end, Const):
         return int(s.end.value) - int(s.start.value) <= SHORT_LOOP
     return s.max_extent is not None and s.max_extent <= SHORT_LOOP
-
-
-# A transposing copy goes to `helpers.TRANSPOSE` when both of its loops have at least
-# this many iterations (below, a 16 x 16 tile of shuffles costs more than the moves)
-TRANSPOSE_MIN = 8
-
-
-@dataclass(frozen=True, slots=True)
-class _Transpose:
-    """A loop nest `for c: simd for r: dst[d + c * dst_stride + r] = src[s + r *
-    src_stride + c]` (`_transposing_copy`), with d and s the indices at the loops'
-    first iterations."""
-
-    dst: Buffer
-    dst_base: Expr
-    dst_stride: int
-    src: Buffer
-    src_base: Expr
-    src_stride: int
-    rows: int
-    cols: int
-
-
-def _transposing_copy(s: For) -> _Transpose | None:
-    """`s` as a copy of a block of 32-bit elements to its transpose, or None.
-
-    That is: `s`, a serial or unrolled loop over c, holds only a vectorized loop over
-    r, which holds only `dst[i] = src[j]` for two distinct buffers of one 32-bit type,
-    i advancing by 1 with r and by a constant of at least the r-loop's extent with c
-    (so no element is stored twice), j by 1 with c and by a constant other than 0 and
-    +-1 with r; both loops have constant extents of at least TRANSPOSE_MIN. A cache
-    written in one layout and stored in another (`Schedule.cache_write` with
-    `Schedule.layout`) ends in such a nest; gcc would move it an element at a time."""
-    inner = s.body
-    if s.kind not in (ForKind.SERIAL, ForKind.UNROLLED) or not isinstance(inner, For):
-        return None
-    store = inner.body
-    if inner.kind is not ForKind.VECTORIZED or not isinstance(store, Store) or store.atomic:
-        return None
-    load = store.value
-    dst = store.buffer
-    if not isinstance(load, Load) or load.buffer.name == dst.name:
-        return None
-    if load.dtype != dst.dtype or dst.dtype.name not in ("float32", "int32", "uint32"):
-        return None
-    if len(store.indices) != 1 or len(load.indices) != 1:
-        return None
-    if s.var in expr_vars(inner.start) | expr_vars(inner.end):
-        return None
-    rows, cols = loop_extent(inner), loop_extent(s)
-    if rows is None or cols is None or min(rows, cols) < TRANSPOSE_MIN:
-        return None
-    di, si = store.indices[0], load.indices[0]
-    d_row, d_col = index_step(di, inner.var), index_step(di, s.var)
-    s_row, s_col = index_step(si, inner.var), index_step(si, s.var)
-    if d_row != 1 or s_col != 1 or d_col is None or s_row is None:
-        return None
-    if abs(d_col) < rows or abs(s_row) < 2:
-        return None
-    first = {s.var: s.start, inner.var: inner.start}
-    return _Transpose(dst, index_at(di, first), d_col, load.buffer, index_at(si, first), s_row,
-                      rows, cols)
 
 
 @dataclass
@@ -642,7 +580,7 @@ class _Renderer:
             for piece in pieces:
                 self.loop(piece)
             return
-        copy = _transposing_copy(s) if self.flavour.gnu and not self.in_simd else None
+        copy = transposing_copy(s) if self.flavour.gnu and not self.in_simd else None
         if copy is not None and copy.dst.name not in self.func.nontemporal:
             self._transpose(copy)
             return
@@ -673,13 +611,25 @@ class _Renderer:
             w.line(line)
         w.close()
 
-    def _transpose(self, t: _Transpose) -> None:
-        """A transposing copy (`_transposing_copy`) as one call of `helpers.TRANSPOSE`."""
+    def _transpose(self, t: TransposingCopy) -> None:
+        """A transposing copy (`lower.vectors.transposing_copy`) as one call of
+        `helpers.TRANSPOSE`, or with a batch loop, that loop around the call."""
         name = helpers.TRANSPOSE[helpers.SUFFIX[t.dst.dtype.name]]
         self._use_helper(name)
-        dst = self.expr.element(t.dst, (t.dst_base,))
-        src = self.expr.element(t.src, (t.src_base,))
-        self.w.line(f"{name}(&{dst}, {t.dst_stride}, &{src}, {t.src_stride}, {t.rows}, {t.cols});")
+        w = self.w
+        with w.scope():
+            if t.batch is not None:
+                b = t.batch
+                start, end = self.expr(b.start), self.expr(b.end)
+                v = w.bind(("var", b.var), b.var)
+                w.open(f"for (int64_t {v} = {start}; {binary('<', atom(v), end)}; {v}++)")
+                self.ctypes[(("var", b.var), v)] = "int64_t"
+            dst = self.expr.element(t.dst, (t.dst_base,))
+            src = self.expr.element(t.src, (t.src_base,))
+            w.line(f"{name}(&{dst}, {t.dst_stride}, &{src}, {t.src_stride}, {t.rows}, "
+                   f"{t.cols});")
+            if t.batch is not None:
+                w.close()
 
     def _streamed(self, s: For) -> dict[Buffer, Expr]:
         """The buffers whose stores in vectorized loop `s` stream (`LoweredFunc.nontemporal`),

@@ -19,7 +19,9 @@ already allocated has been freed (`abi`'s unwind policy).
   and its accesses contiguous (an outer loop around a reduction, which LLVM's
   loop vectorizer of innermost loops leaves scalar), at the host's vector
   width (`host_vector_bytes`). LLVM's loop vectorizer takes the other loops
-  (see jit.py).
+  (see jit.py). A loop nest that copies a block to its transpose
+  (`lower.vectors.transposing_copy`) is 8 x 8 tiles of shuffles
+  (`vector.emit_transposing_copy`) where the host has AVX-512.
 - A PARALLEL loop's body is outlined into `void NAME.VAR.body(i64 lo, i64 hi,
   ptr env)`, which runs iterations [lo, hi); `env` is a struct
   `{i64 lo, i64 hi, i64 next, i32 failed, captured values...}` built by the
@@ -79,12 +81,18 @@ from ..lower.ir import (
 from ..lower.ir import Binary as BinaryExpr
 from ..lower.ir import Load as LoadExpr
 from ..lower.rewrite import atomic_fetch, walk_stmts
-from ..lower.vectors import GroupedProducts, auto_vector_plan, grouped_products
+from ..lower.vectors import (
+    GroupedProducts,
+    TransposingCopy,
+    auto_vector_plan,
+    grouped_products,
+    transposing_copy,
+)
 from ..lower.vectors import plan as vector_plan
 from . import ops
 from .captures import all_buffers, free_names
 from .ops import I1, I8, I32, I64, PTR, VOID
-from .vector import emit_vector_loop
+from .vector import emit_transposing_copy, emit_vector_loop
 
 MAX_VECTOR_WIDTH = 64
 ENV_LO, ENV_HI, ENV_NEXT, ENV_FAILED = 0, 1, 2, 3  # fields of a parallel loop's environment
@@ -410,6 +418,9 @@ class _FunctionEmitter:
                 self.parallel(s)
             case For(kind=ForKind.VECTORIZED) if (plan := vector_plan(s, self.status)).vectorized:
                 emit_vector_loop(self, s, plan)
+            case For(kind=ForKind.SERIAL | ForKind.UNROLLED) if (
+                    copy := self.transposing(s)) is not None:
+                emit_transposing_copy(self, copy)
             case For(kind=ForKind.SERIAL) if (auto := auto_vector_plan(
                     s, host_vector_bytes(), self.status)) is not None:
                 emit_vector_loop(self, s, auto)
@@ -420,6 +431,15 @@ class _FunctionEmitter:
                 self.allocate(s)
             case _:
                 raise TypeError(f"unknown loop-IR statement {s!r}")
+
+    def transposing(self, s: For) -> TransposingCopy | None:
+        """Loop nest `s` as a copy of a block to its transpose done in tiles of shuffles
+        (`vectors.transposing_copy`), where the host has AVX-512 (with 256-bit masked
+        loads and stores, as host C's helper) and the copy does not stream, else None."""
+        if not host_has("avx512vl"):
+            return None
+        copy = transposing_copy(s)
+        return copy if copy is not None and copy.dst.name not in self.mod.func.nontemporal else None
 
     def block(self, stmts: tuple[Stmt, ...]) -> None:
         """Statements in order; vectorized loops of small-integer products taken in
