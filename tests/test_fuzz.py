@@ -41,9 +41,9 @@ def test_the_generator_covers_the_language():
 
 
 # Cases of seed 7 whose algorithm is a grouped product (genexpr.make_grouped) and
-# whose schedule makes it int16 pairs (13) and byte quads (53); when the generator
+# whose schedule makes it int16 pairs (13) and byte quads (266); when the generator
 # changes, `gen.generate(7, i)` for the first i with a "grouped" stage picks new ones.
-GROUPED = {13: "avx512bw", 53: "avx512vnni"}
+GROUPED = {13: "avx512bw", 266: "avx512vnni"}
 
 
 @pytest.mark.parametrize("target", ["c", "llvm"])
@@ -59,6 +59,24 @@ def test_the_generator_reaches_grouped_products(target, index):
     res = run_task({"id": 0, "seed": 7, "index": index, "target": target}, lambda m: None)
     assert res["class"] == "exact", res.get("detail")
     assert (res["grouped"] > 0) == (target == "c" or host_has(GROUPED[index]))
+
+
+# A case of seed 7 whose schedule is a register tile stored through its transpose
+# (schedgen.register_tile): when the generator changes, scan `run_task` results of
+# seed 7 for a "transposed" count above 0 to pick a new one.
+TRANSPOSED = 125
+
+
+@pytest.mark.parametrize("target", ["c", "llvm"])
+def test_the_generator_reaches_transposing_copies(target):
+    """The campaigns exercise lower.vectors.transposing_copy: the generated kernel
+    copies a block to its transpose in tiles of shuffles (C: the helper's call, LLVM:
+    its shuffles where the host has AVX-512) and answers as td.evaluate does."""
+    from tdsl.backend_llvm.codegen import host_has
+
+    res = run_task({"id": 0, "seed": 7, "index": TRANSPOSED, "target": target}, lambda m: None)
+    assert res["class"] == "exact", res.get("detail")
+    assert (res["transposed"] > 0) == (target == "c" or host_has("avx512vl")), "pick a new case"
 
 
 def _calls(node):

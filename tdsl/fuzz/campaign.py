@@ -44,6 +44,7 @@ class Summary:
     counts: Counter = field(default_factory=Counter)
     slow: int = 0
     grouped: int = 0  # trials whose kernel does grouped products as x86 instructions
+    transposed: int = 0  # trials whose kernel copies a block to its transpose in tiles
     findings: list = field(default_factory=list)
     seconds: float = 0.0
     start: float = field(default_factory=time.monotonic)
@@ -59,7 +60,7 @@ class Summary:
         return (f"trials {self.trials}, rejected {c['rejected']}, exact {c['exact']}, "
                 f"wrong {c['wrong']}, crashed {c['crashed']}, timed out {c['timed out']}, "
                 f"error {c['error']}, sanitizer {c['sanitizer']}, slow lowering {self.slow}, "
-                f"grouped products {self.grouped}; "
+                f"grouped products {self.grouped}, transposing copies {self.transposed}; "
                 f"{rate:.1f} trials/minute")
 
 
@@ -88,6 +89,7 @@ def record(opts: Options, summary: Summary, log, task, spec, result) -> None:
     cls = result["class"]
     summary.counts[cls] += 1
     summary.grouped += bool(result.get("grouped"))
+    summary.transposed += bool(result.get("transposed"))
     if lowering_seconds(result) > SLOW_LOWERING and spec is not None:
         summary.slow += 1
         info = {"class": f"{cls}, slow lowering ({lowering_seconds(result)} s of processor time)",

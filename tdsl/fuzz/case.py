@@ -186,6 +186,7 @@ def build(task, send, res, s):
         raise Rejected(f"{type(e).__name__}: {e}") from None
     res["build_s"] = round(time.perf_counter() - t0, 3)
     res["grouped"] = grouped_products(f.source)
+    res["transposed"] = transposing_copies(f.source)
     return f
 
 
@@ -199,6 +200,18 @@ def grouped_products(source: str) -> int:
     """How many grouped products (16 lanes each) a kernel's source does as one
     instruction: how often a campaign reaches them."""
     return sum(source.count(c) for c in GROUP_CALLS)
+
+
+# how each backend's source starts a copy to the transpose (lower.vectors.
+# transposing_copy): host C's helper, LLVM's first shuffle of a tile of 8 x 8
+TRANSPOSE_CALLS = ("transpose_f32(&", "transpose_i32(&", "transpose_u32(&",
+                   "<8 x i32> <i32 0, i32 8, i32 1, i32 9, i32 4, i32 12, i32 5, i32 13>")
+
+
+def transposing_copies(source: str) -> int:
+    """How many places of a kernel's source copy a block to its transpose in tiles of
+    shuffles (LLVM: how many tiles' first shuffles): how often a campaign reaches them."""
+    return sum(source.count(c) for c in TRANSPOSE_CALLS)
 
 
 def calls(f, args, outputs, want, spec) -> str | None:

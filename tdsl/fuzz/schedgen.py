@@ -2,7 +2,8 @@
 
 Runs in the child (it asks the schedule for its loops). Four phases: stage-adding
 primitives (cache_write, cache_read, rfactor of stages and updates, layout, of a
-stage or of the cache just made, whose copy then transposes; then
+stage or of the cache just made, whose copy then transposes, now and then as a
+register tile computed per tile of its consumer; then
 fuse_updates and atomic on some updates), loop primitives on every
 schedulable (split, tile, reorder, fuse, vectorize with and without
 reassociate, unroll, parallel), placement of every intermediate (root, inline,
@@ -30,6 +31,7 @@ class SchedGen:
         self.added: list[tuple[str, str]] = []  # (new stage, its consumer)
         self.vectorized: dict[str, list[str]] = {}
         self.new_updates: list[str] = []  # updates a restaging primitive added
+        self.tiles: dict[str, str] = {}  # cache -> consumer, as `register_tile` left them
 
     def pick(self, seq):
         return seq[int(self.rng.integers(len(seq)))]
@@ -95,7 +97,9 @@ class SchedGen:
                 continue
             if op == "cache_write" and self.attempt("cache_write", stage, name=f"cw{n}"):
                 self.added.append((f"cw{n}", stage))
-                if self.chance(0.5):  # the cache in another layout: its copy transposes
+                if self.chance(0.4):  # a register tile, stored through its transpose
+                    self.register_tile(stage, f"cw{n}")
+                elif self.chance(0.5):  # the cache in another layout: its copy transposes
                     self.layout(f"cw{n}")
                     loops = self.loops(stage)
                     if loops and self.chance(0.5):  # and the copy is vectorized
@@ -118,6 +122,35 @@ class SchedGen:
                     self.added.append((f"rf{n}", stage))
             elif op == "layout":
                 self.layout(stage)
+
+    def register_tile(self, stage, cache):
+        """Stage's last two or three loops split, their inner loops innermost, the
+        last vectorized; `cache` (its cache_write) computed per tile and laid out with
+        the first of them fastest: storing each tile is a copy to the transpose
+        (`lower.vectors.transposing_copy`; with three, conv2d's `k_i y_i x_i` from
+        Acc[y, x, k], a loop between the copy's two); the factors mostly divide the
+        loops (a tile cut short at an edge is not a constant block)."""
+        dims = [lp for lp in self.loops(stage) if not lp.startswith("k")]
+        if len(dims) < 2:
+            return
+        chosen = dims[-3:] if len(dims) >= 3 and self.chance(0.5) else dims[-2:]
+        for d in chosen:
+            extent = self.spec["dims"].get(d)  # a number, or a size's name
+            whole = [f for f in range(4, 65) if isinstance(extent, int) and extent % f == 0]
+            factor = self.pick(whole) if whole and self.chance(0.7) else self.pick(
+                (4, 4, 5, 7, 8, 8, 16))
+            if not self.attempt("split", stage, d, factor):
+                return
+        inner = [f"{d}_i" for d in chosen]
+        outer = [lp for lp in self.loops(stage) if lp not in inner]
+        if not self.attempt("reorder", stage, *outer, *inner):
+            return
+        if self.attempt("vectorize", stage, inner[-1]):
+            self.vectorized.setdefault(stage, []).append(inner[-1])
+        rest = [lp for lp in self.loops(cache) if not lp.startswith("k") and lp not in chosen]
+        self.attempt("layout", cache, *rest, *chosen[1:], chosen[0])
+        if outer and self.attempt("compute_at", cache, stage, outer[-1]):
+            self.tiles[cache] = stage
 
     def layout(self, stage):
         dims = [lp for lp in self.loops(stage) if not lp.startswith("k")]
@@ -258,11 +291,14 @@ class SchedGen:
         for u in self.updates() + self.new_updates:
             if self.chance(0.3):
                 self.attempt("atomic", u)
+        kept = set(self.tiles.values()) if self.chance(0.7) else set()  # mostly as tiled
         for stage in self.all_stages():
-            self.loop_ops(stage, int(self.rng.integers(0, 5)))
+            self.loop_ops(stage, 0 if stage in kept else int(self.rng.integers(0, 5)))
         outputs = set(self.spec["outputs"])
         todo = [(c, None) for c in self.computes() if c not in outputs] + self.added
         for i in self.rng.permutation(len(todo)):
+            if todo[i][0] in self.tiles and self.chance(0.8):
+                continue  # mostly where register_tile put it
             self.place(*todo[i])
             if self.chance(0.3):
                 self.layout(todo[i][0])
