@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from unittest import mock
 
+import numpy as np
 import pytest
 
 import tdsl as td
@@ -77,6 +79,23 @@ def test_the_generator_reaches_transposing_copies(target):
     res = run_task({"id": 0, "seed": 7, "index": TRANSPOSED, "target": target}, lambda m: None)
     assert res["class"] == "exact", res.get("detail")
     assert (res["transposed"] > 0) == (target == "c" or host_has("avx512vl")), "pick a new case"
+
+
+def test_a_comparison_never_reads_an_inexact_stage():
+    """Discontinuous operations take exact operands only: when every expression the
+    generator tries is inexact (a stage computed through tanh), the fallback must not
+    be a read of that stage. (Fuzz C seed 9921, case 761: `1 <= s2[y, x]` with s2 =
+    tanh(...) flipped where libm's float32 tanh gave 1.0 and numpy's 0.99999994, and
+    was reported as a wrong answer on both backends.)"""
+    for seed in range(200):
+        g = gen.Gen(np.random.default_rng(seed))
+        g.dims = {"y": 5}
+        g.add_tensor("s2", ["y"], "float32", False, "stage")
+        ctx = genexpr.Ctx(["y"])
+        with mock.patch.object(genexpr, "expr", lambda g, ctx, depth: (
+                ["f", "tanh", ["a", "s2", None, [["i", "y"]]]], "float32", False)):
+            node, _, exact = genexpr.exact_operand(g, ctx, 2)
+        assert exact and "s2" not in json.dumps(node), (seed, node)
 
 
 def _calls(node):

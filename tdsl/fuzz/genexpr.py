@@ -230,12 +230,18 @@ def math(g, a):
 
 
 def exact_operand(g, ctx, depth):
+    """An operand of a discontinuous operation: an exact expression (see gen.py). After
+    four inexact tries, an exact leaf (an input or exact stage, a constant, a dim), or
+    the first dim's value or the constant 1."""
     for _ in range(4):
         a = expr(g, ctx, depth - 1)
         if a[2]:
             return a
-    return leaf(g, Ctx(ctx.dims, ctx.subst, False)) if g.chance(0.5) else (
-        ["d", ctx.values()[0]] if ctx.values() else ["c", 1, "int32"], "int32", True)
+    if g.chance(0.5):
+        a = leaf(g, Ctx(ctx.dims, ctx.subst, False))
+        if a[2]:  # a leaf may read a stage computed through a math call
+            return a
+    return ["d", ctx.values()[0]] if ctx.values() else ["c", 1, "int32"], "int32", True
 
 
 def compare(g, ctx, depth):
