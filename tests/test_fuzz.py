@@ -138,6 +138,24 @@ def test_a_reproducer_runs_on_its_own(tmp_path):
         assert out.returncode == 0 and out.stdout.strip() == "ok", out.stdout + out.stderr
 
 
+def test_a_reproducer_of_two_outputs_one_without_the_size_runs_on_its_own(tmp_path):
+    """Each output is checked against td.evaluate of the whole pipeline: evaluating
+    s0 alone with the size C only s1 uses was an ArgumentError (the reproducer of fuzz
+    C seed 9921, case 761, did not run)."""
+    spec = {**gen.generate(0, 1), "schedule": [["parallel", ["s0", "y"], {}]]}
+    spec["stages"] = [
+        {"kind": "compute", "name": "s0", "dims": ["y"],
+         "expr": ["b", "+", ["a", "in0", None, [["i", "y"]]], ["d", "y"]]},
+        {"kind": "compute", "name": "s1", "dims": ["y", "c"],
+         "expr": ["b", "*", ["a", "s0", None, [["i", "y"]]], ["d", "c"]]}]
+    spec.update(outputs=["s0", "s1"], dims={"y": 7, "c": "C"}, sizes={"C": 5},
+                inputs=[{"name": "in0", "dims": ["y"], "dtype": "int32"}])
+    path = tmp_path / "finding.py"
+    path.write_text(render.reproducer(spec, {"class": "wrong", "target": "c", "detail": "x"}))
+    out = subprocess.run([sys.executable, str(path), "c"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stdout + out.stderr
+
+
 def test_hangs_and_crashes_are_recorded_and_the_pool_goes_on():
     seen = {}
     tasks = [{"id": "abort", "self_test": "abort", "seed": 0, "index": 0, "target": "c"},
