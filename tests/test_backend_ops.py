@@ -837,6 +837,14 @@ def test_writer_parenthesises_minimally():
     assert binary("-", x, binary("+", y, z), exact=True).text == "x - (y + z)"
     assert binary("*", x, binary("*", y, z), exact=True).text == "x * y * z"
     assert binary("*", x, binary("/", y, z), exact=True).text == "x * (y / z)"
+    # a right operand whose chain holds a % or a / keeps its parentheses: 2 * (j % 5 * J)
+    # is not (2 * j) % 5 * J (fuzz C seed 9931, case 204: a grouped product's operand)
+    mod = binary("*", binary("%", x, atom("5")), z, exact=True)
+    assert binary("*", atom("2"), mod, exact=True).text == "2 * (x % 5 * z)"
+    quo = binary("*", binary("/", x, y), z, exact=True)
+    assert binary("*", atom("2"), quo, exact=True).text == "2 * (x / y * z)"
+    assert binary("*", atom("2"), binary("*", binary("*", x, y), z, exact=True),
+                  exact=True).text == "2 * x * y * z"
     assert binary("|", binary("&", x, y), z).text == "(x & y) | z"
     assert binary("==", binary("<", x, y), z).text == "(x < y) == z"
     assert binary("<", binary("+", x, y), z).text == "x + y < z"

@@ -78,6 +78,8 @@ class CExpr:
     text: str
     prec: Prec = Prec.POSTFIX
     op: str | None = None  # outermost binary operator, if any
+    # the operators of the unparenthesised chain at that precedence (`x % 5 * J`: % and *)
+    chain: frozenset[str] = frozenset()
 
     def __str__(self) -> str:
         return self.text
@@ -102,14 +104,20 @@ def binary(op: str, a: CExpr, b: CExpr, exact: bool = False) -> CExpr:
     or wrap modulo 2**n), so a right operand of `+` or `*` needs no parentheses
     for a reader either."""
     prec = BINARY_PREC[op]
+    chain = {op}
 
     def side(e: CExpr, right: bool) -> str:
         tight = e.prec > prec or (e.prec == prec and not right)
-        if right and exact and e.prec == prec and e.op in _REASSOCIABLE.get(op, ()):
-            tight = True
-        return e.text if tight and not _clarify(prec, e, op) else paren(e)
+        if right and exact and e.prec == prec and e.chain <= set(_REASSOCIABLE.get(op, ())):
+            tight = True  # every operator of its chain regroups: not `2 * (j % 5 * J)`
+        if tight and not _clarify(prec, e, op):
+            if e.prec == prec:
+                chain.update(e.chain)
+            return e.text
+        return paren(e)
 
-    return CExpr(f"{side(a, False)} {op} {side(b, True)}", prec, op)
+    text = f"{side(a, False)} {op} {side(b, True)}"
+    return CExpr(text, prec, op, frozenset(chain))
 
 
 def unary(op: str, a: CExpr) -> CExpr:
