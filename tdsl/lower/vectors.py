@@ -859,7 +859,7 @@ def transposing_copy(s: ir.For) -> TransposingCopy | None:
         if d_batch is None or trips is None or index_step(si, batch.var) is None:
             return None
         steps.append((d_batch, trips))
-    if abs(d_col) < rows or not _disjoint(steps):
+    if not _disjoint(steps):  # with r's step 1, also c's at least rows
         return None
     first = {s.var: s.start, inner.var: inner.start}
     return TransposingCopy(dst, index_at(di, first), d_col, load.buffer, index_at(si, first),
