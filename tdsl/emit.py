@@ -26,7 +26,7 @@ from . import dtypes as dt
 from .api import as_schedule
 from .backend_c import helpers
 from .backend_c.render import ERR_SIZES, ERR_WORKSPACE, CSource, render_standalone
-from .backend_c.workspace import ALIGN
+from .backend_c.workspace import bytes_macro
 from .backend_c.writer import CWriter, sanitize
 from .compute import expr as cx
 from .compute.printer import show
@@ -106,6 +106,11 @@ def render_header(sched: Schedule, func: ir.LoweredFunc, c: CSource,
     doc = _doc(sched, func, c, conditions)
     comment = "/*" + "\n".join(f" * {line}".rstrip() for line in doc)[2:] + "\n */\n"
     decls = "\n".join(d.replace("*restrict ", "*") for d in c.declarations)
+    if c.workspace is not None:
+        sizes = tuple(v.name for v in func.sizes)
+        decls += (f"\n\n/* The workspace's bytes at compile time (what {name}_workspace_size returns\n"
+                  f"   for sizes {name} accepts), e.g. for a static buffer aligned to "
+                  f"{c.workspace.align} bytes. */\n{bytes_macro(name, c.workspace, sizes)}")
     return (f"{comment}#ifndef {guard}\n#define {guard}\n\n"
             "#include <stddef.h>\n#include <stdint.h>\n\n"
             '#ifdef __cplusplus\nextern "C" {\n#endif\n\n'
@@ -174,7 +179,7 @@ def _workspace_doc(func: ir.LoweredFunc, c: CSource) -> list[str]:
         return []
     sizes = ", ".join(v.name for v in func.sizes)
     total = ws.constant if ws.constant is not None else f"{func.name}_workspace_size({sizes})"
-    lines = [f"  workspace  {total} bytes, aligned to {ws.align} bytes ({ALIGN} recommended),",
+    lines = [f"  workspace  {total} bytes ({func.name}_WORKSPACE_BYTES), aligned to {ws.align} bytes,",
              "             holding the intermediates (in slots reused at every iteration):"]
     for slot in ws.slots:
         b = slot.buffer

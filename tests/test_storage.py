@@ -179,3 +179,38 @@ def test_a_temp_read_in_a_branch_condition_above_its_store_loop_is_allocated_aro
     placed = place_allocations(func, [(t, ("y",))])
     verify(placed)
     assert isinstance(placed.body, ir.Allocate) and placed.body.buffer.name == "t"
+
+
+def test_register_sized_temps_stay_locals_in_a_workspace_lowering():
+    """Portable C keeps a temp of a few elements (a reduction's accumulator) in locals,
+    which its compiler holds in registers; larger ones take workspace slots."""
+    r, c = td.dims("r c")
+    X = td.input("X", {r: 6, c: 40}, td.float32)
+    mx = td.compute("mx", {r: 6}, td.max(X[r, c], over=c))
+    e = td.compute("e", {r: 6, c: 40}, td.exp(X[r, c] - mx[r]))
+    out = td.compute("out", {r: 6, c: 40}, e[r, c] / mx[r])
+    sched = td.schedule(out).compute_at(mx, out, r).compute_at(e, out, r)
+    placed = _storage(lower_schedule(sched, workspace=True))
+    assert placed == {"mx": ir.Storage.STACK, "e": ir.Storage.WORKSPACE}
+    nine = ir.Buffer("t", dt.int32, (ir.index_const(9),), "temp")
+    assert not ir.register_sized(nine)  # one element past REGISTER_ELEMENTS
+    assert ir.register_sized(ir.Buffer("t", dt.int32, (ir.index_const(8),), "temp"))
+    assert not ir.register_sized(ir.Buffer("t", dt.float64, (ir.index_const(5),), "temp"))
+
+
+def test_workspace_slots_are_packed_by_element_size():
+    """Slots come widest element first, so each is aligned to its own element size with
+    no padding: the total is the sum of the buffers' bytes, the alignment the widest
+    element's (not a host's 64 bytes)."""
+    from tdsl.backend_c.workspace import workspace_layout
+
+    x = td.dim("x")
+    a = td.input("a", {x: 13}, td.int8)
+    t8 = td.compute("t8", {x: 13}, a[x] + 1)
+    t64 = td.compute("t64", {x: 13}, td.cast(t8[x], td.float64) * 2)
+    t16 = td.compute("t16", {x: 13}, td.cast(t64[x], td.int16) - 3)
+    out = td.compute("out", {x: 13}, t16[x] + td.cast(t8[x], td.int16))
+    layout = workspace_layout(lower_schedule(td.schedule(out), workspace=True))
+    assert [s.buffer.name for s in layout.slots] == ["t64", "t16", "t8"]
+    assert [int(s.offset.value) for s in layout.slots] == [0, 13 * 8, 13 * 8 + 13 * 2]
+    assert layout.constant == 13 * (8 + 2 + 1) and layout.align == 8

@@ -90,7 +90,7 @@ from ..lower.vectors import plan as vector_plan
 from . import helpers
 from .expr import ExprEmitter
 from .helpers import ctype
-from .workspace import ALIGN, Workspace, workspace_layout
+from .workspace import Workspace, workspace_layout
 from .writer import CExpr, CWriter, atom, binary, call, cast, subscript
 
 
@@ -963,7 +963,7 @@ class _Renderer:
             w.close()
 
     def _slot_bytes(self, buf: Buffer):
-        """C text of a buffer's bytes rounded up to ALIGN, in saturating uint64_t."""
+        """C text of a buffer's bytes, in saturating uint64_t."""
         scale = buf.dtype.itemsize
         for f in buf.shape:
             if isinstance(f, Const):
@@ -972,8 +972,7 @@ class _Renderer:
         for f in buf.shape:
             if not isinstance(f, Const):
                 value = call(helpers.MUL_SAT, value, cast("uint64_t", self.expr(f)))
-        rounded = call(helpers.ADD_SAT, value, atom(f"{ALIGN - 1}u"))
-        return binary("&", rounded, atom(f"~(uint64_t){ALIGN - 1}u"))
+        return value
 
     def _size_function(self, name: str, valid_fn: str | None, bytes_fn: str | None) -> str:
         w = self.w

@@ -254,8 +254,10 @@ class Storage(Enum):
                the function that runs the Allocate; cannot fail
     HEAP       obtained from the system allocator when the Allocate runs and released
                after its body; the one kind of allocation that can fail
-    WORKSPACE  a slot of a workspace the caller passes in (portable C, `td.emit_c`);
-               cannot fail (the entry point checks the workspace first)
+    WORKSPACE  a slot of a workspace the caller passes in (portable C, `td.emit_c`),
+               for every temp that is not `register_sized` (those stay on the
+               stack, as locals); cannot fail (the entry point checks the
+               workspace first)
     """
 
     STACK = "stack"
@@ -285,6 +287,20 @@ def constant_elements(buf: Buffer) -> int | None:
             return None
         count *= max(int(extent.value), 0)
     return count
+
+
+# a temp of at most this many elements and bytes is register-sized: a target that takes
+# its caller's workspace (portable C) keeps it in locals, which its compiler holds in
+# registers (a reduction's accumulator, a block of a few sums), not in the workspace
+REGISTER_ELEMENTS, REGISTER_BYTES = 8, 32
+
+
+def register_sized(buf: Buffer) -> bool:
+    """Whether a temp buffer is small enough for registers: a constant shape of at most
+    REGISTER_ELEMENTS elements and REGISTER_BYTES bytes."""
+    count = constant_elements(buf)
+    return (count is not None and count <= REGISTER_ELEMENTS
+            and count * buf.dtype.itemsize <= REGISTER_BYTES)
 
 
 def fits_stack(buf: Buffer) -> bool:

@@ -26,7 +26,7 @@ Then every allocation (a reassociated reduction's too) gets its storage
 (`ir.Storage`), here and nowhere else:
 on the stack when its shape is constant and it takes at most `ir.STACK_LIMIT`
 bytes, else on the heap; or, for a target that takes a workspace from its caller
-(`td.emit_c`), every one in the workspace.
+(`td.emit_c`), every one in the workspace but those of register size.
 """
 
 from __future__ import annotations
@@ -159,8 +159,10 @@ def _place(s: ir.Stmt, buf: ir.Buffer, total: int) -> ir.Stmt:
 
 def storage_of(buf: ir.Buffer, workspace: bool = False) -> ir.Storage:
     """Where temp buffer `buf` lives: in the caller's workspace when the target takes
-    one, else on the stack when it fits there (`ir.fits_stack`), else on the heap."""
-    if workspace:
+    one, unless it is small enough for registers (`ir.register_sized`: then it stays on
+    the stack, where the compiler keeps it in registers); else on the stack when it fits
+    there (`ir.fits_stack`), else on the heap."""
+    if workspace and not ir.register_sized(buf):
         return ir.Storage.WORKSPACE
     return ir.Storage.STACK if ir.fits_stack(buf) else ir.Storage.HEAP
 
