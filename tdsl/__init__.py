@@ -55,6 +55,13 @@ from .compute.expr import (
     sqrt,
     tanh,
 )
+from .compute.fixed_point import (
+    requantize,
+    rounding_mul_shift_right,
+    rounding_shift_right,
+    saturating_add,
+    saturating_sub,
+)
 from .dtypes import (
     bfloat16,
     bool_,
@@ -117,7 +124,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ArgumentError", "Atomic", "CacheRead", "CacheWrite", "CompileError", "ComputeAt", "ComputeInline", "DefinitionError", "Fuse", "FuseUpdates",
     "Kernel", "Knob", "Layout", "MissingDependency", "OutOfBoundsError", "Parallel", "Reorder", "RFactor", "RuntimeFailure", "Schedule", "ScheduleError", "Split",
-    "StoreAt", "StoreNontemporal", "TdslError", "TuneResult", "TuningError", "Template", "Tile", "Timing", "Unroll", "VectorizationWarning", "Vectorize", "abs", "argmax", "argmin", "atan2", "erf", "exp2", "isinf", "isnan", "log2", "pow", "round", "rsqrt", "saturating_cast", "autoschedule", "autotemplate", "bool_", "build",
+    "StoreAt", "StoreNontemporal", "TdslError", "TuneResult", "TuningError", "Template", "Tile", "Timing", "Unroll", "VectorizationWarning", "Vectorize", "abs", "argmax", "argmin", "atan2", "erf", "exp2", "isinf", "isnan", "log2", "pow", "round", "rsqrt", "saturating_cast", "saturating_add", "saturating_sub", "rounding_shift_right", "rounding_mul_shift_right", "requantize", "autoschedule", "autotemplate", "bool_", "build",
     "assume_in_range", "cast", "ceil", "clamp", "compute", "cos", "dim", "dims", "dtypes", "emit_c", "evaluate", "exp", "explore",
     "bfloat16", "float16", "float32", "float64", "floor", "input", "int8", "knob", "int16", "int32", "int64", "log", "lower",
     "max", "maximum", "min", "minimum", "num_threads", "set_num_threads", "threads", "mirror", "mirror_interior", "pad", "plot_iteration_space", "prod", "reduce", "schedule", "set_compile_timeout", "sin", "size", "sqrt", "sum",

@@ -8,6 +8,7 @@ import pytest
 
 from tdsl import dtypes as dt
 from tdsl.compute import expr as cx
+from tdsl.compute import fixed_point
 from tdsl.lower import ir
 from tdsl.lower.passes.verify import VerifyError, verify
 from tdsl.schedule.state import LoopKind
@@ -56,7 +57,8 @@ def test_a_let_may_shadow_a_let():
      "unary operation 'not' is not one of: invert, neg"),
     (_store(ir.Call("expf", (X,), dt.int32)),  # type: ignore[arg-type]
      "function 'expf' is not one of: abs, atan2, bitcast, ceil, copysign, cos, erf, exp, exp2, "
-     "floor, log, log2, pow, round, sin, sqrt, tanh"),
+     "floor, log, log2, pow, requantize, round, rounding_mul_shift_right, rounding_shift_right, "
+     "saturating_add, saturating_sub, sin, sqrt, tanh"),
     (ir.For("i", c(0), N, "vectorized", _store(X), 4),  # type: ignore[arg-type]
      "loop i has kind 'vectorized', not one of: ForKind.SERIAL, ForKind.PARALLEL, "
      "ForKind.VECTORIZED, ForKind.UNROLLED"),
@@ -82,8 +84,9 @@ def test_the_vocabularies_agree_with_their_tables():
     # the algorithm's operations are numpy's, and each has a loop-IR operation of its name
     assert set(cx.NUMPY_BINARY) == set(get_args(cx.BinaryOp)) <= set(get_args(ir.BinaryOp))
     assert set(cx.NUMPY_COMPARE) == set(get_args(cx.CompareOp)) == set(get_args(ir.CompareOp))
-    # ... and the loop IR adds the core functions of the legalise pass
-    assert set(cx.NUMPY_CALL) == set(get_args(cx.CallFn)) == set(get_args(ir.CallFn)) - {
-        "copysign", "bitcast"}
+    # (besides the fixed-point operations, whose values are their own), and the loop IR
+    # adds the core functions of the legalise pass
+    assert set(cx.NUMPY_CALL) | set(fixed_point.VALUES) == set(get_args(cx.CallFn)) == set(
+        get_args(ir.CallFn)) - {"copysign", "bitcast"}
     assert set(get_args(cx.UnaryOp)) == set(get_args(ir.UnaryOp))
     assert set(ir.NEGATED) == set(ir.NEGATED.values()) == set(get_args(ir.CompareOp))

@@ -19,9 +19,11 @@ from ..lower.ir import (
     Allocate,
     Binary,
     Buffer,
+    Compare,
     Const,
     Expr,
     LoweredFunc,
+    Select,
     Unary,
     Var,
     register_sized,
@@ -103,6 +105,12 @@ def _macro_text(e: Expr) -> str:
             return f"({x} {'<' if op == 'min' else '>'} {y} ? {x} : {y})"
         case Binary("pdiv" | "pmod" as op, a, b):  # a known non-negative
             return f"({_macro_text(a)} {'/' if op == 'pdiv' else '%'} {_macro_text(b)})"
+        case Binary("tdiv" | "trem" as op, a, b):  # C's own (the legalise pass's)
+            return f"({_macro_text(a)} {'/' if op == 'tdiv' else '%'} {_macro_text(b)})"
+        case Select(Compare(op, a, b), x, y):
+            sym = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[op]
+            return (f"({_macro_text(a)} {sym} {_macro_text(b)} ? {_macro_text(x)} : "
+                    f"{_macro_text(y)})")
         case Binary("floordiv", a, Const(int() as d)) if d > 0:
             x = _macro_text(a)
             return f"({x} >= 0 ? {x} / INT64_C({d}) : -((INT64_C({d} - 1) - {x}) / INT64_C({d})))"

@@ -39,6 +39,13 @@ from .expr import (
     tanh,
     where,
 )
+from .fixed_point import (
+    requantize,
+    rounding_mul_shift_right,
+    rounding_shift_right,
+    saturating_add,
+    saturating_sub,
+)
 from .tensor import (
     BoundaryView,
     Input,
@@ -74,4 +81,6 @@ __all__ = [
     "assume_in_range", "ceil", "clamp", "compute", "const", "cos", "dim", "dims", "exp", "floor", "identity", "input",
     "log", "max", "maximum", "min", "minimum", "mirror", "mirror_interior", "pad", "prod", "reduce", "sin", "size", "sqrt", "sum", "tanh",
     "update", "where", "atan2", "erf", "exp2", "isinf", "isnan", "log2", "pow", "round", "rsqrt", "saturating_cast", "wrap",
+    "requantize", "rounding_mul_shift_right", "rounding_shift_right", "saturating_add",
+    "saturating_sub",
 ]

@@ -59,7 +59,7 @@ import numpy as np
 
 from ..dtypes import astype
 from ..errors import ArgumentError, DefinitionError
-from . import periods
+from . import fixed_point, periods
 from .binding import allocate, allocate_outputs, bind_arguments, eval_extent
 from .expr import (
     NUMPY_BINARY,
@@ -512,7 +512,10 @@ class _Points:
 
 
 def _call(fn: str, args: list):
-    """numpy's function `fn` (the error function, which numpy lacks, elementwise)."""
+    """numpy's function `fn` (the error function, which numpy lacks, elementwise), or a
+    fixed-point operation's exact value (`fixed_point.VALUES`)."""
+    if fn in fixed_point.VALUES:
+        return fixed_point.VALUES[fn](*args)
     return erf_values(args[0]) if fn == "erf" else NUMPY_CALL[fn](*args)  # type: ignore[index]
 
 

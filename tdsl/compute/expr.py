@@ -238,7 +238,11 @@ BinaryOp = Literal["add", "sub", "mul", "truediv", "floordiv", "mod", "min", "ma
 CompareOp = Literal["eq", "ne", "lt", "le", "gt", "ge"]
 UnaryOp = Literal["neg", "invert"]
 CallFn = Literal["exp", "log", "sqrt", "sin", "cos", "tanh", "floor", "ceil", "abs",
-                 "exp2", "log2", "round", "erf", "atan2", "pow"]
+                 "exp2", "log2", "round", "erf", "atan2", "pow",
+                 # fixed point (`compute.fixed_point`), not numpy's: their values are
+                 # `fixed_point.VALUES`
+                 "saturating_add", "saturating_sub", "rounding_shift_right",
+                 "rounding_mul_shift_right", "requantize"]
 # "fold": a general reduction (`td.reduce`), whose body is a `Pack`
 ReduceOp = Literal["sum", "prod", "max", "min", "fold"]
 

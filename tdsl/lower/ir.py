@@ -105,8 +105,11 @@ CompareOp = Literal["eq", "ne", "lt", "le", "gt", "ge"]
 UnaryOp = Literal["neg", "invert"]  # invert on bool is logical not
 # core, from the legalise pass: copysign (2 args); bitcast (the bits of a float as the
 # int of its width, or back). atan2 and pow take 2 args; round is rint (halves to even)
+# The fixed-point operations (`compute.fixed_point`) are written out by the legalise pass
 CallFn = Literal["exp", "log", "sqrt", "sin", "cos", "tanh", "floor", "ceil", "abs",
-                 "exp2", "log2", "round", "erf", "atan2", "pow", "copysign", "bitcast"]
+                 "exp2", "log2", "round", "erf", "atan2", "pow", "copysign", "bitcast",
+                 "saturating_add", "saturating_sub", "rounding_shift_right",
+                 "rounding_mul_shift_right", "requantize"]
 
 # the comparison that holds exactly where `op` does not (on integers: NaN aside)
 NEGATED: dict[CompareOp, CompareOp] = {

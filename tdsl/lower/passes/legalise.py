@@ -32,11 +32,12 @@ expressions outside a function (`legalise_expr`) are rewritten without
 bindings, the operands repeated.
 
 float16 and bfloat16 are computed in float32 and rounded back (`passes.narrow`),
-so no operation on them is left.
+so no operation on them is left. The fixed-point operations (`td.saturating_add`,
+`td.requantize`, ...) are written out in core operations (`passes.fixed_point`).
 
 Guarantees: the result computes the same values; no `Binary` floordiv or mod,
 no float `min`/`max`, no `Call` abs of an int, floor or ceil of an int or
-bool, and no float32 `exp` is left in the function (bodies and the shapes of
+bool, no fixed-point call and no float32 `exp` is left in the function (bodies and the shapes of
 temp buffers); int and index `min`/`max`, float `abs` and the other calls are
 core and stay.
 """
@@ -61,6 +62,7 @@ from ..fastexp import (
     POLY,
 )
 from ..rewrite import Rewriter, bound_names, expr_vars
+from .fixed_point import fixed_point_node
 from .narrow import narrow_node
 
 Bind = Callable[[ir.Expr, str], ir.Expr]
@@ -244,9 +246,15 @@ def legalise_node(e: ir.Expr, bind: Bind = _no_binding,
     `e` is core. `bind(value, role)` may bind a value used more than once to a variable;
     `nonnegative(x)` says whether integer `x` is known to be at least 0 (a floor division
     of it by a positive constant is then a truncating one: `pdiv` on index)."""
-    narrow = narrow_node(e, bind, lambda n: legalise_node(n, bind, nonnegative) or n)
+    def legal(n: ir.Expr) -> ir.Expr:
+        return legalise_node(n, bind, nonnegative) or n
+
+    narrow = narrow_node(e, bind, legal)
     if narrow is not None:
         return narrow
+    fixed = fixed_point_node(e, bind, legal)
+    if fixed is not None:
+        return fixed
     match e:
         case ir.Binary("floordiv" | "mod", a, b, t) if t.is_int:
             return _int_divmod(e.op, a, b, bind, nonnegative)

@@ -40,7 +40,9 @@ _UNARY, _CALL = _vocabulary(ir.UnaryOp), _vocabulary(ir.CallFn)
 _BUFFER_KINDS = _vocabulary(ir.BufferKind)
 
 
-_ARITY = {"copysign": 2, "atan2": 2, "pow": 2}  # every other function takes one argument
+_ARITY = {"copysign": 2, "atan2": 2, "pow": 2, "saturating_add": 2, "saturating_sub": 2,
+          "rounding_shift_right": 2, "rounding_mul_shift_right": 3, "requantize": 3}
+# (every other function takes one argument)
 
 
 def _operation(e: ir.Binary | ir.Call) -> None:
