@@ -93,7 +93,29 @@ def _inputs(name: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
         "int_ops": lambda: {"a": _int8_edges(rng), "b": _int8_edges(rng)[::-1].copy()},
         "fused_at": lambda: {"a": rng.integers(-1000, 1000, (9, 16), dtype=np.int32)},
         "inline_reductions": lambda: {"a": rng.integers(-50, 50, (7, 12), dtype=np.int32)},
+        "fc_s8": lambda: {"input": _s8(rng, 256), "filter": _s8(rng, 64, 256),
+                          "bias": rng.integers(-20000, 20000, 64, dtype=np.int32)},
+        "conv_s8": lambda: {"input": _s8(rng, 16, 16, 16), "filter": _s8(rng, 16, 3, 3, 16),
+                            **_per_channel(rng, 16, -12)},
+        "depthwise_s8": lambda: {"input": _s8(rng, 32, 32, 16), "filter": _s8(rng, 3, 3, 16),
+                                 **_per_channel(rng, 16, -10)},
+        "avgpool_s8": lambda: {"input": _s8(rng, 16, 16, 16)},
+        "maxpool_s8": lambda: {"input": _s8(rng, 16, 16, 16)},
     }[name]()
+
+
+def _s8(rng, *shape) -> np.ndarray:
+    """int8 values, the extremes among them."""
+    a = rng.integers(-128, 128, shape, dtype=np.int8)
+    a.reshape(-1)[:2] = (-128, 127)
+    return a
+
+
+def _per_channel(rng, n: int, shift: int) -> dict[str, np.ndarray]:
+    """Biases and per-channel requantization parameters as a quantized model has them."""
+    return {"bias": rng.integers(-20000, 20000, n, dtype=np.int32),
+            "multiplier": rng.integers(2**30, 2**31 - 1, n, dtype=np.int32),
+            "shift": (shift + rng.integers(-1, 2, n)).astype(np.int32)}
 
 
 def _int8_edges(rng) -> np.ndarray:
@@ -163,7 +185,7 @@ def inline_reductions() -> td.Schedule:
 
 TEST_KERNELS = {"int_ops": int_ops, "fused_at": fused_at, "inline_reductions": inline_reductions}
 NAMES = ["matmul", "blur_root", "blur", "softmax", "qmatmul", "scale", "int_ops", "fused_at",
-         "inline_reductions"]
+         "inline_reductions", "fc_s8", "conv_s8", "depthwise_s8", "avgpool_s8", "maxpool_s8"]
 
 
 @dataclass

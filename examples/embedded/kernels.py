@@ -91,7 +91,120 @@ def scale(q: int = 7) -> td.Schedule:
     return td.schedule(y).split(y, n, 8).vectorize(y, "n_i")
 
 
-KERNELS = {f.__name__: f for f in (matmul, blur_root, blur, softmax, qmatmul, scale)}
+# ---------------------------------------------------------------- quantized networks
+#
+# int8 layers as TensorFlow Lite for Microcontrollers and CMSIS-NN define them: tensors
+# in NHWC order, filters OHWI (depthwise: 1HWC), int32 biases, and the arithmetic of
+# TFLite's reference kernels: each input plus its offset (the negative of its zero
+# point), times the filter, summed from the bias in int32; then requantized
+# (`td.requantize`: per tensor for the fully connected layer, per output channel for the
+# convolutions), plus the output offset, clamped to the activation's range and stored
+# as int8. The offsets, activation range and per-tensor scale are constants of the
+# model, compiled into the kernel; the per-channel multipliers and shifts are arrays.
+
+
+def _requantized(acc, multiplier, shift, output_offset: int, act_min: int, act_max: int):
+    """acc requantized (TFLite's MultiplyByQuantizedMultiplier), offset and clamped to int8."""
+    q = td.requantize(acc, multiplier, shift) + output_offset
+    return td.saturating_cast(td.minimum(td.maximum(q, act_min), act_max), td.int8)
+
+
+def fc_s8(n_in: int = 256, n_out: int = 64, input_offset: int = 128,
+          output_offset: int = -128, multiplier: int = 1518500250, shift: int = -12,
+          act_min: int = -128, act_max: int = 127) -> td.Schedule:
+    """int8 fully connected layer (CMSIS-NN's arm_fully_connected_s8), per-tensor
+    quantization: output[o] = requantize(bias[o] + sum over i of (input[i] +
+    input_offset) * filter[o, i]). Four outputs at a time share each input."""
+    o, i = td.dims("o i")
+    x = td.input("input", {i: n_in}, td.int8)
+    w = td.input("filter", {o: n_out, i: n_in}, td.int8)
+    bias = td.input("bias", {o: n_out}, td.int32)
+    acc = td.compute("acc", {o: n_out}, td.sum(
+        (td.cast(x[i], td.int32) + input_offset) * td.cast(w[o, i], td.int32), over=i))
+    out = td.compute("output", {o: n_out}, _requantized(acc[o] + bias[o], multiplier, shift,
+                                                         output_offset, act_min, act_max))
+    return (td.schedule(out).split(out, o, 4).compute_at(acc, out, "o_o")
+            .split(acc, i, 4).reorder(acc, "i_o i_i o").unroll(acc, "i_i").vectorize(acc, "o"))
+
+
+def conv_s8(h: int = 16, w: int = 16, c_in: int = 16, c_out: int = 16,
+            input_offset: int = 128, output_offset: int = -128, act_min: int = -128,
+            act_max: int = 127) -> td.Schedule:
+    """int8 3x3 convolution, stride 1, padding 1 (CMSIS-NN's arm_convolve_wrapper_s8),
+    per-channel quantization: output[y, x, k] = requantize(bias[k] + sum over ry, rx,
+    c of (input[y + ry - 1, x + rx - 1, c] + input_offset) * filter[k, ry, rx, c],
+    multiplier[k], shift[k]); the padding reads as -input_offset, which contributes 0.
+    Four output channels at a time share each input."""
+    y, x, k, c, ry, rx = td.dims("y x k c ry rx")
+    inp = td.input("input", {y: h, x: w, c: c_in}, td.int8)
+    f = td.input("filter", {k: c_out, ry: 3, rx: 3, c: c_in}, td.int8)
+    bias = td.input("bias", {k: c_out}, td.int32)
+    mult = td.input("multiplier", {k: c_out}, td.int32)
+    shift = td.input("shift", {k: c_out}, td.int32)
+    p = td.pad(inp, -input_offset)
+    prod = (td.cast(p[y + ry - 1, x + rx - 1, c], td.int32) + input_offset) \
+        * td.cast(f[k, ry, rx, c], td.int32)
+    acc = td.compute("acc", {y: h, x: w, k: c_out}, td.sum(prod, over=(ry, rx, c)))
+    out = td.compute("output", {y: h, x: w, k: c_out}, _requantized(
+        acc[y, x, k] + bias[k], mult[k], shift[k], output_offset, act_min, act_max))
+    return (td.schedule(out).split(out, k, 4).compute_at(acc, out, "k_o")
+            .split(acc, c, 4).reorder(acc, "ry rx c_o c_i k").unroll(acc, "c_i")
+            .vectorize(acc, "k"))
+
+
+def depthwise_s8(h: int = 32, w: int = 32, ch: int = 16, input_offset: int = 128,
+                 output_offset: int = -128, act_min: int = -128,
+                 act_max: int = 127) -> td.Schedule:
+    """int8 3x3 depthwise convolution, stride 1, padding 1, one output per input channel
+    (CMSIS-NN's arm_depthwise_conv_wrapper_s8), per-channel quantization:
+    output[y, x, c] = requantize(bias[c] + sum over ry, rx of (input[y + ry - 1,
+    x + rx - 1, c] + input_offset) * filter[ry, rx, c], multiplier[c], shift[c])."""
+    y, x, c, ry, rx = td.dims("y x c ry rx")
+    inp = td.input("input", {y: h, x: w, c: ch}, td.int8)
+    f = td.input("filter", {ry: 3, rx: 3, c: ch}, td.int8)
+    bias = td.input("bias", {c: ch}, td.int32)
+    mult = td.input("multiplier", {c: ch}, td.int32)
+    shift = td.input("shift", {c: ch}, td.int32)
+    p = td.pad(inp, -input_offset)
+    prod = (td.cast(p[y + ry - 1, x + rx - 1, c], td.int32) + input_offset) \
+        * td.cast(f[ry, rx, c], td.int32)
+    acc = td.compute("acc", {y: h, x: w, c: ch}, td.sum(prod, over=(ry, rx)))
+    out = td.compute("output", {y: h, x: w, c: ch}, _requantized(
+        acc[y, x, c] + bias[c], mult[c], shift[c], output_offset, act_min, act_max))
+    return (td.schedule(out).split(out, c, 4).compute_at(acc, out, "c_o")
+            .reorder(acc, "ry rx c").unroll(acc, "ry").unroll(acc, "rx").vectorize(acc, "c"))
+
+
+def avgpool_s8(h: int = 16, w: int = 16, ch: int = 16, act_min: int = -128,
+               act_max: int = 127) -> td.Schedule:
+    """int8 2x2 average pooling, stride 2 (CMSIS-NN's arm_avgpool_s8): the sum of each
+    window divided by 4, halves rounded away from zero, clamped to the activation."""
+    y, x, c, ry, rx = td.dims("y x c ry rx")
+    inp = td.input("input", {y: h, x: w, c: ch}, td.int8)
+    s = td.sum(td.cast(inp[2 * y + ry, 2 * x + rx, c], td.int32), over={ry: 2, rx: 2})
+    total = td.compute("total", {y: h // 2, x: w // 2, c: ch}, s)
+    t = total[y, x, c]
+    avg = td.where(t > 0, (t + 2) // 4, -((2 - t) // 4))
+    out = td.compute("output", {y: h // 2, x: w // 2, c: ch},
+                     td.saturating_cast(td.minimum(td.maximum(avg, act_min), act_max), td.int8))
+    return (td.schedule(out).compute_at(total, out, "x")
+            .reorder(total, "ry rx c").unroll(total, "ry").unroll(total, "rx"))
+
+
+def maxpool_s8(h: int = 16, w: int = 16, ch: int = 16, act_min: int = -128,
+               act_max: int = 127) -> td.Schedule:
+    """int8 2x2 max pooling, stride 2 (CMSIS-NN's arm_max_pool_s8), clamped to the
+    activation."""
+    y, x, c, ry, rx = td.dims("y x c ry rx")
+    inp = td.input("input", {y: h, x: w, c: ch}, td.int8)
+    m = td.max(inp[2 * y + ry, 2 * x + rx, c], over={ry: 2, rx: 2})
+    out = td.compute("output", {y: h // 2, x: w // 2, c: ch},
+                     td.minimum(td.maximum(m, act_min), act_max))
+    return td.schedule(out)
+
+
+KERNELS = {f.__name__: f for f in (matmul, blur_root, blur, softmax, qmatmul, scale, fc_s8,
+                                   conv_s8, depthwise_s8, avgpool_s8, maxpool_s8)}
 
 
 def main() -> None:

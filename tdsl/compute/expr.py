@@ -704,13 +704,29 @@ def saturating_cast(e, dtype) -> Expr:
         x = e
         out = where(x <= lo, const(lo, d), where(x >= hi, const(hi, d), cast(x, d)))
         return where(x != x, const(0, d), out)
-    s_info = np.iinfo(src.name)
+    have = _int_range(e)
     x = e
-    if s_info.min < lo:
+    if have[0] < lo:
         x = binary("max", x, lo)
-    if s_info.max > hi:
+    if have[1] > hi:
         x = binary("min", x, hi)
     return cast(x, d)
+
+
+def _int_range(e: Expr) -> tuple[int, int]:
+    """Bounds of integer expression `e`'s values: its dtype's range, narrowed through
+    the clamps around it (`td.minimum(td.maximum(v, lo), hi)` with constant bounds, as a
+    clamp to an activation's range is written before a saturating cast)."""
+    info = np.iinfo(e.dtype.name)
+    lo, hi = int(info.min), int(info.max)
+    match e:
+        case Binary("min", a, Const(int() as c)) | Binary("min", Const(int() as c), a):
+            alo, ahi = _int_range(a)
+            return min(alo, c), min(ahi, c)
+        case Binary("max", a, Const(int() as c)) | Binary("max", Const(int() as c), a):
+            alo, ahi = _int_range(a)
+            return max(alo, c), max(ahi, c)
+    return lo, hi
 
 
 exp = _math("exp")

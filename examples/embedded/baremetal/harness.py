@@ -97,7 +97,7 @@ TARGETS = {t.name: t for t in (CORTEX_M4, RV32IMC)}
 # flags for every object: C99, no warnings allowed, each function in its own section
 # (so the link keeps only what is called and the map shows each function's size)
 COMMON_FLAGS = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-ffunction-sections",
-                "-fdata-sections", "-fstack-usage")
+                "-fdata-sections", "-fstack-usage", "-fcallgraph-info=su")
 
 
 class HarnessError(RuntimeError):
@@ -130,6 +130,7 @@ class Program:
     arrays: tuple[Array, ...]
     call: str
     prelude: str = ""
+    setup: str = ""  # statements run before the counted call (locals of main)
     workspace: str | None = None
     cflags: tuple[str, ...] = ()
     libraries: tuple[Path, ...] = ()  # static libraries linked after the objects
@@ -192,12 +193,12 @@ __attribute__((noinline)) void tdsl_mark_end(void) {{
 
 static void print_hex(const char *label, const void *data, uint32_t nbytes) {{
     static const char digits[] = "0123456789abcdef";
-    char line[16 + 2 * 48 + 2];
+    char line[48 + 2 * 48 + 2];
     const unsigned char *p = data;
     uint32_t done = 0;
     do {{
         uint32_t n = 0, k = 0;
-        while (label[n] != 0 && n < 15) {{
+        while (label[n] != 0 && n < 47) {{
             line[n] = label[n];
             n++;
         }}
@@ -236,6 +237,7 @@ static void print_int(const char *label, long value) {{
 
 int main(void) {{
     int status = -1;
+{setup}
     tdsl_mark_begin();
     {{
 {call}
@@ -271,8 +273,9 @@ def main_source(prog: Program) -> str:
     prints = [f'    print_hex("tdsl-out-{a.name}", {a.name}, {a.values.nbytes}u);'
               for a in prog.arrays if a.output]
     call = "\n".join(f"        {line}" if line else "" for line in prog.call.splitlines())
+    setup = "\n".join(f"    {line}" if line else "" for line in prog.setup.splitlines())
     return MAIN_TEMPLATE.format(name=prog.name, prelude=prog.prelude, arrays="\n".join(arrays),
-                                call=call, prints="\n".join(prints))
+                                setup=setup, call=call, prints="\n".join(prints))
 
 
 @dataclass
@@ -439,23 +442,38 @@ def linked_size(b: Build, objects: list[Path] | None = None,
     return CodeSize(**sizes)
 
 
-def stack_usage(b: Build, entry: str, sources: list[Path] | None = None) -> int:
-    """Bytes of stack the kernel needs at most: the frame of function `entry` plus the
-    largest frame of the other functions of `sources` (default: the program's first
-    source; the helpers an entry point calls are leaves), as gcc's -fstack-usage
-    reports them. A dynamic frame is an error."""
+def stack_usage(b: Build, entry: str, ci_dirs: list[Path] | None = None) -> int:
+    """Bytes of stack function `entry` needs at most: its frame plus the deepest chain of
+    frames below it, from the call graphs gcc writes with -fcallgraph-info=su (frame
+    sizes as -fstack-usage reports them) for the program's objects and the objects in
+    `ci_dirs`. A function outside them (the C library's memcpy, say) counts 0; a dynamic
+    frame or a recursive call is an error."""
     frames: dict[str, int] = {}
-    for src in sources or [b.program.sources[0]]:
-        su = b.objects[src].with_suffix(".su")
-        for line in su.read_text().splitlines():
-            where, nbytes, kind = line.rsplit("\t", 2)
-            if "dynamic" in kind and "bounded" not in kind:
-                raise HarnessError(f"{where} has a dynamic stack frame")
-            frames[where.rsplit(":", 1)[-1]] = int(nbytes)
+    calls: dict[str, set[str]] = {}
+    files = [o.with_suffix(".ci") for o in b.objects.values()]
+    for d in ci_dirs or []:
+        files += sorted(d.glob("*.ci"))
+    for ci in files:
+        text = ci.read_text()
+        for title, label in re.findall(r'node: \{ title: "([^"]+)" label: "([^"]*)"', text):
+            m = re.search(r"\\n(\d+) bytes \((\w+)", label)
+            if m is None:
+                continue  # declared, not defined here
+            if m.group(2) == "dynamic":
+                raise HarnessError(f"{title} has a dynamic stack frame")
+            frames[title] = int(m.group(1))
+        for a, z in re.findall(r'edge: \{ sourcename: "([^"]+)" targetname: "([^"]+)"', text):
+            calls.setdefault(a, set()).add(z)
     if entry not in frames:
-        raise HarnessError(f"no function {entry} in the stack-usage files: {sorted(frames)}")
-    others = [n for f, n in frames.items() if f != entry]
-    return frames[entry] + max(others, default=0)
+        raise HarnessError(f"no function {entry} in the call graphs")
+
+    def deepest(f: str, path: tuple[str, ...]) -> int:
+        if f in path:
+            raise HarnessError(f"{' -> '.join((*path, f))}: a recursive call")
+        below = [deepest(g, (*path, f)) for g in calls.get(f, ())]
+        return frames.get(f, 0) + max(below, default=0)
+
+    return deepest(entry, ())
 
 
 def library_calls(b: Build, sources: list[Path] | None = None) -> list[str]:
