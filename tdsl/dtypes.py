@@ -85,6 +85,10 @@ bool_ = DType("bool", "b", 8)
 # Loop-IR only: 64-bit index arithmetic (loop variables, sizes, offsets),
 # which never wraps in practice and is emitted without wrapping emulation.
 index = DType("index", "i", 64)
+# Loop-IR only: the same index arithmetic in 32 bits, where the `index32` pass proves
+# every index value fits (portable C for 32-bit cores, sizes checked at entry)
+index32 = DType("index32", "i", 32)
+INDEX_TYPES = (index, index32)
 
 ALL = (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64, bool_)
 _BY_NAME = {d.name: d for d in ALL}
@@ -95,6 +99,8 @@ def as_dtype(x) -> DType:
     if isinstance(x, DType):
         if x is index:
             return int64
+        if x is index32:
+            return int32
         return x
     if isinstance(x, str) and x == "bfloat16":
         return bfloat16

@@ -46,7 +46,7 @@ def emit_c(schedule, name: str, out_dir) -> tuple[Path, Path]:
     stages, or a kernel from `td.build`); returns the two paths."""
     sched = _schedule_of(schedule)
     _check_name(name)
-    func = lower_schedule(sched, name, workspace=True)
+    func = lower_schedule(sched, name, workspace=True, portable=True)
     conditions = extent_conditions(sched.pipeline)
     checks = tuple(ir.Compare(cond.op, legalise_expr(cond.a), legalise_expr(cond.b))
                    for cond, _ in conditions)
@@ -152,6 +152,9 @@ def _returns(func: ir.LoweredFunc, c: CSource, conditions: list[str]) -> list[st
             why += ", or unless " + " and ".join(t.replace(" ", "\0") for t in conditions)
         if ws and ws.constant is None:
             why += ", or when the workspace would exceed PTRDIFF_MAX bytes"
+        if func.index_limits:  # each bound stays on one line
+            bounds = " and ".join(f"{_polynomial(p)}\0<=\0INT32_MAX" for p in func.index_limits)
+            why += f", or unless {bounds} (a bound on its indices, which are 32-bit)"
         codes.append(f"{ERR_SIZES} when a size is invalid: {why};")
     if ws:
         codes.append(f"{ERR_WORKSPACE} when workspace is NULL or not aligned to {ws.align} bytes;")
@@ -171,6 +174,14 @@ def _returns(func: ir.LoweredFunc, c: CSource, conditions: list[str]) -> list[st
     lines += ["Calls share no state: concurrent calls are safe when each has its own",
               f"outputs{shared}."]
     return lines
+
+
+def _polynomial(terms: tuple[tuple[int, tuple[str, ...]], ...]) -> str:
+    """`17*H*W\0+\034*H` for an index limit (`LoweredFunc.index_limits`); \0 stands for a
+    space where the text must not break."""
+    parts = ["*".join(([str(c)] if c != 1 or not names else []) + list(names))
+             for c, names in sorted(terms, key=lambda t: (-len(t[1]), t[1]))]
+    return "\0+\0".join(parts)
 
 
 def _workspace_doc(func: ir.LoweredFunc, c: CSource) -> list[str]:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..dtypes import DType, index
+from ..dtypes import INDEX_TYPES, DType
 from ..lower.contraction import fused_product
 from ..lower.ir import (
     Binary,
@@ -158,7 +158,7 @@ class ExprEmitter:
     def binary(self, e: Binary) -> CExpr:
         op: str = e.op
         t = e.dtype
-        if t == index:
+        if t in INDEX_TYPES:
             return self._index_binary(e)
         if t.is_bool:  # numpy: + is or, * is and; min is and, max is or on 0/1
             op = {"add": "or", "mul": "and", "min": "and", "max": "or"}.get(op, op)
@@ -201,7 +201,7 @@ class ExprEmitter:
     def _index_binary(self, e: Binary) -> CExpr:
         op, a, b = e.op, e.a, e.b
         if op in ("add", "sub") and isinstance(b, Const) and b.value < 0:
-            op, b = ("sub" if op == "add" else "add"), Const(-b.value, index)
+            op, b = ("sub" if op == "add" else "add"), Const(-b.value, e.dtype)
         if op in _PLAIN and op != "truediv":
             return binary(_PLAIN[op], self(a), self(b), exact=True)
         if op in ("pdiv", "pmod", "tdiv", "trem"):
@@ -209,7 +209,7 @@ class ExprEmitter:
         if op in _BITWISE:
             return binary(_BITWISE[op], self(a), self(b))
         if op in _HELPER_OPS:
-            return self._helper(op, index, a, b)
+            return self._helper(op, e.dtype, a, b)
         raise TypeError(f"the loop IR has no {op} on index")
 
     def _helper(self, op: str, t: DType, *args: Expr) -> CExpr:
@@ -249,7 +249,7 @@ class ExprEmitter:
     def unary(self, e: Unary) -> CExpr:
         t = e.dtype
         if e.op == "neg":
-            if t.is_float or t == index:
+            if t.is_float or t in INDEX_TYPES:
                 return unary("-", self(e.a))
             if t.is_int:
                 return self._wrapped_result(e)

@@ -30,9 +30,10 @@ CTYPE = {
     "uint64": "uint64_t",
     "bool": "uint8_t",
     "index": "int64_t",
+    "index32": "int32_t",
 }
 
-# Suffixes name a helper's C type; bool behaves as uint8 and index as int64.
+# Suffixes name a helper's C type; bool behaves as uint8, index as int64, index32 as int32.
 SUFFIX = {
     "float16": "f16",
     "bfloat16": "bf16",
@@ -48,6 +49,7 @@ SUFFIX = {
     "uint64": "u64",
     "bool": "u8",
     "index": "i64",
+    "index32": "i32",
 }
 
 _SUFFIX_CTYPE = {s: CTYPE[name] for name, s in SUFFIX.items()}

@@ -694,11 +694,12 @@ class _Renderer:
             v = w.bind(("var", s.var), s.var)
             if pragma:
                 w.line(pragma)
-            w.open(f"for (int64_t {v} = {start}; {binary('<', atom(v), end)}; {v}++)")
+            t = ctype(s.start.dtype)  # int64_t, or int32_t once the index32 pass narrowed
+            w.open(f"for ({t} {v} = {start}; {binary('<', atom(v), end)}; {v}++)")
             if self._scalar(s, simd) and not parallel:  # a parallel loop's body is a call
                 self.scalar_loops = True
                 w.line(f"{SCALAR_LOOP};")
-            self.ctypes[(("var", s.var), v)] = "int64_t"
+            self.ctypes[(("var", s.var), v)] = t
             saved = self.in_parallel, self.in_simd, self.expr.blend
             self.in_simd = self.in_simd or simd
             # gcc 12 vectorizes a loop around loops of its own only if its body has no
@@ -924,12 +925,28 @@ class _Renderer:
                 self._reject(out, "0")
             for cond in self.requires:
                 self._reject(self.expr(Compare(NEGATED[cond.op], cond.a, cond.b)), "0")
+            for limit in self.func.index_limits:  # 32-bit index arithmetic (index32)
+                self._reject(binary(">", self._polynomial(limit), atom("INT32_MAX")), "0")
             if bytes_fn is not None:  # the workspace depends on the sizes
                 nbytes = call(bytes_fn, *self._size_args())
                 too_big = binary(">", nbytes, cast("uint64_t", atom("PTRDIFF_MAX")))
                 self._reject(too_big, "0")
             w.line("return 1;")
             w.close()
+
+    def _polynomial(self, terms: tuple[tuple[int, tuple[str, ...]], ...]) -> CExpr:
+        """C text of a polynomial in the sizes (`LoweredFunc.index_limits`) in saturating
+        uint64_t: no overflow, whatever the sizes."""
+        self._use_helper(helpers.MUL_SAT)
+        self._use_helper(helpers.ADD_SAT)
+        total = None
+        for coef, names in terms:
+            term = atom(f"{coef}u")
+            for n in names:
+                term = call(helpers.MUL_SAT, term, cast("uint64_t", atom(self._name_of("var", n))))
+            total = term if total is None else call(helpers.ADD_SAT, total, term)
+        assert total is not None
+        return total
 
     def _reject(self, cond, value: str) -> None:
         self.w.open(f"if ({cond})")

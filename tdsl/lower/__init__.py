@@ -31,6 +31,13 @@ the targets:
     legalise numpy's operations (floor //, %, NaN-propagating float min/max, abs,
              float32 exp) written out in core operations the targets map one to one
 
+Portable C (`td.emit_c`, lowered with `portable=True`) is for small cores built by
+a compiler tdsl does not control; after the late passes it takes
+`PORTABLE_PASSES`:
+
+    index32  index arithmetic in 32 bits where the sizes allow, the sizes that do
+             not refused at entry
+
 `lower_schedule(s, trace=True)` (`td.lower(s, trace=True)`) returns the IR after
 convert and after each pass, as a `Trace`.
 """
@@ -49,6 +56,7 @@ from .passes.extents import prove_extents
 from .passes.flatten import flatten
 from .passes.fold_loops import fold_loops
 from .passes.inbounds import check_in_bounds
+from .passes.index32 import narrow_indices
 from .passes.legalise import legalise
 from .passes.partition import partition
 from .passes.reassociate import reassociate
@@ -83,6 +91,10 @@ PASSES: tuple[tuple[str, Pass], ...] = (
 LATE_PASSES: tuple[tuple[str, Pass], ...] = (
     ("flatten", flatten),
     ("legalise", legalise),
+)
+# after the late passes, for portable C (`lower_schedule(..., portable=True)`)
+PORTABLE_PASSES: tuple[tuple[str, Pass], ...] = (
+    ("index32", narrow_indices),
 )
 
 
@@ -151,31 +163,37 @@ class Trace:
 
 @overload
 def lower_schedule(sched: Schedule, name: str | None = None, trace: Literal[False] = False,
-                   workspace: bool = False, late: bool = True) -> ir.LoweredFunc: ...
+                   workspace: bool = False, late: bool = True,
+                   portable: bool = False) -> ir.LoweredFunc: ...
 
 
 @overload
 def lower_schedule(sched: Schedule, name: str | None = None, *, trace: Literal[True],
-                   workspace: bool = False, late: bool = True) -> Trace: ...
+                   workspace: bool = False, late: bool = True, portable: bool = False) -> Trace: ...
 
 
 @overload
 def lower_schedule(sched: Schedule, name: str | None = None, trace: bool = False,
-                   workspace: bool = False, late: bool = True) -> ir.LoweredFunc | Trace: ...
+                   workspace: bool = False, late: bool = True,
+                   portable: bool = False) -> ir.LoweredFunc | Trace: ...
 
 
 def lower_schedule(sched: Schedule, name: str | None = None, trace: bool = False,
-                   workspace: bool = False, late: bool = True) -> ir.LoweredFunc | Trace:
+                   workspace: bool = False, late: bool = True,
+                   portable: bool = False) -> ir.LoweredFunc | Trace:
     """Lower a schedule to a verified loop-IR function named `name`, in a child process
     with a hard time limit (see `budget.bounded`); with `trace`, the `Trace` of every
     step instead. With `workspace`, every temp buffer lives in a workspace the caller
     passes in (for targets without a heap), not on the stack or the heap. With
     `late=False`, the loop nest before the late passes (what `td.lower` shows; `finish`
-    completes it)."""
+    completes it). With `portable` (and `late`), the function is for portable C
+    (`td.emit_c`): `PORTABLE_PASSES` run last."""
     sched._require_current()
     name = name or f"tdsl_{sched.outputs[0].name}"
     what = f"the schedule of {', '.join(o.name for o in sched.outputs)}"
     passes = PASSES + LATE_PASSES if late else PASSES
+    if late and portable:
+        passes += PORTABLE_PASSES
     exprs = [x.expr if isinstance(x, Stage) else x.value for x in sched.pipeline.schedulables]
     if not reads_remapped_stage(exprs):
         steps = bounded(what, lambda: _lower(sched, name, what, trace, workspace, passes))
@@ -230,4 +248,4 @@ def _lower(sched: Schedule, name: str, what: str, keep: bool, workspace: bool,
     return steps
 
 
-__all__ = ["LATE_PASSES", "PASSES", "Trace", "finish", "ir", "lower_schedule"]
+__all__ = ["LATE_PASSES", "PASSES", "PORTABLE_PASSES", "Trace", "finish", "ir", "lower_schedule"]

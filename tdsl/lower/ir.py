@@ -327,6 +327,11 @@ class LoweredFunc:
 
     `nontemporal` names the outputs whose contiguous vector stores bypass the
     caches (`Schedule.store_nontemporal`); the targets fence after them.
+
+    `index_limits`, set by the `index32` pass when the body's index arithmetic is
+    32-bit (`dtypes.index32`), are polynomials in the sizes, each a sum of
+    `coefficient * size * size ...` terms given as (coefficient, size names); the
+    entry point refuses sizes for which one exceeds INT32_MAX.
     """
 
     name: str
@@ -336,6 +341,7 @@ class LoweredFunc:
     body: Stmt
     status: Buffer | None = None
     nontemporal: frozenset[str] = frozenset()
+    index_limits: tuple[tuple[tuple[int, tuple[str, ...]], ...], ...] = ()
 
     @property
     def status_name(self) -> str | None:

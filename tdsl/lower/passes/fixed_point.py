@@ -15,7 +15,8 @@ each one's core form, once for every target:
                         shifted right by q and clamped to the dtype where it can leave it
     requantize          TFLite's and CMSIS-NN's arithmetic: a left shift, the doubling
                         high multiply as one 64-bit product plus 2^30 shifted right by 31
-                        (clamped only where both factors may be INT32_MIN), then
+                        (saturated, by a 32-bit test, only where both factors may be
+                        INT32_MIN), then
                         CMSIS-NN's rounding divide by a power of two (remainder against
                         half the divisor, the threshold one higher for a negative
                         quotient); a constant shift gives constant shift counts, masks and
@@ -188,13 +189,16 @@ def _requantize(acc: ir.Expr, m: ir.Expr, s: ir.Expr, bind: Bind) -> ir.Expr:
         left = _bin("max", s, _c(0, i32))
         right = bind(_bin("max", ir.Unary("neg", s, i32), _c(0, i32)), "e")
     x = acc if ir.int_value(left) == 0 else _bin("shl", acc, left)
-    # SaturatingRoundingDoublingHighMul: (x * m + 2^30) >> 31 in int64; only x = m =
-    # INT32_MIN gives 2^31, clamped to INT32_MAX
+    # SaturatingRoundingDoublingHighMul: (x * m + 2^30) >> 31 in int64. Only x = m =
+    # INT32_MIN gives 2^31 (which wraps to INT32_MIN in int32), and no product gives
+    # -2^31: so an int32 result of INT32_MIN is exactly the case to saturate to INT32_MAX,
+    # a 32-bit test where a 64-bit clamp would compare two words
     high = _bin("ashr", _bin("add", _bin("mul", ir.Cast(x, i64), ir.Cast(m, i64)),
                              _c(1 << 30, i64)), _c(31, i64))
-    if ir.int_value(m) in (None, INT32_MIN) and ir.int_value(x) in (None, INT32_MIN):
-        high = _bin("min", high, _c(INT32_MAX, i64))
     y: ir.Expr = ir.Cast(high, i32)
+    if ir.int_value(m) in (None, INT32_MIN) and ir.int_value(x) in (None, INT32_MIN):
+        y = bind(y, "y")
+        y = _sel(_cmp("eq", y, _c(INT32_MIN, i32)), _c(INT32_MAX, i32), y)
     e = ir.int_value(right)
     if e == 0:
         return y

@@ -2,7 +2,7 @@
 
 Checks: every variable is declared before use (sizes, loop variables,
 lets); loop variables are not redeclared in their own scope; indices have
-the index dtype; either every access has one index per dimension of its
+an index dtype (`index`, or `index32` once the index32 pass has narrowed them); either every access has one index per dimension of its
 buffer or, once the `flatten` pass has run, every access has exactly one (its
 row-major offset); Binary/Compare operands share a dtype; the core operations
 of the legalise pass are used where they are defined (`tdiv` on integers, `trem`
@@ -49,7 +49,7 @@ def _operation(e: ir.Binary | ir.Call) -> None:
     """The operation is defined for its operands."""
     if isinstance(e, ir.Binary):
         d = e.dtype
-        if e.op in ("pdiv", "pmod") and d != dt.index:
+        if e.op in ("pdiv", "pmod") and d not in dt.INDEX_TYPES:
             raise VerifyError(f"{e.op} on {d!r}: index only")
         if e.op == "tdiv" and not d.is_int or e.op == "trem" and d.is_bool:
             raise VerifyError(f"{e.op} on {d!r}")
@@ -82,8 +82,8 @@ class _Verifier(ScopedVisitor):
             case ir.Binary(op, a, b, d):
                 _known(op, _BINARY, "binary operation")
                 _operation(e)
-                if d == dt.index:
-                    if a.dtype != dt.index or b.dtype != dt.index:
+                if d in dt.INDEX_TYPES:
+                    if a.dtype != d or b.dtype != d:
                         raise VerifyError(f"index {op} on {a.dtype!r}, {b.dtype!r}")
                 elif op in ("and", "or") and d == dt.bool_:
                     pass
@@ -133,7 +133,7 @@ class _Verifier(ScopedVisitor):
         if buf.kind == "temp" and buf.name not in self.buffers:
             raise VerifyError(f"temp buffer {buf.name} used outside its Allocate")
         for i in idx:
-            if i.dtype != dt.index:
+            if i.dtype not in dt.INDEX_TYPES:
                 raise VerifyError(f"index of {buf.name} has dtype {i.dtype!r}")
 
 
