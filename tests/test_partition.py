@@ -228,3 +228,98 @@ def test_a_tail_bound_under_another_min_is_not_cut():
     func = ir.LoweredFunc("f", (), (buf,), (k,), ir.For("i", ir.index_const(0), ir.index_const(3),
                                                        ir.ForKind.SERIAL, inner))
     assert "j in 0 .. 16:" not in str(partition(func))
+
+
+# ---------------------------------------------------------------- portable C: every loop
+
+
+def _portable(sched, name="k") -> ir.LoweredFunc:
+    from tdsl.lower import lower_schedule
+
+    return lower_schedule(sched, name, workspace=True, late=False, portable=True)
+
+
+def _tests(func: ir.LoweredFunc) -> list[ir.Expr]:
+    """The selects, mins and maxes of the function's stores (range tests and clamps)."""
+    from tdsl.lower.rewrite import stmt_exprs, walk_exprs
+
+    found = []
+    for s in walk_stmts(func.body):
+        if isinstance(s, ir.Store):
+            for top in stmt_exprs(s):
+                found += [e for e in walk_exprs(top) if isinstance(e, ir.Select)
+                          or isinstance(e, ir.Binary) and e.op in ("min", "max")
+                          and e.dtype == dtypes.index]
+    return found
+
+
+def test_portable_padded_convolution_has_no_range_test():
+    """A td.pad convolution with no vectorized loop: host C keeps the padding's test at
+    every multiply-accumulate; portable C partitions the tap loops at each pixel, so the
+    products read plain loads, and the taps that fall on the padding (which contribute
+    (-off + off) * w = 0) are gone, not tested."""
+    from test_emit_c import KERNELS
+
+    from tdsl.emit import load_function
+
+    sched = load_function(f"{KERNELS}:conv_s8")()
+    assert _tests(td.lower(sched))  # host C: tests inside
+    func = _portable(sched)
+    assert _tests(func) == [], str(func)
+    loops = [s.var for s in walk_stmts(func.body) if isinstance(s, ir.For)]
+    assert loops.count("ry") == 1 and loops.count("rx") == 1, str(func)  # no copies
+
+
+@pytest.mark.parametrize("view", sorted(VIEWS))
+def test_portable_stencils_partition_without_a_vectorized_loop(view):
+    """Every boundary view, every loop, no vectorized loop: the interior of portable C
+    reads plain loads, and the emitted C gives numpy's answer at every size (with ASan
+    and UBSan: tests/test_emit_c.py's driver)."""
+    out = blur5(VIEWS[view], td.int32)
+    func = _portable(td.schedule(out))
+    assert _interior_loads(func), str(func)
+
+
+@pytest.mark.parametrize("view", sorted(VIEWS))
+@pytest.mark.parametrize("shape", [(1, 1), (2, 3), (5, 16), (9, 7)])
+def test_portable_stencils_match_numpy(view, shape, tmp_path):
+    import test_emit_c as e
+
+    from tdsl.compute.binding import bind_arguments
+
+    out = blur5(VIEWS[view], td.int32)
+    sched = td.schedule(out)
+    a = np.random.default_rng(sum(shape)).integers(-100, 100, shape, dtype=np.int32)
+    td.emit_c(sched, "k", tmp_path)
+    em = e.Emitted("k", tmp_path, td.lower(sched, "k"), {"inp": a},
+                   {"out": td.evaluate(out, inp=a)}, bind_arguments(sched.pipeline, {"inp": a}).sizes,
+                   sched)
+    (tmp_path / "inputs.bin").write_bytes(a.tobytes())
+    (tmp_path / "driver.c").write_text(e.driver_source(em))
+    e.build_and_run(em, "asan", e.tool("gcc"), e.SANITIZE, env=e.ASAN_ENV)
+
+
+def test_simplify_removes_what_contributes_nothing():
+    """Integer constants fold (wrapping), x * 0 is 0, x + 0 is x, a[i] = a[i] goes, and
+    the loops and lets left empty go with it; a float product with 0 stays (NaN)."""
+    from tdsl.lower.passes.simplify import simplify
+
+    i32, f32 = dtypes.int32, dtypes.float32
+    acc = ir.Buffer("acc", i32, (ir.index_const(4),), "output")
+    w = ir.Buffer("w", i32, (ir.index_const(4),), "input")
+    f = ir.Buffer("f", f32, (ir.index_const(4),), "output")
+    i = ir.Var("i")
+    pad = ir.Binary("add", ir.Cast(ir.Const(-128, dtypes.int8), i32), ir.Const(128, i32), i32)
+    step = ir.Store(acc, (i,), ir.Binary("add", ir.Load(acc, (i,)),
+                                          ir.Binary("mul", pad, ir.Load(w, (i,)), i32), i32))
+    loop = ir.For("i", ir.index_const(0), ir.index_const(4), ir.ForKind.SERIAL,
+                  ir.Let("unused", ir.index_const(3), step))
+    fstep = ir.Store(f, (i,), ir.Binary("mul", ir.Load(f, (i,)), ir.Const(0.0, f32), f32))
+    floop = ir.For("i", ir.index_const(0), ir.index_const(4), ir.ForKind.SERIAL, fstep)
+    func = ir.LoweredFunc("k", (w,), (acc, f), (), ir.Block((loop, floop)))
+    out = simplify(func)
+    assert out.body == floop
+    wrap = ir.Binary("add", ir.Const(127, dtypes.int8), ir.Const(1, dtypes.int8), dtypes.int8)
+    one = ir.Store(acc, (ir.index_const(0),), ir.Cast(wrap, i32))
+    got = simplify(ir.LoweredFunc("k", (w,), (acc, f), (), one)).body
+    assert got == ir.Store(acc, (ir.index_const(0),), ir.Const(-128, i32))

@@ -32,7 +32,10 @@ the targets:
              float32 exp) written out in core operations the targets map one to one
 
 Portable C (`td.emit_c`, lowered with `portable=True`) is for small cores built by
-a compiler tdsl does not control; after the late passes it takes
+a compiler tdsl does not control, and its function says so (`LoweredFunc.portable`):
+`convert` leaves inline reductions as loops (no unrolling the schedule did not ask
+for), `partition` cuts every loop where a boundary view's test is decided by its
+variable (not only loops around vectorized ones), and after the late passes it takes
 `PORTABLE_PASSES`:
 
     index32  index arithmetic in 32 bits where the sizes allow, the sizes that do
@@ -164,30 +167,32 @@ class Trace:
 @overload
 def lower_schedule(sched: Schedule, name: str | None = None, trace: Literal[False] = False,
                    workspace: bool = False, late: bool = True,
-                   portable: bool = False) -> ir.LoweredFunc: ...
+                   portable: bool = False, isa: ir.Isa = "generic") -> ir.LoweredFunc: ...
 
 
 @overload
 def lower_schedule(sched: Schedule, name: str | None = None, *, trace: Literal[True],
-                   workspace: bool = False, late: bool = True, portable: bool = False) -> Trace: ...
+                   workspace: bool = False, late: bool = True, portable: bool = False,
+                   isa: ir.Isa = "generic") -> Trace: ...
 
 
 @overload
 def lower_schedule(sched: Schedule, name: str | None = None, trace: bool = False,
                    workspace: bool = False, late: bool = True,
-                   portable: bool = False) -> ir.LoweredFunc | Trace: ...
+                   portable: bool = False, isa: ir.Isa = "generic") -> ir.LoweredFunc | Trace: ...
 
 
 def lower_schedule(sched: Schedule, name: str | None = None, trace: bool = False,
                    workspace: bool = False, late: bool = True,
-                   portable: bool = False) -> ir.LoweredFunc | Trace:
+                   portable: bool = False, isa: ir.Isa = "generic") -> ir.LoweredFunc | Trace:
     """Lower a schedule to a verified loop-IR function named `name`, in a child process
     with a hard time limit (see `budget.bounded`); with `trace`, the `Trace` of every
     step instead. With `workspace`, every temp buffer lives in a workspace the caller
     passes in (for targets without a heap), not on the stack or the heap. With
     `late=False`, the loop nest before the late passes (what `td.lower` shows; `finish`
-    completes it). With `portable` (and `late`), the function is for portable C
-    (`td.emit_c`): `PORTABLE_PASSES` run last."""
+    completes it). With `portable`, the function is for portable C (`td.emit_c`), which
+    the passes take into account (`LoweredFunc.portable`), and, with `late`,
+    `PORTABLE_PASSES` run last; `isa` is the instruction set it may use (`ir.ISAS`)."""
     sched._require_current()
     name = name or f"tdsl_{sched.outputs[0].name}"
     what = f"the schedule of {', '.join(o.name for o in sched.outputs)}"
@@ -196,7 +201,8 @@ def lower_schedule(sched: Schedule, name: str | None = None, trace: bool = False
         passes += PORTABLE_PASSES
     exprs = [x.expr if isinstance(x, Stage) else x.value for x in sched.pipeline.schedulables]
     if not reads_remapped_stage(exprs):
-        steps = bounded(what, lambda: _lower(sched, name, what, trace, workspace, passes))
+        steps = bounded(what, lambda: _lower(sched, name, what, trace, workspace, passes,
+                                             portable=portable, isa=isa))
     else:
         # a stage read through a mirror or wrap view: where it is computed inside a loop,
         # its exact region is piecewise and can cost isl far more than a whole-axis one
@@ -206,17 +212,20 @@ def lower_schedule(sched: Schedule, name: str | None = None, trace: bool = False
         try:
             steps = bounded(what, lambda: _lower(
                 sched, name, what, trace, workspace, passes,
-                ops=int(budget.MAX_ISL_OPERATIONS * share)), seconds=budget.MAX_ISL_SECONDS * share)
+                ops=int(budget.MAX_ISL_OPERATIONS * share), portable=portable, isa=isa),
+                seconds=budget.MAX_ISL_SECONDS * share)
         except AnalysisLimitError:
             def coarse() -> list[tuple[str, ir.LoweredFunc]]:
                 with whole_axis_remaps():
-                    return _lower(sched, name, what, trace, workspace, passes)
+                    return _lower(sched, name, what, trace, workspace, passes,
+                                  portable=portable, isa=isa)
             steps = bounded(what, coarse)
     return Trace(steps) if trace else steps[-1][1]
 
 
 def _lower(sched: Schedule, name: str, what: str, keep: bool, workspace: bool,
-           passes: tuple[tuple[str, Pass], ...], ops: int | None = None
+           passes: tuple[tuple[str, Pass], ...], ops: int | None = None,
+           portable: bool = False, isa: ir.Isa = "generic"
            ) -> list[tuple[str, ir.LoweredFunc]]:
     """The steps of one lowering (only the last one unless `keep`), each step under
     `ops` isl operations (default: MAX_ISL_OPERATIONS)."""
@@ -231,7 +240,7 @@ def _lower(sched: Schedule, name: str, what: str, keep: bool, workspace: bool,
         with step("loop generation"):
             vectors = schedule_vectors(model, binders=True)
             ast = build_ast(model, vectors)
-            func, temps = convert(model, ast, vectors, name)
+            func, temps = convert(model, ast, vectors, name, portable, isa)
             pending = frozenset(b.name for b, _ in temps)
             func = verify(func, pending=pending, placed=False)
         steps.append(("convert", func))

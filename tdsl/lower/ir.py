@@ -312,6 +312,11 @@ def fits_stack(buf: Buffer) -> bool:
     return count is not None and count * buf.dtype.itemsize <= STACK_LIMIT
 
 
+# what a portable function may use beyond C99 (`LoweredFunc.isa`)
+Isa = Literal["generic", "armv7e-m"]
+ISAS: tuple[Isa, ...] = ("generic", "armv7e-m")
+
+
 @_node
 class LoweredFunc:
     """A whole kernel: arguments in call order, then its body.
@@ -328,6 +333,11 @@ class LoweredFunc:
     `nontemporal` names the outputs whose contiguous vector stores bypass the
     caches (`Schedule.store_nontemporal`); the targets fence after them.
 
+    `portable` marks a function lowered for portable C (`td.emit_c`): small cores, a
+    compiler tdsl does not control, code size counted; `isa` names the instruction set
+    it may use beyond plain C ("armv7e-m": the Arm DSP extension, under a test of the
+    compiler's feature macro).
+
     `index_limits`, set by the `index32` pass when the body's index arithmetic is
     32-bit (`dtypes.index32`), are polynomials in the sizes, each a sum of
     `coefficient * size * size ...` terms given as (coefficient, size names); the
@@ -342,6 +352,8 @@ class LoweredFunc:
     status: Buffer | None = None
     nontemporal: frozenset[str] = frozenset()
     index_limits: tuple[tuple[tuple[int, tuple[str, ...]], ...], ...] = ()
+    portable: bool = False
+    isa: Isa = "generic"
 
     @property
     def status_name(self) -> str | None:

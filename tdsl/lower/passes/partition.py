@@ -25,6 +25,13 @@ the vector loop runs over a constant number of lanes with no test of its own
 it keeps the min. A parallel loop is not cut for this: that would make a second
 parallel region.
 
+In portable C (`LoweredFunc.portable`) every serial or parallel loop is partitioned
+so, not only those around a vectorized loop, and every read counts: on a small core
+a range test in an inner loop costs a compare and a branch at every step (a padded
+convolution's interior then runs with none); the copies before and after the
+interval are partitioned in turn where their inner loops have sites of their own
+(a border row of a padded convolution tests only the taps that fall outside).
+
 Guarantees: the result computes the same values; a min, max or test is replaced
 only inside the interval where it equals what replaces it (its e, its m, or true)
 for every iteration of the loops inside; loops are copied only while the loop stays below a size limit.
@@ -38,6 +45,7 @@ from dataclasses import dataclass, replace
 from ... import dtypes as dt
 from .. import ir
 from ..rewrite import Rewriter, _rebuild_expr, expr_children, stmt_count, walk_stmts
+from .simplify import normalize
 
 MAX_STATEMENTS = 200  # a loop larger than this is not copied
 GROWTH = 2  # nor once the copies would make the function this many times larger (or add
@@ -102,15 +110,21 @@ def _sum(coefs: dict[str, int], const: int, opaque: tuple[ir.Expr, ...]) -> ir.E
 
 @dataclass(frozen=True)
 class _Site:
-    """`node` is the identity (or true) where v >= lo (when lo) and v <= hi (when hi)."""
+    """`node` is the identity (or true) where v >= lo (when lo) and v <= hi (when hi).
+    An `exact` site's `e` reads no variable of a loop inside v's: then outside that
+    range `node` is `outside` (false, or the bound m) at every iteration inside."""
 
     node: ir.Expr
     replacement: ir.Expr
     lo: ir.Expr | None = None
     hi: ir.Expr | None = None
+    exact: bool = False
+    outside: ir.Expr | None = None
+    tail: bool = False  # the end of a vectorized loop cut short
 
 
 def _floordiv(a: ir.Expr, b: int) -> ir.Expr:
+    a = normalize(a)  # one form for one value: sites with the same bound share it
     return a if b == 1 else ir.Binary("floordiv", a, _idx(b), dt.index)
 
 
@@ -132,7 +146,9 @@ class _Finder:
         """(a, least r, greatest r) with e = a * v + r, a > 0; None if e is not so. A
         min or max of e with an invariant bound around it (the other side of a clamp, a
         site itself, so the identity in the interior) is looked through. With sign -1:
-        e = -a * v + r, nothing looked through (a tail's bound)."""
+        e = -a * v + r, nothing looked through (a tail's bound). `self.exact` says
+        afterwards whether r reads no variable of an inner loop."""
+        self.exact = True
         while sign > 0 and isinstance(e, ir.Binary) and e.op in ("min", "max") \
                 and self.invariant(e.b):
             e = e.a
@@ -144,6 +160,8 @@ class _Finder:
         if a <= 0:
             return None
         outer = {k: c for k, c in coefs.items() if k not in self.inner}
+        if any(c for k, c in coefs.items() if k in self.inner):
+            self.exact = False
         least, greatest = const, const
         for k, c in coefs.items():
             if k in self.inner:
@@ -161,25 +179,30 @@ class _Finder:
                        {self.v, *self.inner} for x in _walk(m))
 
     def site(self, n: ir.Expr) -> _Site | None:
+        false = ir.Const(False, dt.bool_)
         match n:
             case ir.Binary("min", e, m, t) if t == dt.index and self.invariant(m):
                 b = self.bounds(e)  # e <= m  <=>  v <= (m - r_max) / a
                 if b is not None:
-                    return _Site(n, e, hi=_floordiv(ir.Binary("sub", m, b[2], dt.index), b[0]))
+                    return _Site(n, e, hi=_floordiv(ir.Binary("sub", m, b[2], dt.index), b[0]),
+                                 exact=self.exact, outside=m)
             case ir.Binary("max", e, m, t) if t == dt.index and self.invariant(m):
                 b = self.bounds(e)  # e >= m  <=>  v >= (m - r_min) / a
                 if b is not None:
-                    return _Site(n, e, lo=_ceildiv(ir.Binary("sub", m, b[1], dt.index), b[0]))
+                    return _Site(n, e, lo=_ceildiv(ir.Binary("sub", m, b[1], dt.index), b[0]),
+                                 exact=self.exact, outside=m)
             case ir.Compare("ge", e, m) if e.dtype == dt.index and self.invariant(m):
                 b = self.bounds(e)
                 if b is not None:
                     return _Site(n, ir.Const(True, dt.bool_),
-                                 lo=_ceildiv(ir.Binary("sub", m, b[1], dt.index), b[0]))
+                                 lo=_ceildiv(ir.Binary("sub", m, b[1], dt.index), b[0]),
+                                 exact=self.exact, outside=false)
             case ir.Compare("lt", e, m) if e.dtype == dt.index and self.invariant(m):
                 b = self.bounds(e)  # e < m  <=>  e <= m - 1
                 if b is not None:
                     top = ir.Binary("sub", ir.Binary("sub", m, _idx(1), dt.index), b[2], dt.index)
-                    return _Site(n, ir.Const(True, dt.bool_), hi=_floordiv(top, b[0]))
+                    return _Site(n, ir.Const(True, dt.bool_), hi=_floordiv(top, b[0]),
+                                 exact=self.exact, outside=false)
         return None
 
     def tail(self, end: ir.Expr) -> _Site | None:
@@ -192,7 +215,8 @@ class _Finder:
             if self.invariant(m):
                 b = self.bounds(e, sign=-1)
                 if b is not None:
-                    return _Site(end, m, hi=_floordiv(ir.Binary("sub", b[1], m, dt.index), b[0]))
+                    return _Site(end, m, hi=_floordiv(ir.Binary("sub", b[1], m, dt.index), b[0]),
+                                 tail=True)
         return None
 
     def collect(self, s: ir.Stmt, out: list[_Site]) -> None:
@@ -275,10 +299,15 @@ def _replace(e: ir.Expr, by_node: dict[int, ir.Expr]) -> ir.Expr:
 
 class _Replace(Rewriter):
     """Statements with the site nodes replaced (outermost first, so a clamp's two sides
-    both go)."""
+    both go): by what they are inside the interval, or with `outside`, by what they are
+    outside it."""
 
-    def __init__(self, sites: list[_Site]) -> None:
-        self.by_node = {id(x.node): x.replacement for x in sites}
+    def __init__(self, sites: list[_Site], outside: bool = False) -> None:
+        self.by_node: dict[int, ir.Expr] = {}
+        for x in sites:
+            by = x.outside if outside else x.replacement
+            if by is not None:
+                self.by_node[id(x.node)] = by
 
     def visit_expr(self, e: ir.Expr) -> ir.Expr:
         return _replace(e, self.by_node)
@@ -322,9 +351,10 @@ class _Partition:
     """Top down: a loop with sites is split in three and its interior copy's body is
     partitioned in turn; the copies before and after are left as they are."""
 
-    def __init__(self, budget: int) -> None:
+    def __init__(self, budget: int, every: bool = False) -> None:
         self.count = 0
         self.budget = budget  # statements the copies may still add
+        self.every = every  # every loop, every read (portable C)
 
     def visit(self, s: ir.Stmt) -> ir.Stmt:
         match s:
@@ -345,9 +375,12 @@ class _Partition:
         size = stmt_count(s)
         if (s.kind in (ir.ForKind.SERIAL, ir.ForKind.PARALLEL) and s.reassociate is None
                 and size <= MAX_STATEMENTS and 2 * size + 3 <= self.budget
-                and _vectorized(s.body)):
+                and (self.every or _vectorized(s.body))):
             # a parallel loop is not cut for a tail: that would be two parallel regions
-            _Finder(s.var, {}, tails=s.kind is ir.ForKind.SERIAL).collect(s.body, sites)
+            _Finder(s.var, {}, in_vector=self.every,
+                    tails=s.kind is ir.ForKind.SERIAL).collect(s.body, sites)
+            if self.every:  # exact sites only: the loop whose variable decides the test
+                sites = [x for x in sites if x.exact or x.tail]
         if not sites:
             return replace(s, body=self.visit(s.body))
         self.budget -= 2 * size + 3  # two more copies, two lets and a block
@@ -371,6 +404,15 @@ class _Partition:
         interior = replace(s, start=a_at, end=b_at,
                            body=self.visit(_Replace(sites).visit(s.body)))
         parts = [replace(s, end=a_at), interior, replace(s, start=b_at)]
+        if self.every:  # outside the interval: what exact sites are there, then the
+            # inner loops in turn
+            for k, side in ((0, "lo"), (2, "hi")):
+                on_side = [x for x in sites if getattr(x, side) is not None]
+                outer = s.body
+                if on_side and all(x.exact for x in on_side) and \
+                        len(dict.fromkeys(getattr(x, side) for x in on_side)) == 1:
+                    outer = _Replace(on_side, outside=True).visit(outer)
+                parts[k] = replace(parts[k], body=self.visit(outer))
         start, end = _constant(s.start), _constant(s.end)
         if ca is not None and cb is not None:
             keep = [start is None or ca > start, cb > ca, end is None or end > max(cb, ca)]
@@ -382,4 +424,4 @@ class _Partition:
 def partition(func: ir.LoweredFunc) -> ir.LoweredFunc:
     """`func` with loops partitioned around reads through boundary views (see the module)."""
     budget = max((GROWTH - 1) * stmt_count(func.body), MAX_STATEMENTS)
-    return replace(func, body=_Partition(budget).visit(func.body))
+    return replace(func, body=_Partition(budget, every=func.portable).visit(func.body))

@@ -13,6 +13,12 @@ let variable in the range of its value, and inside `if c` (or its `else`)
 the comparisons of one variable with constants that `c` asserts (or denies)
 narrow that range (`v != c` only when c is an end of it). A loop whose range is empty for every value of the
 variables around it is removed.
+
+On integer values (which wrap, as numpy's do) constants fold too, a cast of a
+constant included, and `x + 0`, `x - 0`, `x * 1` are `x`, `x * 0` is 0; a store of an
+element's own value back to it (`a[i] = a[i]`, not atomic) is removed, and so is a
+loop or a let whose body is then empty (a let nothing reads goes too): what a partitioned padded convolution leaves where
+the padding contributes nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from dataclasses import replace
 
 from ... import dtypes as dt
 from .. import ir
-from ..rewrite import Rewriter
+from ..rewrite import Rewriter, free_vars
 
 _FOLD: dict[str, Callable[[int, int], int | None]] = {
     "add": lambda a, b: a + b,
@@ -307,6 +313,8 @@ class _Simplify(Rewriter):
                 return chosen
         if isinstance(e, ir.Binary) and e.dtype == dt.index:
             return _index_binary(e)
+        if e.dtype.is_int and e.dtype != dt.index:
+            return _int_value(e)
         if isinstance(e, ir.Unary) and e.dtype == dt.index and isinstance(e.a, ir.Const):
             return ir.Const(-e.a.value, dt.index)
         return None
@@ -338,6 +346,13 @@ class _Simplify(Rewriter):
     def stmt(self, s: ir.Stmt) -> ir.Stmt | None:
         if isinstance(s, ir.If) and isinstance(s.cond, ir.Const):
             return s.then if s.cond.value else (s.else_ or ir.Block(()))
+        if isinstance(s, ir.Store) and not s.atomic and s.value == ir.Load(s.buffer, s.indices):
+            return ir.Block(())  # a[i] = a[i]
+        if isinstance(s, ir.For | ir.Let) and s.body == ir.Block(()) and (
+                not isinstance(s, ir.For) or s.reassociate is None):
+            return ir.Block(())  # a loop or a binding of nothing
+        if isinstance(s, ir.Let) and s.name not in free_vars(s.body):
+            return s.body  # a binding nothing reads (the bound of a loop removed)
         if isinstance(s, ir.Block):
             flat: list[ir.Stmt] = []
             for x in s.stmts:
@@ -347,6 +362,35 @@ class _Simplify(Rewriter):
             if len(flat) != len(s.stmts):
                 return ir.Block(tuple(flat))
         return None
+
+
+def _wrap(v: int, t: dt.DType) -> int:
+    """`v` wrapped into integer dtype `t`, as numpy's arithmetic wraps."""
+    v &= (1 << t.bits) - 1
+    return v - (1 << t.bits) if t.is_signed and v >> (t.bits - 1) else v
+
+
+_WRAPPING: dict[str, Callable[[int, int], int]] = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "min": min, "max": max, "and": lambda a, b: a & b, "or": lambda a, b: a | b,
+    "xor": lambda a, b: a ^ b}
+
+
+def _int_value(e: ir.Expr) -> ir.Expr | None:
+    """An integer (not index) node folded: constants, a cast of one, the identities."""
+    t = e.dtype
+    match e:
+        case ir.Cast(ir.Const(int() as v, src), _) if src.is_int and not src.is_bool:
+            return ir.Const(_wrap(v, t), t)
+        case ir.Binary(op, ir.Const(int() as a), ir.Const(int() as b), _) if op in _WRAPPING:
+            return ir.Const(_wrap(_WRAPPING[op](a, b), t), t)
+        case ir.Binary("add" | "sub", a, ir.Const(0)) | ir.Binary("add", ir.Const(0), a):
+            return a
+        case ir.Binary("mul", a, ir.Const(1)) | ir.Binary("mul", ir.Const(1), a):
+            return a
+        case ir.Binary("mul", _, ir.Const(0)) | ir.Binary("mul", ir.Const(0), _):
+            return ir.Const(0, t)
+    return None
 
 
 def _index_binary(e: ir.Binary) -> ir.Expr | None:

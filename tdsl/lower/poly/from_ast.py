@@ -66,6 +66,7 @@ class Converter:
         # the kernel's status, set when a data-dependent index is out of range
         self.status = ir.Buffer("tdsl_status", dt.int32, (ir.index_const(1),), "temp")
         self.checked = False
+        self.unroll_inline = True  # inline reductions of at most UNROLL_INLINE points
 
     # ---------------------------------------------------------- nodes
 
@@ -496,7 +497,8 @@ class _StmtWriter:
             steps = self._steps(pack, n, tuple(loads), inner)
         self.scopes.pop()
         body = _sequence([*inner, *steps])
-        kind = ir.ForKind.UNROLLED if _small(bounds) else ir.ForKind.SERIAL
+        small = self.conv.unroll_inline and _small(bounds)
+        kind = ir.ForKind.UNROLLED if small else ir.ForKind.SERIAL
         for var, lo, hi in reversed(bounds):
             trip = _trip(lo, hi)
             body = ir.For(var, lo, hi, kind, body, trip if kind is ir.ForKind.UNROLLED else None)
@@ -667,7 +669,8 @@ class _StmtWriter:
 
 
 # an inline reduction of at most this many constant points is unrolled: straight-line
-# code inside the loop that uses it, which then vectorizes on every target
+# code inside the loop that uses it, which then vectorizes on every host target (not in
+# portable C: `convert`)
 UNROLL_INLINE = 32
 
 
@@ -800,13 +803,18 @@ def _extent(pa: isl.PwAff, sizes: Mapping[str, ir.Expr]) -> ir.Expr:
     return pwaff_to_ir(pa, [], sizes)
 
 
-def convert(model: Model, ast: isl.AstNode, vectors: dict[Statement, Vector], name: str
+def convert(model: Model, ast: isl.AstNode, vectors: dict[Statement, Vector], name: str,
+            portable: bool = False, isa: ir.Isa = "generic"
             ) -> tuple[ir.LoweredFunc, list[tuple[ir.Buffer, tuple[str, ...]]]]:
     """The isl AST as a loop-IR function, and the temp buffers with the loop variables
-    around their store levels (for the allocate pass)."""
+    around their store levels (for the allocate pass). For portable C (`portable`: the
+    function says so, with its `isa`) an inline reduction is a loop, never unrolled
+    unless the schedule asks (code size counts there, and its compiler unrolls what
+    pays)."""
     pipeline = model.schedule.state.pipeline
     buffers = buffers_for(model)
     conv = Converter(model, buffers, vectors)
+    conv.unroll_inline = not portable
     body = place_binders(conv.node(ast, {}, frozenset()))
     unbound = sorted(free_vars(body) & conv.bound_vars.keys())
     if unbound:
@@ -823,6 +831,8 @@ def convert(model: Model, ast: isl.AstNode, vectors: dict[Statement, Vector], na
         body,
         conv.status if conv.checked else None,
         frozenset(model.schedule.state.nontemporal),
+        portable=portable,
+        isa=isa,
     )
     temps = []
     for stage in pipeline.stages:
