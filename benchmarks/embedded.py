@@ -112,7 +112,8 @@ def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> str:
 def measure(name: str, make: Callable, inputs: dict[str, np.ndarray], target, opt: str,
             work: Path) -> tuple[Row, dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Emit, build, run and measure one kernel: its row, its outputs and numpy's."""
-    prog, want = harness.kernel_program(make(), name, inputs, work / "kernel")
+    prog, want = harness.kernel_program(make(), name, inputs, work / f"kernel-{target.isa}",
+                                        isa=target.isa)
     b = harness.build(prog, target, opt, work / f"{target.name}{opt}")
     result = harness.run(b)
     size = harness.linked_size(b)

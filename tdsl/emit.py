@@ -41,12 +41,21 @@ from .runtime import Kernel
 from .schedule import Schedule
 
 
-def emit_c(schedule, name: str, out_dir) -> tuple[Path, Path]:
+def emit_c(schedule, name: str, out_dir, isa: str = "generic") -> tuple[Path, Path]:
     """Write `out_dir/NAME.c` and `out_dir/NAME.h` for a schedule (or output
-    stages, or a kernel from `td.build`); returns the two paths."""
+    stages, or a kernel from `td.build`); returns the two paths.
+
+    `isa="armv7e-m"` lets int8 and int16 dot products use the Arm DSP extension
+    (Cortex-M4, M7, M33: SMLAD after SXTB16, through ACLE's intrinsics from
+    <arm_acle.h>), under `#if defined(__ARM_FEATURE_DSP)` with the plain C in the
+    `#else`, so the file still builds for any target; `isa="generic"` (the default)
+    writes plain C99 only."""
     sched = _schedule_of(schedule)
     _check_name(name)
-    func = lower_schedule(sched, name, workspace=True, portable=True)
+    if isa not in ir.ISAS:
+        raise ArgumentError(f"isa {isa!r} is not one tdsl emits C for; valid: "
+                            f"{', '.join(repr(x) for x in ir.ISAS)}")
+    func = lower_schedule(sched, name, workspace=True, portable=True, isa=isa)  # type: ignore[arg-type]
     conditions = extent_conditions(sched.pipeline)
     checks = tuple(ir.Compare(cond.op, legalise_expr(cond.a), legalise_expr(cond.b))
                    for cond, _ in conditions)
@@ -221,7 +230,7 @@ def _schedule_json(sched: Schedule) -> list[str]:
 
 # ---------------------------------------------------------------- command line
 
-USAGE = "tdsl emit-c path/to/module.py:function --out DIR [--name NAME]"
+USAGE = "tdsl emit-c path/to/module.py:function --out DIR [--name NAME] [--isa ISA]"
 DESCRIPTION = ("Write DIR/NAME.c and DIR/NAME.h: the schedule that FUNCTION returns as standalone "
                "C99 (no heap, no runtime) for embedded toolchains.")
 
@@ -233,6 +242,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="directory for NAME.c and NAME.h")
     p.add_argument("--name", default=None,
                    help="C name of the kernel and its files (default: the function's name)")
+    p.add_argument("--isa", default="generic", choices=ir.ISAS,
+                   help="instruction set the C may use beyond C99 under a preprocessor test: "
+                        "armv7e-m for the Arm DSP extension's dot products (default: generic)")
 
 
 def add_emit_c_parser(subparsers) -> argparse.ArgumentParser:
@@ -247,7 +259,7 @@ def add_emit_c_parser(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Emit the files; TdslError propagates (the caller reports it)."""
     fn = load_function(args.target)
-    c_path, h_path = emit_c(fn(), args.name or fn.__name__, args.out)
+    c_path, h_path = emit_c(fn(), args.name or fn.__name__, args.out, isa=args.isa)
     print(f"wrote {c_path} and {h_path}", file=out or sys.stdout)
     return 0
 

@@ -68,7 +68,7 @@ def check(name: str, got: dict[str, np.ndarray], want: dict[str, np.ndarray]) ->
 def test_example_kernels_run_bare_metal(target, name, tmp_path):
     make = TEST_KERNELS.get(name) or load_function(f"{EXAMPLES / 'kernels.py'}:{name}")
     inputs = _inputs(name, np.random.default_rng(NAMES.index(name)))
-    prog, want = harness.kernel_program(make(), name, inputs, tmp_path / "kernel")
+    prog, want = harness.kernel_program(make(), name, inputs, tmp_path / "kernel", target.isa)
     opt = "-O2" if NAMES.index(name) % 2 else "-Os"  # both levels, half the builds
     result = harness.run(harness.build(prog, target, opt, tmp_path / "build"))
     assert result.status == 0

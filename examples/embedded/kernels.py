@@ -123,7 +123,7 @@ def fc_s8(n_in: int = 256, n_out: int = 64, input_offset: int = 128,
         (td.cast(x[i], td.int32) + input_offset) * td.cast(w[o, i], td.int32), over=i))
     out = td.compute("output", {o: n_out}, _requantized(acc[o] + bias[o], multiplier, shift,
                                                          output_offset, act_min, act_max))
-    return (td.schedule(out).split(out, o, 4).compute_at(acc, out, "o_o")
+    return (td.schedule(out).split(out, o, 4).unroll(out, "o_i").compute_at(acc, out, "o_o")
             .split(acc, i, 4).reorder(acc, "i_o i_i o").unroll(acc, "i_i").vectorize(acc, "o"))
 
 
@@ -147,7 +147,7 @@ def conv_s8(h: int = 16, w: int = 16, c_in: int = 16, c_out: int = 16,
     acc = td.compute("acc", {y: h, x: w, k: c_out}, td.sum(prod, over=(ry, rx, c)))
     out = td.compute("output", {y: h, x: w, k: c_out}, _requantized(
         acc[y, x, k] + bias[k], mult[k], shift[k], output_offset, act_min, act_max))
-    return (td.schedule(out).split(out, k, 4).compute_at(acc, out, "k_o")
+    return (td.schedule(out).split(out, k, 4).unroll(out, "k_i").compute_at(acc, out, "k_o")
             .split(acc, c, 4).reorder(acc, "ry rx c_o c_i k").unroll(acc, "c_i")
             .vectorize(acc, "k"))
 
@@ -171,7 +171,7 @@ def depthwise_s8(h: int = 32, w: int = 32, ch: int = 16, input_offset: int = 128
     acc = td.compute("acc", {y: h, x: w, c: ch}, td.sum(prod, over=(ry, rx)))
     out = td.compute("output", {y: h, x: w, c: ch}, _requantized(
         acc[y, x, c] + bias[c], mult[c], shift[c], output_offset, act_min, act_max))
-    return (td.schedule(out).split(out, c, 4).compute_at(acc, out, "c_o")
+    return (td.schedule(out).split(out, c, 4).unroll(out, "c_i").compute_at(acc, out, "c_o")
             .reorder(acc, "ry rx c").unroll(acc, "ry").unroll(acc, "rx").vectorize(acc, "c"))
 
 

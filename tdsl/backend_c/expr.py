@@ -23,6 +23,7 @@ import numpy as np
 from ..dtypes import INDEX_TYPES, DType
 from ..lower.contraction import fused_product
 from ..lower.ir import (
+    DSP_CALLS,
     Binary,
     Buffer,
     Call,
@@ -31,6 +32,7 @@ from ..lower.ir import (
     Const,
     Expr,
     Load,
+    PackedLoad,
     Select,
     Unary,
     Var,
@@ -126,6 +128,8 @@ class ExprEmitter:
                 return atom(self.name_of("var", name))
             case Load(buffer, indices):
                 return self.staged(buffer.name) or self.element(buffer, indices)
+            case PackedLoad(buffer, indices, lanes):
+                return self.packed(buffer, indices[0], lanes)
             case Binary():
                 return self.binary(e)
             case Compare(op, a, b):
@@ -152,6 +156,23 @@ class ExprEmitter:
             raise ValueError(f"access to {buffer.name} is not flat: {len(indices)} indices "
                              "(targets take loop IR through tdsl.lower.finish)")
         return subscript(self.name_of("buf", buffer.name), self(indices[0]))
+
+    def packed(self, buffer: Buffer, first: Expr, lanes: int) -> CExpr:
+        """The `lanes` elements from `first` as one uint32_t word, the first lowest: the
+        elements, read through an unsigned pointer of their width at the first (which
+        may alias them), or'ed into place. Written out here, not in a helper function:
+        gcc merges them into one load only after deciding what to inline, so at -Os a
+        helper would stay a call of a single load; and only constant offsets from one
+        pointer are merged."""
+        bits = 32 // lanes
+        base = cast(f"const uint{bits}_t *", unary("&", self.element(buffer, (first,))))
+        out = None
+        for k in range(lanes):
+            elem = cast("uint32_t", subscript(f"({base.text})", atom(str(k))))
+            part = elem if k == 0 else binary("<<", elem, atom(str(bits * k)))
+            out = part if out is None else binary("|", out, part)
+        assert out is not None
+        return out
 
     # ------------------------------------------------------------ operators
 
@@ -264,6 +285,11 @@ class ExprEmitter:
 
     def call(self, e: Call) -> CExpr:
         fn, t = e.fn, e.dtype
+        if fn in DSP_CALLS:  # ACLE's intrinsic, or its helper (helpers.DSP_HELPERS)
+            name = f"dsp_{fn}" if f"dsp_{fn}" in helpers.DSP_HELPERS else f"__{fn}"
+            if name in helpers.DSP_HELPERS:
+                self.use_helper(name)
+            return call(name, *(self(a) for a in e.args))
         if fn == "bitcast":
             (a,) = e.args
             name = helpers.bitcast_name(a.dtype, t)

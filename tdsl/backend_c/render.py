@@ -57,9 +57,11 @@ from ..lower.ir import (
     For,
     ForKind,
     If,
+    IfFeature,
     Let,
     Load,
     LoweredFunc,
+    PackedLoad,
     Stmt,
     Storage,
     Store,
@@ -343,6 +345,9 @@ class _Renderer:
         self.w = CWriter(reserved=helpers.NAMES)
         self.headers: set[str] = {"stdint.h"}
         self.helpers: dict[str, None] = {}  # ordered set
+        # where each helper is used: "dsp" and "plain" branches of an IfFeature, "all"
+        self.helper_where: dict[str, set[str]] = {}
+        self.feature_branch = "all"
         self.expr = ExprEmitter(self._name_of, self._use_helper, self.headers.add, self._staged_lane)
         self.expr.fma = flavour.fma
         self.regions = [_Region(parallel=False)]
@@ -366,6 +371,8 @@ class _Renderer:
         # buffer -> (stack buffer, loop variable, first iteration) for the streamed
         # stores of the vectorized loop being written (`_streamed`)
         self.staged: dict[str, tuple[str, str, CExpr]] = {}
+        self.dsp = False  # a test for the Arm DSP extension was written
+        self.dsp_block = False  # writing the branch for the Arm DSP extension
 
     # ------------------------------------------------------------ file
 
@@ -424,13 +431,28 @@ class _Renderer:
         parts.append("".join(includes))
         if self.scalar_loops:
             parts.append(_SCALAR_LOOP_DEFINITION)
-        parts.extend(helpers.definition(h)[0] for h in self.helpers)
+        # a helper only the Arm DSP branches use goes under the test with <arm_acle.h>,
+        # one only the plain branches use under its negation (an unused static function
+        # is a warning to clang), the rest for all
+        where = self.helper_where
+        dsp = [h for h in self.helpers if where[h] == {"dsp"}]
+        plain = [h for h in self.helpers if where[h] == {"plain"}]
+        if self.dsp:  # the intrinsics and the helpers of the Arm DSP extension
+            parts.append("\n".join([f"#if defined({helpers.DSP_FEATURE})",
+                                    "#include <arm_acle.h>", "",
+                                    *(helpers.definition(h)[0] for h in dsp), "#endif", ""]))
+        parts.extend(helpers.definition(h)[0] for h in self.helpers
+                     if h not in dsp and h not in plain)
+        if plain:
+            parts.append("\n".join([f"#if !defined({helpers.DSP_FEATURE})",
+                                    *(helpers.definition(h)[0] for h in plain), "#endif", ""]))
         parts.extend(self.outlined)
         parts.append(body)
         return "\n".join(parts)
 
     def _use_helper(self, name: str) -> None:
         self.helpers.setdefault(name, None)
+        self.helper_where.setdefault(name, set()).add(self.feature_branch)
 
     def _name_of(self, kind: str, name: str) -> str:
         found = self.w.lookup_level((kind, name))
@@ -462,6 +484,19 @@ class _Renderer:
                 self.loop(s)
             case If():
                 self.branch(s)
+            case Let(name, PackedLoad(buffer, indices, lanes), body) if self.dsp_block:
+                # the word through a pointer of its own: gcc merges the element loads into
+                # one (unaligned) load only when they are constant offsets from a pointer
+                bits = 32 // lanes
+                ptr = self.w.fresh(f"{name}_at")
+                at = self.expr.element(buffer, indices)
+                self.w.line(f"const uint{bits}_t *{ptr} = (const uint{bits}_t *)&{at};")
+                with self.w.binding(("var", name), name) as c:
+                    self.ctypes[(("var", name), c)] = "uint32_t"
+                    parts = [f"(uint32_t){ptr}[{k}]" + (f" << {bits * k}" if k else "")
+                             for k in range(lanes)]
+                    self.w.line(f"const uint32_t {c} = {' | '.join(parts)};")
+                    self.stmt(body)
             case Let(name, value, body):
                 text = self.expr(value)
                 with self.w.binding(("var", name), name) as c:
@@ -470,8 +505,28 @@ class _Renderer:
                     self.stmt(body)
             case Allocate():
                 self.allocate(s)
+            case IfFeature(feature, then, other):
+                self.if_feature(feature, then, other)
             case _:
                 raise TypeError(f"not a loop-IR statement: {s!r}")
+
+    def if_feature(self, feature: str, then: Stmt, other: Stmt) -> None:
+        """The two branches under the preprocessor's test of the compiler's macro for
+        the feature (`helpers.DSP_FEATURE`), each a block of its own."""
+        if feature != "arm_dsp" or self.flavour.gnu:
+            raise ValueError(f"{self.flavour.name} C has no test for the target feature "
+                             f"{feature!r}: portable C for isa 'armv7e-m' does")
+        w = self.w
+        w.line(f"#if defined({helpers.DSP_FEATURE})")
+        self.dsp = True
+        for branch, before_close in ((then, "#else"), (other, "#endif")):
+            w.open("")
+            self.dsp_block = branch is then
+            self.feature_branch = "dsp" if branch is then else "plain"
+            self.stmt(branch)
+            self.dsp_block, self.feature_branch = False, "all"
+            w.close()
+            w.line(before_close)
 
     def atomic_store(self, s: Store) -> None:
         """An atomic read-modify-write (`Store.atomic`). Inside a parallel region: the

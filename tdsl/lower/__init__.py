@@ -38,6 +38,11 @@ for), `partition` cuts every loop where a boundary view's test is decided by its
 variable (not only loops around vectorized ones), and after the late passes it takes
 `PORTABLE_PASSES`:
 
+    dsp      with isa "armv7e-m": grouped int8/int16 products (the x86 path's
+             grouped_products) on the Arm DSP extension's SMLAD, the plain form kept
+             for compilers without it
+    lanes    vectorized loops of at most 8 lanes over register-sized temps written
+             out lane by lane (a small core's vector is its scalar registers)
     index32  index arithmetic in 32 bits where the sizes allow, the sizes that do
              not refused at entry
 
@@ -55,11 +60,13 @@ from ..schedule import Schedule
 from ..schedule.schedule import set_legality_check
 from . import ir
 from .passes.allocate import place_allocations
+from .passes.dsp import use_dsp
 from .passes.extents import prove_extents
 from .passes.flatten import flatten
 from .passes.fold_loops import fold_loops
 from .passes.inbounds import check_in_bounds
 from .passes.index32 import narrow_indices
+from .passes.lanes import write_lanes
 from .passes.legalise import legalise
 from .passes.partition import partition
 from .passes.reassociate import reassociate
@@ -97,6 +104,8 @@ LATE_PASSES: tuple[tuple[str, Pass], ...] = (
 )
 # after the late passes, for portable C (`lower_schedule(..., portable=True)`)
 PORTABLE_PASSES: tuple[tuple[str, Pass], ...] = (
+    ("dsp", use_dsp),
+    ("lanes", write_lanes),
     ("index32", narrow_indices),
 )
 

@@ -105,11 +105,25 @@ CompareOp = Literal["eq", "ne", "lt", "le", "gt", "ge"]
 UnaryOp = Literal["neg", "invert"]  # invert on bool is logical not
 # core, from the legalise pass: copysign (2 args); bitcast (the bits of a float as the
 # int of its width, or back). atan2 and pow take 2 args; round is rint (halves to even)
-# The fixed-point operations (`compute.fixed_point`) are written out by the legalise pass
+# The fixed-point operations (`compute.fixed_point`) are written out by the legalise pass.
+# The Arm DSP operations (`DSP_CALLS`) come from the dsp pass, only inside the first branch
+# of an `IfFeature("arm_dsp", ...)`
 CallFn = Literal["exp", "log", "sqrt", "sin", "cos", "tanh", "floor", "ceil", "abs",
                  "exp2", "log2", "round", "erf", "atan2", "pow", "copysign", "bitcast",
                  "saturating_add", "saturating_sub", "rounding_shift_right",
-                 "rounding_mul_shift_right", "requantize"]
+                 "rounding_mul_shift_right", "requantize",
+                 "sxtb16", "sxtb16_ror8", "uxtb16", "uxtb16_ror8", "sxtab16", "sxtab16_ror8",
+                 "uxtab16", "uxtab16_ror8", "smlad", "smlabb", "smlatt", "ssat", "usat"]
+# Arm v7E-M DSP operations on 32-bit words holding two 16-bit halves (ACLE's intrinsics of
+# those names; "_ror8": of the word rotated right by 8 bits): x(t)b16(w) is bytes 0 and 2
+# of w sign- (zero-) extended into the low and high halves (bytes 1 and 3 with _ror8);
+# x(t)ab16(a, w) adds them to a's halves (each half wrapping); smlad(a, b, acc) is
+# acc + a.lo * b.lo + a.hi * b.hi on the signed halves, wrapping in int32; smlabb(a, b,
+# acc) is acc + a.lo * b.lo, smlatt(a, b, acc) acc + a.hi * b.hi; ssat(x, n) is x clamped
+# to [-2^(n-1), 2^(n-1) - 1], usat(x, n) to [0, 2^n - 1] (n a constant)
+DSP_CALLS = frozenset({"sxtb16", "sxtb16_ror8", "uxtb16", "uxtb16_ror8", "sxtab16",
+                       "sxtab16_ror8", "uxtab16", "uxtab16_ror8", "smlad", "smlabb", "smlatt",
+                       "ssat", "usat"})
 
 # the comparison that holds exactly where `op` does not (on integers: NaN aside)
 NEGATED: dict[CompareOp, CompareOp] = {
@@ -149,6 +163,24 @@ class Call(Expr):
     fn: CallFn
     args: tuple[Expr, ...]
     dtype: DType
+
+
+@_node
+class PackedLoad(Expr):
+    """The `lanes` consecutive elements of an 8-bit (4 lanes) or 16-bit (2 lanes)
+    buffer from flat index `indices[0]`, as one uint32 word, the first element in the
+    low bits (a 32-bit load on a little-endian core, aligned or not). From the dsp pass,
+    inside an `IfFeature` only."""
+
+    buffer: Buffer
+    indices: tuple[Expr, ...]
+    lanes: int
+
+    @property
+    def dtype(self) -> DType:
+        from ..dtypes import uint32
+
+        return uint32
 
 
 @_node
@@ -216,6 +248,21 @@ class If(Stmt):
 @_node
 class Block(Stmt):
     stmts: tuple[Stmt, ...]
+
+
+# a target feature a portable function may test for (C: `__ARM_FEATURE_DSP`)
+Feature = Literal["arm_dsp"]
+
+
+@_node
+class IfFeature(Stmt):
+    """`then` where the compiler targets `feature`, else `else_`: the same effect, the
+    first through operations of the feature (C: `#if` on the compiler's feature macro).
+    From the dsp pass, for portable C only."""
+
+    feature: Feature
+    then: Stmt
+    else_: Stmt
 
 
 # the variable an atomic store's value reads: the element's value before the store

@@ -29,6 +29,8 @@ def expr(e: ir.Expr, prec: int = 0) -> str:
             return name
         case ir.Load(buf, idx):
             return f"{buf.name}[{', '.join(expr(i) for i in idx)}]"
+        case ir.PackedLoad(buf, idx, lanes):
+            return f"{buf.name}[{', '.join(expr(i) for i in idx)} +: {lanes}]"
         case ir.Binary("min" | "max", a, b):
             return f"{e.op}({expr(a)}, {expr(b)})"
         case ir.Binary(op, a, b, d):
@@ -73,6 +75,11 @@ def _lines(s: ir.Stmt, ind: int, out: list[str], streamed: frozenset[str] = froz
         case ir.Block(stmts):
             for x in stmts:
                 _lines(x, ind, out, streamed)
+        case ir.IfFeature(feature, t, e):
+            out.append(f"{pad}if target has {feature}:")
+            _lines(t, ind + 1, out, streamed)
+            out.append(f"{pad}else:")
+            _lines(e, ind + 1, out, streamed)
         case ir.Store(buf, idx, v, atomic):
             how = "atomic " if atomic else "nontemporal " if buf.name in streamed else ""
             out.append(f"{pad}{how}{buf.name}[{', '.join(expr(i) for i in idx)}] = {expr(v)}")

@@ -16,7 +16,7 @@ from . import ir
 
 def expr_children(e: ir.Expr) -> tuple[ir.Expr, ...]:
     match e:
-        case ir.Load(_, idx):
+        case ir.Load(_, idx) | ir.PackedLoad(_, idx):
             return idx
         case ir.Binary(_, a, b) | ir.Compare(_, a, b):
             return (a, b)
@@ -33,6 +33,8 @@ def _rebuild_expr(e: ir.Expr, k: tuple[ir.Expr, ...]) -> ir.Expr:
     match e:
         case ir.Load(buf, _):
             return ir.Load(buf, k)
+        case ir.PackedLoad(buf, _, lanes):
+            return ir.PackedLoad(buf, k, lanes)
         case ir.Binary(op, _, _, d):
             return ir.Binary(op, k[0], k[1], d)
         case ir.Compare(op, _, _):
@@ -82,6 +84,8 @@ class Rewriter:
                 new = ir.Let(name, ve(v), vs(body))
             case ir.Allocate(buf, body, storage):
                 new = ir.Allocate(buf, vs(body), storage)
+            case ir.IfFeature(feature, t, e):
+                new = ir.IfFeature(feature, vs(t), vs(e))
             case _:
                 raise AssertionError(f"unknown statement {s!r}")
         if new == s:
@@ -113,6 +117,9 @@ def walk_stmts(s: ir.Stmt) -> Iterator[ir.Stmt]:
             yield from walk_stmts(t)
             if e is not None:
                 yield from walk_stmts(e)
+        case ir.IfFeature(_, t, e):
+            yield from walk_stmts(t)
+            yield from walk_stmts(e)
         case ir.Block(stmts):
             for x in stmts:
                 yield from walk_stmts(x)
@@ -196,6 +203,9 @@ class ScopedVisitor:
             case ir.Block(stmts):
                 for x in stmts:
                     self.visit(x)
+            case ir.IfFeature(_, t, e):
+                self.visit(t)
+                self.visit(e)
             case ir.Store(_, idx, value, atomic):
                 for i in idx:
                     ve(i)

@@ -57,6 +57,7 @@ class Target:
     qemu: tuple[str, ...]
     thumb: bool  # function symbols have bit 0 set (Thumb); instructions do not
     apt: str  # the Debian packages with the toolchain and the emulator
+    isa: str  # what td.emit_c may use for the core (its `isa` argument)
 
     @property
     def tools(self) -> tuple[str, ...]:
@@ -79,6 +80,7 @@ CORTEX_M4 = Target(
           "-semihosting-config", "enable=on,target=native"),
     thumb=True,
     apt="gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm",
+    isa="armv7e-m",
 )
 RV32IMC = Target(
     name="rv32imc",
@@ -91,6 +93,7 @@ RV32IMC = Target(
           "-semihosting-config", "enable=on,target=native"),
     thumb=False,
     apt="gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf qemu-system-misc",
+    isa="generic",
 )
 TARGETS = {t.name: t for t in (CORTEX_M4, RV32IMC)}
 
@@ -489,14 +492,15 @@ def library_calls(b: Build, sources: list[Path] | None = None) -> list[str]:
 # ---------------------------------------------------------------- tdsl kernels
 
 
-def kernel_program(sched, name: str, inputs: dict[str, np.ndarray], out: Path):
+def kernel_program(sched, name: str, inputs: dict[str, np.ndarray], out: Path,
+                   isa: str = "generic"):
     """A `Program` that runs the schedule `sched` emitted as portable C (`td.emit_c`
-    into `out`) on `inputs`, and the outputs numpy's reference gives (`td.evaluate`),
-    by name, to compare the run's with."""
+    into `out`, for `isa`) on `inputs`, and the outputs numpy's reference gives
+    (`td.evaluate`), by name, to compare the run's with."""
     import tdsl as td
     from tdsl.compute.binding import bind_arguments
 
-    td.emit_c(sched, name, out)
+    td.emit_c(sched, name, out, isa=isa)
     func = td.lower(sched, name)
     want = td.evaluate(sched.outputs, **inputs)
     want = want if isinstance(want, tuple) else (want,)

@@ -199,6 +199,9 @@ class _Bounds:
                 self.expr(value)
             case ir.Allocate(_, body):
                 self.stmt(body)
+            case ir.IfFeature(_, t, e):
+                self.stmt(t)
+                self.stmt(e)
             case _:
                 raise Unbounded(f"statement {type(s).__name__}")
 

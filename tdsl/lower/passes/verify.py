@@ -12,7 +12,8 @@ unrolled loops have a constant max extent; every
 temp buffer is used only inside its Allocate; a name names one buffer; every
 operation, function, loop kind and buffer kind is one of its vocabulary (the
 Literal types and `ForKind` of the loop IR), so a misspelt one is refused here
-naming the valid ones instead of reaching a backend; every allocation has
+naming the valid ones instead of reaching a backend; the Arm DSP operations and
+packed loads appear only where an `IfFeature` tests for them; every allocation has
 its storage once the allocate pass has run, and one on the stack has a
 constant size within `ir.STACK_LIMIT`.
 """
@@ -38,10 +39,13 @@ def _vocabulary(alias: object) -> frozenset[str]:
 _BINARY, _COMPARE = _vocabulary(ir.BinaryOp), _vocabulary(ir.CompareOp)
 _UNARY, _CALL = _vocabulary(ir.UnaryOp), _vocabulary(ir.CallFn)
 _BUFFER_KINDS = _vocabulary(ir.BufferKind)
+_FEATURES = _vocabulary(ir.Feature)
 
 
 _ARITY = {"copysign": 2, "atan2": 2, "pow": 2, "saturating_add": 2, "saturating_sub": 2,
-          "rounding_shift_right": 2, "rounding_mul_shift_right": 3, "requantize": 3}
+          "rounding_shift_right": 2, "rounding_mul_shift_right": 3, "requantize": 3,
+          "sxtab16": 2, "sxtab16_ror8": 2, "uxtab16": 2, "uxtab16_ror8": 2, "smlad": 3,
+          "smlabb": 3, "smlatt": 3, "ssat": 2, "usat": 2}
 # (every other function takes one argument)
 
 
@@ -98,6 +102,11 @@ class _Verifier(ScopedVisitor):
             case ir.Call(fn):
                 _known(fn, _CALL, "function")
                 _operation(e)
+            case ir.PackedLoad(buf, idx, lanes):
+                self.buffer(buf, idx)
+                if buf.dtype.bits * lanes != 32 or not buf.dtype.is_int:
+                    raise VerifyError(f"packed load of {lanes} {buf.dtype!r} elements of "
+                                      f"{buf.name}: four 8-bit or two 16-bit integers")
 
     def stmt(self, s: ir.Stmt) -> None:
         match s:
@@ -125,6 +134,8 @@ class _Verifier(ScopedVisitor):
                                       f"not a constant of at most {ir.STACK_LIMIT} bytes")
             case ir.Let() | ir.If() | ir.Block():
                 pass
+            case ir.IfFeature(feature):
+                _known(feature, _FEATURES, "target feature")
             case _:
                 raise VerifyError(f"unknown statement {s!r}")
 
@@ -170,6 +181,25 @@ def _ranks(func: ir.LoweredFunc) -> None:
                               "(accesses are flat only when all of them are)")
 
 
+def _dsp_placed(func: ir.LoweredFunc) -> None:
+    """The Arm DSP operations and packed loads only in the first branch of an
+    IfFeature("arm_dsp"), in a function whose isa has them."""
+    inside: set[int] = set()
+    for s in walk_stmts(func.body):
+        if isinstance(s, ir.IfFeature):
+            if func.isa != "armv7e-m":
+                raise VerifyError(f"a test for {s.feature} in a function for isa {func.isa!r}")
+            inside.update(id(x) for x in walk_stmts(s.then))
+    for s in walk_stmts(func.body):
+        if id(s) in inside:
+            continue
+        for top in stmt_exprs(s):
+            for e in walk_exprs(top):
+                if isinstance(e, ir.PackedLoad) or isinstance(e, ir.Call) and e.fn in ir.DSP_CALLS:
+                    raise VerifyError(f"{type(e).__name__} {getattr(e, 'fn', '')} outside the "
+                                      "first branch of an IfFeature('arm_dsp')".replace("  ", " "))
+
+
 def verify(func: ir.LoweredFunc, pending: frozenset[str] = frozenset(),
            placed: bool = True) -> ir.LoweredFunc:
     """`func`, once its invariants are checked (VerifyError otherwise). Before the
@@ -184,4 +214,5 @@ def verify(func: ir.LoweredFunc, pending: frozenset[str] = frozenset(),
         for e in b.shape:
             v.visit_expr(e)
     v.visit(func.body)
+    _dsp_placed(func)
     return func
