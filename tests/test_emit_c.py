@@ -536,3 +536,47 @@ def test_example_makefile_reports_cortex_m4_size(tmp_path):
     assert re.search(r"blur\.o", proc.stdout)
 
 
+
+
+@pytest.mark.parametrize("isa", ["generic", "armv7e-m"])
+def test_every_example_builds_freestanding_with_clang(tmp_path, isa):
+    """No C library: clang for a bare Cortex-M4 finds only its own <stdint.h>,
+    <stddef.h> and <arm_acle.h>, so a kernel includes <math.h> only where it calls libm
+    (an infinity is written by its bits, not as INFINITY); every example compiles with
+    -Werror, for both isas, and calls nothing of libm."""
+    clang = tool("clang")
+    from tdsl.emit import load_function as load
+
+    kernels = load(f"{KERNELS}:matmul").__globals__["KERNELS"]
+    for name, make in kernels.items():
+        c, _ = td.emit_c(make(), name, tmp_path, isa=isa)
+        assert "#include <math.h>" not in c.read_text(), name
+        obj = tmp_path / f"{name}.o"
+        run([clang, "--target=thumbv7em-none-eabi", *CORTEX_M4, "-ffreestanding", *STRICT,
+             "-O2", "-I", tmp_path, "-c", c, "-o", obj])
+        undefined = set(run([tool("arm-none-eabi-nm"), "-u", obj]).stdout.split())
+        libm = {f"{f}{s}" for f in ("exp", "log", "sqrt", "fmod", "pow", "rint", "floor")
+                for s in ("", "f")}
+        assert not undefined & libm, (name, undefined & libm)
+
+
+def test_portable_c_does_not_unroll_what_the_schedule_did_not_ask_for():
+    """An inline reduction of at most 32 points is unrolled for host targets (straight
+    code to vectorize); portable C keeps it a loop (code size counts on a small core),
+    unless the schedule unrolls it."""
+    from tdsl.lower import lower_schedule
+
+    y, x, ky, kx = td.dims("y x ky kx")
+    inp = td.input("inp", {y: 10, x: 12}, td.float32)
+    out = td.compute("out", {y: 8, x: 10},
+                     td.sum(inp[y + ky, x + kx], over={ky: 3, kx: 3}) * 0.5)
+    sched = td.schedule(out)
+
+    def kinds(func):
+        return [s.kind for s in walk_stmts(func.body) if isinstance(s, ir.For)]
+
+    host = td.lower(sched, trace=True)["convert"]
+    assert kinds(host).count(ir.ForKind.UNROLLED) == 2
+    portable = lower_schedule(sched, workspace=True, portable=True, trace=True)
+    assert kinds(portable["convert"]) == [ir.ForKind.SERIAL] * 4
+    assert len(kinds(portable.final)) == 4  # and they stay loops

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..dtypes import INDEX_TYPES, DType
+from ..dtypes import INDEX_TYPES, DType, int32, int64
 from ..lower.contraction import fused_product
 from ..lower.ir import (
     DSP_CALLS,
@@ -91,6 +91,11 @@ def _float_literal(v: float, dtype: DType) -> CExpr:
     return CExpr(text, Prec.UNARY) if text.startswith("-") else atom(text)
 
 
+def dt_int(width: int) -> DType:
+    """The signed integer dtype of a float's width (32 or 64 bits)."""
+    return int32 if width == 32 else int64
+
+
 class ExprEmitter:
     """Renders expressions. `name_of(kind, ir_name)` resolves a variable ("var")
     or buffer ("buf") to its C name; `use_helper` and `use_header` record the
@@ -113,6 +118,9 @@ class ExprEmitter:
         self.staged = staged
         self.blend = False
         self.fma = False
+        # infinities and NaN by their bits, not <math.h>'s INFINITY and NAN (portable C:
+        # <math.h> only where libm is called, so a freestanding build compiles)
+        self.libm_free = False
 
     # ------------------------------------------------------------ dispatch
 
@@ -120,6 +128,8 @@ class ExprEmitter:
         match e:
             case Const(value, dtype):
                 if dtype.is_float and not math.isfinite(float(value)):
+                    if self.libm_free:
+                        return self._nonfinite(float(value), dtype)
                     self.use_header("math.h")
                 if dtype.is_int and int(value) == _INT64_MIN:
                     self.use_header("stdint.h")
@@ -147,6 +157,15 @@ class ExprEmitter:
             case Cast(a, dtype):
                 return self.cast(a, dtype)
         raise TypeError(f"not a loop-IR expression: {e!r}")
+
+    def _nonfinite(self, v: float, dtype: DType) -> CExpr:
+        """An infinity or NaN of float32 or float64, as the bits of an integer (the
+        bitcast helper folds to the constant)."""
+        width = 32 if dtype.bits == 32 else 64
+        bits = int(np.array(v, f"float{width}").view(f"int{width}"))
+        name = helpers.bitcast_name(dt_int(width), dtype)
+        self.use_helper(name)
+        return call(name, literal(bits, dt_int(width)))
 
     # ------------------------------------------------------------ memory
 

@@ -350,6 +350,7 @@ class _Renderer:
         self.feature_branch = "all"
         self.expr = ExprEmitter(self._name_of, self._use_helper, self.headers.add, self._staged_lane)
         self.expr.fma = flavour.fma
+        self.expr.libm_free = not flavour.gnu
         self.regions = [_Region(parallel=False)]
         self.outline: _Outline | None = None
         self.buffers = {b.name: b for b in (*func.inputs, *func.outputs)}
