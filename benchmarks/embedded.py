@@ -66,6 +66,7 @@ def _inputs(name: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
                            "B": rng.uniform(-1, 1, (20, 28)).astype(f32)},
         "blur_root": lambda: {"inp": rng.random((48, 64), dtype=f32)},
         "blur": lambda: {"inp": rng.random((48, 64), dtype=f32)},
+        "blur_sliding": lambda: {"inp": rng.integers(0, 256, (240, 320), dtype=np.uint8)},
         "softmax": lambda: {"X": (3 * rng.standard_normal((8, 40))).astype(f32)},
         "qmatmul": lambda: {"A": rng.integers(-128, 128, (16, 32), dtype=np.int8),
                             "B": rng.integers(-128, 128, (32, 12), dtype=np.int8)},

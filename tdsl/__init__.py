@@ -110,6 +110,7 @@ from .schedule import (
     Split,
     StoreAt,
     StoreNontemporal,
+    StoreRoot,
     Template,
     Tile,
     Unroll,
@@ -124,7 +125,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ArgumentError", "Atomic", "CacheRead", "CacheWrite", "CompileError", "ComputeAt", "ComputeInline", "DefinitionError", "Fuse", "FuseUpdates",
     "Kernel", "Knob", "Layout", "MissingDependency", "OutOfBoundsError", "Parallel", "Reorder", "RFactor", "RuntimeFailure", "Schedule", "ScheduleError", "Split",
-    "StoreAt", "StoreNontemporal", "TdslError", "TuneResult", "TuningError", "Template", "Tile", "Timing", "Unroll", "VectorizationWarning", "Vectorize", "abs", "argmax", "argmin", "atan2", "erf", "exp2", "isinf", "isnan", "log2", "pow", "round", "rsqrt", "saturating_cast", "saturating_add", "saturating_sub", "rounding_shift_right", "rounding_mul_shift_right", "requantize", "autoschedule", "autotemplate", "bool_", "build",
+    "StoreAt", "StoreRoot", "StoreNontemporal", "TdslError", "TuneResult", "TuningError", "Template", "Tile", "Timing", "Unroll", "VectorizationWarning", "Vectorize", "abs", "argmax", "argmin", "atan2", "erf", "exp2", "isinf", "isnan", "log2", "pow", "round", "rsqrt", "saturating_cast", "saturating_add", "saturating_sub", "rounding_shift_right", "rounding_mul_shift_right", "requantize", "autoschedule", "autotemplate", "bool_", "build",
     "assume_in_range", "cast", "ceil", "clamp", "compute", "cos", "dim", "dims", "dtypes", "emit_c", "evaluate", "exp", "explore",
     "bfloat16", "float16", "float32", "float64", "floor", "input", "int8", "knob", "int16", "int32", "int64", "log", "lower",
     "max", "maximum", "min", "minimum", "num_threads", "set_num_threads", "threads", "mirror", "mirror_interior", "pad", "plot_iteration_space", "prod", "reduce", "schedule", "set_compile_timeout", "sin", "size", "sqrt", "sum",

@@ -23,6 +23,8 @@ ALLOWED_REJECTIONS = (
     "trip count is not bounded",  # unroll/vectorize of a block loop whose block size is symbolic
     "exceeded its",  # the lowering budget (tdsl.lower.poly.budget), e.g. for deeply fused blocks
     "outside the loop that computes them",  # isl's generator hoisted a nested block's bounds
+    "does not slide monotonically",  # store_at outside compute_at: a window moving two ways
+    "where tdsl does not slide a window",  # ... or over a fused or floor-divided loop
 )
 
 

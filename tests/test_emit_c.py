@@ -86,6 +86,7 @@ def _inputs(name: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
                            "B": rng.uniform(-1, 1, (20, 28)).astype(f32)},
         "blur_root": lambda: {"inp": rng.random((13, 21), dtype=f32)},
         "blur": lambda: {"inp": rng.random((29, 37), dtype=f32)},
+        "blur_sliding": lambda: {"inp": rng.integers(0, 256, (240, 320), dtype=np.uint8)},
         "softmax": lambda: {"X": (3 * rng.standard_normal((5, 40))).astype(f32)},
         "qmatmul": lambda: {"A": rng.integers(-128, 128, (16, 32), dtype=np.int8),
                             "B": rng.integers(-128, 128, (32, 12), dtype=np.int8)},
@@ -184,7 +185,7 @@ def inline_reductions() -> td.Schedule:
 
 
 TEST_KERNELS = {"int_ops": int_ops, "fused_at": fused_at, "inline_reductions": inline_reductions}
-NAMES = ["matmul", "blur_root", "blur", "softmax", "qmatmul", "scale", "int_ops", "fused_at",
+NAMES = ["matmul", "blur_root", "blur", "blur_sliding", "softmax", "qmatmul", "scale", "int_ops", "fused_at",
          "inline_reductions", "fc_s8", "conv_s8", "depthwise_s8", "avgpool_s8", "maxpool_s8"]
 
 

@@ -176,7 +176,7 @@ def test_a_temp_read_in_a_branch_condition_above_its_store_loop_is_allocated_aro
                   ir.Store(out, (ir.Var("y"),), ir.Load(t, (zero,))))
     cond = ir.Compare("gt", ir.Load(t, (zero,)), ir.Const(0.0, f32))
     func = ir.LoweredFunc("branch", (), (out,), (), ir.If(cond, loop))
-    placed = place_allocations(func, [(t, ("y",))])
+    placed = place_allocations(func, [(t, ("y",), False)])
     verify(placed)
     assert isinstance(placed.body, ir.Allocate) and placed.body.buffer.name == "t"
 

@@ -54,6 +54,19 @@ def blur() -> td.Schedule:
             .parallel(by, "y_o"))
 
 
+def blur_sliding(h: int = 240, w: int = 320) -> td.Schedule:
+    """3x3 box blur of an h x w uint8 image (sums in uint16, divided by 9, rounded down):
+    bx computed per output row and stored once for the kernel (store_root), so its window
+    slides: each row of bx is computed once, and bx keeps the three rows in flight."""
+    x, y = td.dims("x y")
+    inp = td.input("inp", {y: h, x: w}, td.uint8)
+    row = td.cast(inp[y, x], td.uint16) + inp[y, x + 1] + inp[y, x + 2]
+    bx = td.compute("bx", {y: h, x: w - 2}, row)
+    by = td.compute("by", {y: h - 2, x: w - 2},
+                    td.cast((bx[y, x] + bx[y + 1, x] + bx[y + 2, x]) // 9, td.uint8))
+    return td.schedule(by).compute_at(bx, by, "y").store_root(bx)
+
+
 def softmax(cols: int = 40) -> td.Schedule:
     """Softmax of each row of an R x cols matrix: max, exp, sum and divide, all per row."""
     r, c = td.dims("r c")
@@ -203,8 +216,8 @@ def maxpool_s8(h: int = 16, w: int = 16, ch: int = 16, act_min: int = -128,
     return td.schedule(out)
 
 
-KERNELS = {f.__name__: f for f in (matmul, blur_root, blur, softmax, qmatmul, scale, fc_s8,
-                                   conv_s8, depthwise_s8, avgpool_s8, maxpool_s8)}
+KERNELS = {f.__name__: f for f in (matmul, blur_root, blur, blur_sliding, softmax, qmatmul,
+                                   scale, fc_s8, conv_s8, depthwise_s8, avgpool_s8, maxpool_s8)}
 
 
 def main() -> None:

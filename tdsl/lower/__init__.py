@@ -3,6 +3,7 @@
 The whole compiler front to back. The analysis, on the polyhedral model:
 
     model    the polyhedral model: statements, isl domains, bands, buffer boxes
+             (a producer stored above its compute loop slides its window: sliding)
     budget   unrolling within its limit (the isl analysis runs under an operation quota)
     tree     the flat isl schedule of every statement
     legality dependences (isl) kept by the schedule; parallel loops race-free
@@ -250,7 +251,7 @@ def _lower(sched: Schedule, name: str, what: str, keep: bool, workspace: bool,
             vectors = schedule_vectors(model, binders=True)
             ast = build_ast(model, vectors)
             func, temps = convert(model, ast, vectors, name, portable, isa)
-            pending = frozenset(b.name for b, _ in temps)
+            pending = frozenset(b.name for b, _, _ in temps)
             func = verify(func, pending=pending, placed=False)
         steps.append(("convert", func))
         with step("the reassociate pass"):  # before allocate, which places its buffers

@@ -13,6 +13,7 @@ from .primitives import (
     Split,
     StoreAt,
     StoreNontemporal,
+    StoreRoot,
     Tile,
     Unroll,
     Vectorize,
@@ -24,6 +25,6 @@ from .template import Template
 
 __all__ = [
     "Atomic", "CacheRead", "CacheWrite", "Layout", "RFactor", "ComputeAt", "ComputeInline", "Fuse", "FuseUpdates", "LDim", "LFuse", "LInner", "LOuter", "Loop", "LoopExpr",
-    "Parallel", "Placement", "Primitive", "Reorder", "Schedule", "Split", "State", "StoreAt", "StoreNontemporal",
+    "Parallel", "Placement", "Primitive", "Reorder", "Schedule", "Split", "State", "StoreAt", "StoreRoot", "StoreNontemporal",
     "Template", "Tile", "Unroll", "Vectorize", "Knob", "knob", "schedule",
 ]

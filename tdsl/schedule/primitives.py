@@ -699,6 +699,9 @@ class StoreAt(Primitive):
             for j in 0 .. 16:
               Q[4 * i_o + i_i, j] = P[i_i, j] + 1.0
     (without store_at: `allocate P[1, 16]` inside the i_i loop, indexed P[0, j]).
+    Where the blocks consecutive iterations of the compute loop need overlap (a
+    stencil's rows), the window slides: each iteration computes only the rows the
+    previous one did not, and the buffer keeps only the rows in flight (see store_root).
     """
 
     stage: StageRef
@@ -712,8 +715,32 @@ class StoreAt(Primitive):
         st.store[stage] = _placement(self, st, stage, self.consumer, self.loop)
 
 
+@dataclass(frozen=True)
+class StoreRoot(Primitive):
+    """Allocate `stage`'s buffer once, for the whole kernel, while computing it inside a
+    consumer's loop (`compute_at`): Halide's store_root. Where the blocks consecutive
+    iterations need overlap, the window slides (each value computed once) and the
+    buffer keeps only the rows in flight (storage folding):
+        compute_at(bx, by, "y") with store_root(bx), by reading bx rows y .. y + 2:
+        allocate bx[3, W]
+        for y in 0 .. H:
+          for y_bx in (y == 0 ? 0 : y + 2) .. y + 3:   # one new row (three at first)
+            bx[y_bx % 3, x] = ...
+          by[y, x] = bx[y % 3, x] + bx[(y + 1) % 3, x] + bx[(y + 2) % 3, x]
+    """
+
+    stage: StageRef
+    method: ClassVar[str] = "store_root"
+
+    def apply(self, st: State) -> None:
+        stage = _producer(self, st, self.stage)
+        if st.compute[stage].kind == "inline":
+            raise _err(self, f"{stage.name} is inlined (compute_inline): it has no buffer to store")
+        st.store[stage] = Placement("root")
+
+
 PRIMITIVES: dict[str, type[Primitive]] = {
     c.__name__: c
     for c in (Split, Tile, Reorder, Fuse, Vectorize, Unroll, Parallel, Atomic, FuseUpdates,
-              ComputeInline, ComputeAt, StoreAt, StoreNontemporal)
+              ComputeInline, ComputeAt, StoreAt, StoreRoot, StoreNontemporal)
 }

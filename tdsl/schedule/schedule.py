@@ -28,6 +28,7 @@ from .primitives import (
     StageRef,
     StoreAt,
     StoreNontemporal,
+    StoreRoot,
     Tile,
     Unroll,
     Vectorize,
@@ -168,6 +169,9 @@ class Schedule:
     def store_at(self, stage, consumer, loop) -> Schedule:
         return self.append(StoreAt(self._stage(stage), self._stage(consumer), loop))
 
+    def store_root(self, stage) -> Schedule:
+        return self.append(StoreRoot(self._stage(stage)))
+
     def cache_write(self, stage, name: str | None = None) -> Schedule:
         return self.append(CacheWrite(self._stage(stage), name))
 
@@ -307,7 +311,8 @@ class Schedule:
 
 
 PRIMITIVE_METHODS = ("split", "tile", "reorder", "fuse", "vectorize", "unroll", "parallel", "atomic", "fuse_updates",
-                     "compute_inline", "compute_at", "store_at", "cache_write", "cache_read",
+                     "compute_inline", "compute_at", "store_at", "store_root", "cache_write",
+                     "cache_read",
                      "rfactor", "layout", "store_nontemporal")
 
 
@@ -406,7 +411,7 @@ def _method_call(p: Primitive) -> str:
             return f"fuse({_ref(stage)}, {outer!r}, {inner!r}{extra})"
         case FuseUpdates(stage, second):
             return f"fuse_updates({_ref(stage)}, {_ref(second)})"
-        case ComputeInline(stage) | Atomic(stage) | StoreNontemporal(stage):
+        case ComputeInline(stage) | Atomic(stage) | StoreNontemporal(stage) | StoreRoot(stage):
             return f"{p.method}({_ref(stage)})"
         case ComputeAt(stage, consumer, loop) | StoreAt(stage, consumer, loop):
             return f"{p.method}({_ref(stage)}, {_ref(consumer)}, {loop!r})"

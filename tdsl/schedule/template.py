@@ -172,6 +172,9 @@ class Template:
     def store_at(self, *args: Any, **kwargs: Any) -> Template:
         return self.then("store_at", args, kwargs)
 
+    def store_root(self, *args: Any, **kwargs: Any) -> Template:
+        return self.then("store_root", args, kwargs)
+
     def cache_write(self, *args: Any, **kwargs: Any) -> Template:
         return self.then("cache_write", args, kwargs)
 

@@ -96,27 +96,28 @@ def _loose(s: ir.Stmt, name: str, chain: tuple[str, ...]) -> bool:
     return _uses(s, name) > 0
 
 
-def _at_store_level(s: ir.Stmt, buf: ir.Buffer, chain: tuple[str, ...]) -> ir.Stmt:
+def _at_store_level(s: ir.Stmt, buf: ir.Buffer, chain: tuple[str, ...],
+                    into_loops: bool = True) -> ir.Stmt:
     """`s` with `buf` allocated once per iteration of its store loop. `chain` lists the
     variables of the loops enclosing the store level that `s` is not yet inside, outer
-    first, the store loop last."""
+    first, the store loop last. (`into_loops`: see `_place`.)"""
     uses = _uses(s, buf.name)
     if not uses:
         return s
     match s:
         case ir.For(var=var) | ir.Let(name=var) if var in chain:
             rest = chain[chain.index(var) + 1:]
-            inner = ir.Allocate(buf, s.body) if not rest else _at_store_level(s.body, buf, rest)
+            inner = ir.Allocate(buf, s.body) if not rest else _at_store_level(s.body, buf, rest, into_loops)
             return _with_body(s, inner)
     if not any(_binds(s, v) for v in chain):
         # isl substituted the remaining loops' only values: `s` runs in one iteration of each
-        return _place(s, buf, uses)
+        return _place(s, buf, uses, into_loops)
     match s:
         case ir.For(body=body) | ir.Let(body=body) | ir.Allocate(body=body) \
                 if not _reads_in_header(s, buf.name):
-            return _with_body(s, _at_store_level(body, buf, chain))
+            return _with_body(s, _at_store_level(body, buf, chain, into_loops))
         case ir.For() | ir.Let():
-            return _place(s, buf, uses)
+            return _place(s, buf, uses, into_loops)
         case ir.Block(stmts):
             users = [x for x in stmts if _uses(x, buf.name)]
             loose = [x for x in users if _loose(x, buf.name, chain)]
@@ -128,32 +129,35 @@ def _at_store_level(s: ir.Stmt, buf: ir.Buffer, chain: tuple[str, ...]) -> ir.St
             # runs that one iteration)
             partial = [x for x in loose if not (_writes(x, buf.name) and _reads(x, buf.name))]
             if len(loose) > 1 or (partial and len(users) > 1):
-                return _place(s, buf, uses)
-            return ir.Block(tuple(_at_store_level(x, buf, chain) for x in stmts))
+                return _place(s, buf, uses, into_loops)
+            return ir.Block(tuple(_at_store_level(x, buf, chain, into_loops) for x in stmts))
         case ir.If(c, t, e) if not _reads_in_header(s, buf.name):
-            return ir.If(c, _at_store_level(t, buf, chain),
-                         None if e is None else _at_store_level(e, buf, chain))
+            return ir.If(c, _at_store_level(t, buf, chain, into_loops),
+                         None if e is None else _at_store_level(e, buf, chain, into_loops))
         case ir.If():
-            return _place(s, buf, uses)
+            return _place(s, buf, uses, into_loops)
     raise AssertionError(s)
 
 
-def _place(s: ir.Stmt, buf: ir.Buffer, total: int) -> ir.Stmt:
-    """`s` with `buf` allocated at the innermost statement enclosing all `total` uses."""
+def _place(s: ir.Stmt, buf: ir.Buffer, total: int, into_loops: bool = True) -> ir.Stmt:
+    """`s` with `buf` allocated at the innermost statement enclosing all `total` uses
+    (not inside a loop unless `into_loops`: a buffer whose contents live from one
+    iteration to the next, a sliding window's)."""
     match s:
-        case ir.For(body=body) | ir.Let(body=body) | ir.Allocate(body=body) \
-                if not _reads_in_header(s, buf.name):
-            return _with_body(s, _place(body, buf, total))
+        case ir.For(body=body) if into_loops and not _reads_in_header(s, buf.name):
+            return _with_body(s, _place(body, buf, total, into_loops))
+        case ir.Let(body=body) | ir.Allocate(body=body) if not _reads_in_header(s, buf.name):
+            return _with_body(s, _place(body, buf, total, into_loops))
         case ir.Block(stmts):
             users = [k for k, x in enumerate(stmts) if _uses(x, buf.name)]
             if len(users) == 1:
                 k = users[0]
                 new = list(stmts)
-                new[k] = _place(stmts[k], buf, total)
+                new[k] = _place(stmts[k], buf, total, into_loops)
                 return ir.Block(tuple(new))
         case ir.If(c, t, e) if e is None or not _uses(e, buf.name):
             if _uses(t, buf.name) == total:
-                return ir.If(c, _place(t, buf, total), e)
+                return ir.If(c, _place(t, buf, total, into_loops), e)
     return ir.Allocate(buf, s)
 
 
@@ -183,18 +187,21 @@ def place_storage(func: ir.LoweredFunc, workspace: bool = False) -> ir.LoweredFu
     return replace(func, body=body)
 
 
-def place_allocations(func: ir.LoweredFunc, temps: list[tuple[ir.Buffer, tuple[str, ...]]],
+def place_allocations(func: ir.LoweredFunc,
+                      temps: list[tuple[ir.Buffer, tuple[str, ...], bool]],
                       workspace: bool = False) -> ir.LoweredFunc:
     """Allocate each temp buffer of `temps`, given with the variables of the loops that
-    enclose its store level, outer first (none for a buffer stored at root); then give
-    every allocation its storage, all in the caller's workspace with `workspace`."""
+    enclose its store level, outer first (none for a buffer stored at root), and whether
+    its contents live across the iterations of the loops inside its store level (a
+    sliding window: then it is never allocated inside one of them); then give every
+    allocation its storage, all in the caller's workspace with `workspace`."""
     body = func.body
-    for buf, chain in temps:
+    for buf, chain, window in temps:
         if chain:
-            body = _at_store_level(body, buf, chain)
+            body = _at_store_level(body, buf, chain, not window)
             continue
         total = _uses(body, buf.name)
         if total:
-            body = _place(body, buf, total)
+            body = _place(body, buf, total, not window)
     placed = replace(func, body=body)
     return place_storage(placed, workspace)

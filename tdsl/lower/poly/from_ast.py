@@ -566,6 +566,9 @@ class _StmtWriter:
         """Indices into `t`'s buffer: relative to its box, in its storage order."""
         offs = self.conv.offsets(self.s, t, self.coords, self.env)
         rel = [r if o is None else ir.Binary("sub", r, o, dt.index) for r, o in zip(raw, offs)]
+        box = self.conv.model.box_of(t)
+        for k, rows in box.fold if box is not None else ():  # a circular buffer: r mod rows
+            rel[k] = ir.Binary("pmod", raw[k], ir.index_const(rows), dt.index)
         return stored(self.conv.model, t, rel)
 
     def index(self, e: cx.Expr) -> ir.Expr:
@@ -805,9 +808,10 @@ def _extent(pa: isl.PwAff, sizes: Mapping[str, ir.Expr]) -> ir.Expr:
 
 def convert(model: Model, ast: isl.AstNode, vectors: dict[Statement, Vector], name: str,
             portable: bool = False, isa: ir.Isa = "generic"
-            ) -> tuple[ir.LoweredFunc, list[tuple[ir.Buffer, tuple[str, ...]]]]:
+            ) -> tuple[ir.LoweredFunc, list[tuple[ir.Buffer, tuple[str, ...], bool]]]:
     """The isl AST as a loop-IR function, and the temp buffers with the loop variables
-    around their store levels (for the allocate pass). For portable C (`portable`: the
+    around their store levels, and whether each holds a sliding window (for the allocate
+    pass). For portable C (`portable`: the
     function says so, with its `isa`) an inline reduction is a loop, never unrolled
     unless the schedule asks (code size counts there, and its compiler unrolls what
     pays)."""
@@ -839,6 +843,7 @@ def convert(model: Model, ast: isl.AstNode, vectors: dict[Statement, Vector], na
         b = buffers.get(stage)
         if b is not None and b.kind == "temp":
             depth = model.boxes[stage].depth
-            temps.append((b, tuple(band.var for band in model.groups[stage].prefix[:depth])))
+            g = model.groups[stage]
+            temps.append((b, tuple(band.var for band in g.prefix[:depth]), g.window is not None))
     return func, temps
 

@@ -12,7 +12,10 @@ one iteration of its store loop (legality.py decides, for every buffer alike,
 whether a parallel loop inside the store loop may share it). When the block's
 bounds divide the compute loop's values (a fused consumer loop), the AST is
 built from the same block with its bounds as parameters, set per iteration
-(`Group.bounds`).
+(`Group.bounds`). A stage stored outside its compute loop whose consecutive blocks
+overlap computes only the part of its block the previous iteration did not, and its
+buffer may keep only the rows in flight (`sliding`: a sliding window, storage
+folding).
 
 Guarantees: every statement domain is exact (non-divisible splits are
 handled by isl's guards), every producer instance a reader needs exists in
@@ -46,6 +49,7 @@ from ...schedule.state import (
 from .access import Scoped, access_map, check_accesses, functions_map, reads, tensor_set
 from .affine import Vars, largest_constant, loop_pwaff, pwaff, space
 from .inline import effective_exprs
+from .sliding import Window, slid, window
 
 
 @dataclass(eq=False)
@@ -111,6 +115,9 @@ class Group:
     # ties the block to the prefix (it mis-generates degenerate loops over it).
     bounds: list[tuple[str, isl.PwAff]] = field(default_factory=list)
     binder: Statement | None = None
+    # stored outside its compute loop, a block that overlaps the previous iteration's
+    # slides: only its new part is computed there (`sliding.window`)
+    window: Window | None = None
 
 
 @dataclass
@@ -120,6 +127,8 @@ class BufferBox:
     extents: list[isl.PwAff]  # params only
     lo: list[isl.PwAff] | None  # over the store-level loop values [q0..]; None = origin 0
     depth: int  # store-level loop depth (number of enclosing bands)
+    # (dim, rows): a folded dim holds `rows` rows, row r at r mod rows (`sliding`)
+    fold: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(eq=False)
@@ -435,9 +444,54 @@ class _Builder:
         for k, nm in enumerate(names):
             box = box.set_dim_name(isl.dim_type.set, k, nm)
         exact = (box & decl).intersect_params(self.context)
-        if not any(_has_divs(pa) for pa in los + his):
+        depth = self.store_depth(g)
+        if depth < m:  # stored outside its compute loop: a window may slide
+            g.window = window(stage, g.prefix, depth, los, his, need.domain(), self.context,
+                              self._placement(stage))
+        divs = any(_has_divs(pa) for pa in los + his)
+        if g.window is not None and divs:
+            raise ScheduleError(
+                f"{self._placement(stage)}: the blocks of {stage.name} overlap from one "
+                f"iteration of the compute loop to the next, but their bounds divide the loop "
+                f"values (a fused or split loop), where tdsl does not slide a window; compute "
+                f"{stage.name} at a plain loop, or store it at the compute level")
+        if g.window is not None:
+            exact = slid(exact, m)
+        if not divs:
             return exact, None
         return exact, self._block_domain(g, stage, need.domain(), los, his, names)
+
+    def _placement(self, stage: Stage) -> str:
+        """compute_at(...) and store_at(...) of `stage`, as the schedule wrote them."""
+        st = self.sched.state
+        cp, sp = st.compute[stage], st.store_placement(stage)
+        c = f"compute_at({stage.name}, {cp.consumer.name if cp.consumer else 'root'}, {cp.loop!r})"
+        if sp.kind == "at" and sp is not cp:
+            assert sp.consumer is not None  # stored at a loop: a consumer's
+            return f"{c} with store_at({stage.name}, {sp.consumer.name}, {sp.loop!r})"
+        return f"{c} with store_root({stage.name})"
+
+    def store_depth(self, g: Group) -> int:
+        """How many of `g`'s prefix bands enclose its buffer (its store level)."""
+        stage = g.stage
+        assert isinstance(stage, Stage), "an update has no buffer of its own"
+        st = self.sched.state
+        m = len(g.prefix)
+        sp = st.store_placement(stage)
+        if sp.kind == "at" and sp is not st.compute[stage]:
+            found = next((k + 1 for k, b in enumerate(g.prefix)
+                          if b.owner is sp.consumer and b.loop.name == sp.loop), None)
+            if found is None:
+                assert sp.consumer is not None  # stored at a loop: a consumer's
+                cp = st.compute[stage]
+                raise ScheduleError(
+                    f"store_at({stage.name}, {sp.consumer.name}, {sp.loop!r}): the store level must "
+                    f"be a loop that encloses the compute level compute_at({stage.name}, "
+                    f"{cp.consumer.name if cp.consumer else 'root'}, {cp.loop!r})")
+            return found
+        if sp.kind == "root" and stage in st.store:
+            return 0
+        return m
 
     def _block_domain(self, g: Group, stage: Stage, where: isl.Set, los: list[isl.PwAff],
                       his: list[isl.PwAff], names: list[str]) -> isl.Set:
@@ -511,25 +565,10 @@ class _Builder:
     def buffer_box(self, g: Group) -> BufferBox:
         stage = g.stage
         assert isinstance(stage, Stage), "an update has no buffer of its own"
-        st = self.sched.state
         m = len(g.prefix)
         if m == 0:
             return BufferBox([], None, 0)
-        sp = st.store_placement(stage)
-        depth = m
-        if sp.kind == "at" and sp is not st.compute[stage]:
-            found = next((k + 1 for k, b in enumerate(g.prefix)
-                          if b.owner is sp.consumer and b.loop.name == sp.loop), None)
-            if found is None:
-                assert sp.consumer is not None  # stored at a loop: a consumer's
-                cp = st.compute[stage]
-                raise ScheduleError(
-                    f"store_at({stage.name}, {sp.consumer.name}, {sp.loop!r}): the store level must "
-                    f"be a loop that encloses the compute level compute_at({stage.name}, "
-                    f"{cp.consumer.name if cp.consumer else 'root'}, {cp.loop!r})")
-            depth = found
-        elif sp.kind == "root" and stage in st.store:
-            depth = 0
+        depth = self.store_depth(g)
         pure = g.stmts[0].domain
         n_dims = len(stage.dims)
         proj = pure.project_out(isl.dim_type.set, depth, m - depth)
@@ -540,7 +579,15 @@ class _Builder:
             ext = isl.Map.from_pw_aff((hi - lo + 1).coalesce()).range().dim_max(0)
             extents.append(ext.intersect_params(self.context).coalesce())
         assert len(extents) == n_dims
-        return BufferBox(extents, los, depth)
+        fold: tuple[tuple[int, int], ...] = ()
+        w = g.window
+        if w is not None and w.dim is not None and w.fold is not None:
+            most = extents[w.dim].max_val()
+            if not most.is_int() or most.to_python() > w.fold:  # folding keeps fewer rows
+                fold = ((w.dim, w.fold),)
+                extents[w.dim] = (extents[w.dim].scale_val(isl.Val.zero(extents[w.dim].get_ctx()))
+                                  + w.fold).coalesce()
+        return BufferBox(extents, los, depth, fold)
 
 
 def _context(pipeline: Pipeline, params: list[str]) -> isl.Set:
