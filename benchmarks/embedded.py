@@ -1,10 +1,20 @@
 """embedded: tdsl's portable C on emulated microcontrollers: code, stack, memory, instructions.
 
-    python benchmarks/embedded.py                     # every example kernel, both cores, -Os and -O2
-    python benchmarks/embedded.py --kernels blur qmatmul --isas cortex-m4
+    python benchmarks/embedded.py                     # everything, both cores, -Os and -O2
+    python benchmarks/embedded.py --sections examples --kernels blur qmatmul --isas cortex-m4
     python benchmarks/embedded.py --readme examples/embedded/README.md   # rewrite its tables
 
-Each kernel of examples/embedded/kernels.py is emitted with `td.emit_c`, linked
+Three sections. "cmsis": the quantized layers of kernels.py (int8 FC 256 -> 64,
+3x3 conv 16x16x16 -> 16, 3x3 depthwise 32x32x16) against CMSIS-NN's functions on the
+same data and parameters, outputs compared byte for byte. CMSIS-NN is never part of
+the repository: the benchmark reads it from the git-ignored benchmarks/.cmsis-nn
+(`git clone --depth 1 https://github.com/ARM-software/CMSIS-NN benchmarks/.cmsis-nn`)
+and leaves its columns out, saying so, when it is not there. "blur": the uint8 blur
+with a sliding window against the same algorithm without one. "examples": every
+kernel of examples/embedded/kernels.py. With --readme the tables replace the marked
+sections of examples/embedded/README.md: its figures are this script's, not typed.
+
+Each kernel is emitted with `td.emit_c` (for the Cortex-M4 with isa="armv7e-m"), linked
 with the project's own start-up code (examples/embedded/baremetal/) and run
 under qemu on an emulated Cortex-M4 (mps2-an386, arm-none-eabi-gcc, hard float)
 and RV32IMC core (virt, riscv64-unknown-elf-gcc with picolibc), at -Os and -O2.
@@ -12,8 +22,8 @@ For each it reports:
 
     text, data, bss   bytes the link keeps from the kernel's object (its entry point
                       and the helpers it calls; gc-sections drops the rest)
-    stack             bytes of stack at most (gcc -fstack-usage: the entry's frame and
-                      the largest helper frame)
+    stack             bytes of stack at most (gcc -fstack-usage and -fcallgraph-info:
+                      the deepest chain of frames from the entry point)
     workspace         bytes of caller-provided memory (NAME_WORKSPACE_BYTES)
     instructions      executed from the call to its return (a qemu TCG plugin counting
                       between two marker functions; exact and repeatable, unlike times
@@ -110,6 +120,19 @@ def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> str:
     return verdict
 
 
+def workspace_bytes(sched, name: str, inputs: dict[str, np.ndarray]) -> int:
+    """The bytes of workspace the kernel asks for (NAME_WORKSPACE_BYTES) at these inputs."""
+    from tdsl.backend_c.workspace import workspace_layout
+    from tdsl.compute.binding import bind_arguments
+    from tdsl.lower import lower_schedule
+    from tdsl.lower.count import index_value
+
+    layout = workspace_layout(lower_schedule(sched, name, workspace=True, portable=True))
+    if layout is None:
+        return 0
+    return index_value(layout.total, bind_arguments(sched.pipeline, inputs).sizes)
+
+
 def measure(name: str, make: Callable, inputs: dict[str, np.ndarray], target, opt: str,
             work: Path) -> tuple[Row, dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Emit, build, run and measure one kernel: its row, its outputs and numpy's."""
@@ -118,7 +141,7 @@ def measure(name: str, make: Callable, inputs: dict[str, np.ndarray], target, op
     b = harness.build(prog, target, opt, work / f"{target.name}{opt}")
     result = harness.run(b)
     size = harness.linked_size(b)
-    ws = harness.data_size(b, "workspace") if prog.workspace else 0
+    ws = workspace_bytes(make(), name, inputs)
     check = compare(result.outputs, want) if result.status == 0 else f"status {result.status}"
     row = Row(name, target.name, opt, size.text, size.data, size.bss,
               harness.stack_usage(b, name), ws, result.instructions, check)
@@ -370,14 +393,85 @@ def compare_with_cmsis(targets, opts, work: Path, out) -> tuple[str, bool]:
                 comps.append(Comparison(layer.name, target.name, opt, row, cm, same))
                 print(f"  {layer.name} {target.name} {opt}: tdsl {row.instructions:,}"
                       + (f", CMSIS-NN {cm.instructions:,}" if cm else ""), file=out)
-        lines.append(f"\n### {target.name}\n\n{comparison_table(comps)}")
+        lines.append(f"\nOn the emulated {target.name}:\n\n{comparison_table(comps)}")
     return "\n".join(lines), ok
+
+
+# ---------------------------------------------------------------- the sliding window
+
+
+def blur_variants() -> dict[str, object]:
+    """The 240x320 uint8 blur of kernels.py (blur_sliding) and two schedules of the same
+    algorithm to compare it with: bx per output row without store_root (its three rows
+    recomputed for each row), and bx whole (at the root)."""
+    sliding = kernels.blur_sliding()
+    plain = sliding.primitives[:-1]  # without store_root
+    import tdsl as td
+
+    outs = sliding.outputs
+    return {"compute_at(bx, by, y), store_root(bx)": sliding,
+            "compute_at(bx, by, y)": td.schedule(outs, plain),
+            "bx at the root": td.schedule(outs)}
+
+
+def blur_section(targets, opts, work: Path, out) -> tuple[str, bool]:
+    """The blur with and without a sliding window: bx values computed (counted by running
+    the loop nest), workspace, instructions per core and level, outputs on every target."""
+    import tdsl as td
+    from tdsl.lower import lower_schedule
+    from tdsl.lower.count import count_stores
+
+    inputs = _inputs("blur_sliding", np.random.default_rng(0))
+    want = td.evaluate(kernels.blur_sliding().outputs[0], **inputs)
+    head = ("| schedule | bx values computed | workspace (bytes) | "
+            + " | ".join(f"instructions {t.name} {o}" for t in targets for o in opts)
+            + " | outputs |")
+    lines = [head, "|" + "---|" * (4 + len(targets) * len(opts))]
+    ok = True
+    for label, sched in blur_variants().items():
+        func = lower_schedule(sched, "blur", workspace=True, portable=True)
+        computed = count_stores(func, "bx", {})
+        counts, checks = [], []
+        for backend in ("c", "llvm"):
+            got = td.build(sched, target=backend)(**inputs)
+            checks.append(f"{'host C' if backend == 'c' else 'LLVM'} "
+                          f"{'exact' if np.array_equal(got, want) else 'WRONG'}")
+        ws = 0
+        for t in targets:
+            tchecks = set()
+            for opt in opts:
+                row, _, _ = measure("blur_sliding", lambda s=sched: s, inputs, t, opt,
+                                    work / f"blur-{len(lines)}")
+                ws = row.workspace
+                counts.append(f"{row.instructions:,}")
+                tchecks.add(row.check)
+                print(f"  blur [{label}] {t.name} {opt}: {row.instructions:,}", file=out)
+            checks.append(f"{t.name} {'/'.join(sorted(tchecks))}")
+        ok &= all("WRONG" not in c and "status" not in c for c in checks)
+        lines.append(f"| `{label}` | {computed:,} | {ws:,} | {' | '.join(counts)} | "
+                     f"{', '.join(checks)} |")
+    text = ("A 3x3 box blur of a 240 x 320 uint8 image (sums in uint16, divided by 9): bx, the "
+            "sum of three pixels of a row, is 240 x 318 = 76,320 values.\n\n" + "\n".join(lines))
+    return text, ok
+
+
+# ---------------------------------------------------------------- the README
+
+
+def replace_section(text: str, name: str, body: str) -> str:
+    """`text` with what lies between `<!-- embedded.py: NAME -->` and
+    `<!-- /embedded.py: NAME -->` replaced by `body` (an error if the markers are not there)."""
+    start, end = f"<!-- embedded.py: {name} -->", f"<!-- /embedded.py: {name} -->"
+    a, b = text.find(start), text.find(end)
+    if a < 0 or b < a:
+        raise SystemExit(f"the README has no section {start} ... {end}")
+    return text[:a + len(start)] + "\n" + body.strip() + "\n" + text[b:]
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sections", nargs="*", default=["cmsis", "examples"],
-                   choices=["cmsis", "examples"], help="what to measure (default: all)")
+    p.add_argument("--sections", nargs="*", default=["cmsis", "blur", "examples"],
+                   choices=["cmsis", "blur", "examples"], help="what to measure (default: all)")
     p.add_argument("--kernels", nargs="*", default=list(kernels.KERNELS),
                    help="example kernels to measure (default: all)")
     p.add_argument("--isas", nargs="*", default=list(harness.TARGETS),
@@ -386,6 +480,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="cores for the CMSIS-NN comparison (default: cortex-m4)")
     p.add_argument("--opts", nargs="*", default=list(OPTS), help="optimisation levels")
     p.add_argument("--work", type=Path, default=None, help="build directory (default: a temp dir)")
+    p.add_argument("--readme", type=Path, default=None,
+                   help="write the tables into this README's marked sections too")
     args = p.parse_args(argv)
 
     def available(isas):
@@ -400,14 +496,18 @@ def main(argv: list[str] | None = None) -> int:
         return found
 
     ok = True
+    sections: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or Path(tmp)
         if "cmsis" in args.sections:
             text, good = compare_with_cmsis(available(args.cmsis_isas), args.opts,
                                             work / "cmsis", sys.stderr)
             ok &= good
-            print("## tdsl against CMSIS-NN\n")
-            print(text)
+            sections["cmsis"] = text
+        if "blur" in args.sections:
+            text, good = blur_section(available(args.isas), args.opts, work / "blur", sys.stderr)
+            ok &= good
+            sections["blur"] = text
         if "examples" in args.sections:
             rows = []
             targets = available(args.isas)
@@ -417,9 +517,20 @@ def main(argv: list[str] | None = None) -> int:
                     for opt in args.opts:
                         rows.append(measure(name, kernels.KERNELS[name], inputs, t, opt,
                                             work / "examples" / name)[0])
+                        print(f"  {name} {t.name} {opt}: {rows[-1].instructions:,}",
+                              file=sys.stderr)
             ok &= all(not r.check.startswith(("WRONG", "status")) for r in rows)
-            print("\n## The example kernels\n")
-            print(table(rows))
+            sections["examples"] = table(rows)
+    titles = {"cmsis": "tdsl against CMSIS-NN", "blur": "The blur's sliding window",
+              "examples": "The example kernels"}
+    for name, text in sections.items():
+        print(f"## {titles[name]}\n\n{text}\n")
+    if args.readme is not None:
+        readme = args.readme.read_text()
+        for name, text in sections.items():
+            readme = replace_section(readme, name, text)
+        args.readme.write_text(readme)
+        print(f"wrote the sections {', '.join(sections)} into {args.readme}")
     return 0 if ok else 1
 
 

@@ -127,3 +127,40 @@ def test_sizes_and_stack_are_measured(target, tmp_path):
     assert 0 < size.text < 1024 and size.data == 0 and size.bss == 0
     assert 0 < harness.stack_usage(b, name) < 256
     assert harness.library_calls(b) == []
+
+
+def _benchmark():
+    spec = importlib.util.spec_from_file_location("tdsl_embedded_benchmark",
+                                                  ROOT / "benchmarks" / "embedded.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", ["qmatmul", "blur_sliding", "fc_s8"])
+def test_the_readme_tables_are_the_benchmarks(target, name, tmp_path):
+    """examples/embedded/README.md's figures are what benchmarks/embedded.py measures
+    (instructions are exact, so the rows match to the unit with the toolchains .ci/run
+    installs): a row of each core at each level, re-measured here."""
+    bench = _benchmark()
+    readme = (EXAMPLES / "README.md").read_text()
+    inputs = bench._inputs(name, np.random.default_rng(0))
+    for opt in ("-Os", "-O2"):
+        row, _, _ = bench.measure(name, bench.kernels.KERNELS[name], inputs, target, opt,
+                                  tmp_path / opt)
+        line = bench.table([row]).splitlines()[-1]
+        assert line in readme, f"{line}\nis not in the README: run benchmarks/embedded.py --readme"
+
+
+def test_readme_sections_are_replaced_between_their_markers():
+    bench = _benchmark()
+    text = "a\n<!-- embedded.py: x -->\nold\n<!-- /embedded.py: x -->\nb\n"
+    assert bench.replace_section(text, "x", "new") == \
+        "a\n<!-- embedded.py: x -->\nnew\n<!-- /embedded.py: x -->\nb\n"
+    with pytest.raises(SystemExit, match="no section"):
+        bench.replace_section(text, "y", "new")
+    readme = (EXAMPLES / "README.md").read_text()
+    for name in ("cmsis", "blur", "examples"):
+        assert f"<!-- embedded.py: {name} -->" in readme

@@ -18,71 +18,8 @@ from test_emit_c import EXAMPLES
 import tdsl as td
 from tdsl.emit import load_function
 from tdsl.lower import ir, lower_schedule
+from tdsl.lower.count import count_stores
 from tdsl.lower.rewrite import walk_stmts
-
-# ---------------------------------------------------------------- counting stores
-
-
-def _value(e: ir.Expr, env: dict[str, int]) -> int:
-    """An index expression (or a comparison of them) at the variables' values."""
-    match e:
-        case ir.Const(v):
-            return int(v)
-        case ir.Var(n):
-            return env[n]
-        case ir.Unary("neg", a):
-            return -_value(a, env)
-        case ir.Unary("invert", a):
-            return int(not _value(a, env))
-        case ir.Compare(op, a, b):
-            x, y = _value(a, env), _value(b, env)
-            return int({"lt": x < y, "le": x <= y, "gt": x > y, "ge": x >= y, "eq": x == y,
-                        "ne": x != y}[op])
-        case ir.Select(c, a, b):
-            return _value(a, env) if _value(c, env) else _value(b, env)
-        case ir.Cast(a):
-            return _value(a, env)
-        case ir.Binary(op, a, b):
-            x, y = _value(a, env), _value(b, env)
-            if op in ("pdiv", "tdiv", "pmod", "trem"):
-                q = abs(x) // abs(y) * (1 if (x >= 0) == (y > 0) else -1)
-                return q if op in ("pdiv", "tdiv") else x - q * y
-            return {"add": x + y, "sub": x - y, "mul": x * y, "min": min(x, y),
-                    "max": max(x, y), "floordiv": x // y if y else 0, "mod": x % y if y else 0,
-                    "and": x & y, "or": x | y}[op]
-    raise AssertionError(f"not an index expression: {e!r}")
-
-
-def count_stores(func: ir.LoweredFunc, buffer: str, sizes: dict[str, int]) -> int:
-    """How many times the loop nest stores into `buffer`, running its control flow."""
-    total = 0
-
-    def run(s: ir.Stmt, env: dict[str, int]) -> None:
-        nonlocal total
-        match s:
-            case ir.For(var, start, end, _, body):
-                for v in range(_value(start, env), _value(end, env)):
-                    run(body, {**env, var: v})
-            case ir.Let(name, value, body):
-                run(body, {**env, name: _value(value, env)} if value.dtype.name.startswith(
-                    "index") or value.dtype.is_bool else env)
-            case ir.If(c, t, e):
-                if _value(c, env):
-                    run(t, env)
-                elif e is not None:
-                    run(e, env)
-            case ir.Block(stmts):
-                for x in stmts:
-                    run(x, env)
-            case ir.Allocate(_, body):
-                run(body, env)
-            case ir.IfFeature(_, _, plain):
-                run(plain, env)
-            case ir.Store(buf) if buf.name == buffer:
-                total += 1
-
-    run(func.body, dict(sizes))
-    return total
 
 
 def _allocations(func: ir.LoweredFunc) -> dict[str, tuple[ir.Expr, ...]]:
@@ -268,3 +205,19 @@ def test_store_root_round_trips_and_reads_back():
     again = td.Schedule.from_json(sched.to_json(), sched.outputs)
     assert again == sched and again.primitives[-1] == td.StoreRoot(sched.pipeline.by_name["bx"])
     assert td.StoreRoot.__doc__ and "window slides" in td.StoreRoot.__doc__
+
+
+def test_counting_refuses_control_flow_that_reads_data():
+    from tdsl.lower.count import NotIndexOnly
+
+    i = td.dim("i")
+    n = td.input("n", {i: 4}, td.int32)
+    out = td.compute("out", {i: 4}, td.sum(i * 0 + 1, over={td.dim("k"): 3}) + n[i])
+    func = lower_schedule(td.schedule(out), late=False)
+    assert count_stores(func, "out", {}) == 4  # (the sum accumulates in a temp)
+    assert count_stores(func, "tdsl_acc1", {}) == 4 * 4  # its start and three steps
+    bad = ir.LoweredFunc("k", func.inputs, func.outputs, (), ir.If(
+        ir.Compare("gt", ir.Load(func.inputs[0], (ir.index_const(0),)), ir.Const(0, td.int32)),
+        func.body))
+    with pytest.raises(NotIndexOnly, match="not an index expression"):
+        count_stores(bad, "out", {})

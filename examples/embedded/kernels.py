@@ -6,6 +6,7 @@ where a microcontroller would know them at build time, symbolic (`td.size`)
 where the caller chooses them at run time.
 
     python kernels.py --out build       # emit every kernel below
+    python kernels.py --out build --isa armv7e-m fc_s8   # with the Arm DSP extension
 """
 
 from __future__ import annotations
@@ -223,6 +224,9 @@ KERNELS = {f.__name__: f for f in (matmul, blur_root, blur, blur_sliding, softma
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="build", help="output directory (default: build)")
+    p.add_argument("--isa", default="generic", choices=("generic", "armv7e-m"),
+                   help="armv7e-m: int8/int16 dot products on the Arm DSP extension "
+                        "(under #if __ARM_FEATURE_DSP; default: generic)")
     p.add_argument("names", nargs="*", metavar="KERNEL",
                    help=f"kernels to emit (default: all of {', '.join(KERNELS)})")
     args = p.parse_args()
@@ -230,7 +234,7 @@ def main() -> None:
     if unknown:
         p.error(f"no kernel {unknown[0]!r}; kernels are {', '.join(KERNELS)}")
     for name in args.names or KERNELS:
-        c_path, h_path = td.emit_c(KERNELS[name](), name, args.out)
+        c_path, h_path = td.emit_c(KERNELS[name](), name, args.out, isa=args.isa)
         print(f"{c_path} {h_path}")
 
 
