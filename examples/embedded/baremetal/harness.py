@@ -19,11 +19,14 @@ instruction-counting plugin (`insn_count.c`, built once against qemu 7.2's
 plugin API) and reads the outputs back as numpy arrays.
 
     target = TARGETS["cortex-m4"]
-    prog = Program("blur", [Path("out/blur.c")], [Path("out")],
-                   [Array("inp", img), Array("out", np.zeros(...), output=True)],
-                   call="status = blur(inp, out);")
+    prog = Program("blur", (Path("out/blur.c"),), (Path("out"),),
+                   (Array("inp", img), Array("out", np.zeros(...), output=True)),
+                   call="status = blur(inp, out);", prelude='#include "blur.h"')
     result = run(build(prog, target, "-O2", Path("build")))
     result.outputs["out"], result.instructions
+
+or, for a schedule, `kernel_program(sched, name, inputs, out_dir, isa)` emits it
+and writes the call (and gives numpy's outputs to compare with).
 
 Instruction counts are exact and the same at every run (qemu executes the same
 instructions whatever the host's load), so they compare kernels reliably on a
