@@ -217,6 +217,7 @@ class Layer:
     inputs: dict[str, np.ndarray]
     cmsis_setup: str  # C: the parameter structs (static const), `need` = scratch bytes
     cmsis_call: str  # C: status = arm_...(...);
+    extra: bool = False  # beyond the three layers of the issue: a table of their own
 
 
 def _per_channel(rng: np.random.Generator, n: int, shift: int) -> dict[str, np.ndarray]:
@@ -229,8 +230,8 @@ def _activation() -> str:
 
 
 def layers() -> list[Layer]:
-    """The three layers of the issue: FC 256 -> 64, 3x3 conv 16x16x16 -> 16, 3x3
-    depthwise 32x32x16."""
+    """The three layers compared first: FC 256 -> 64, 3x3 conv 16x16x16 -> 16, 3x3
+    depthwise 32x32x16; then 2x2 average and max pooling of 16x16x16 (`extra`)."""
     rng = np.random.default_rng(2024)
     i8 = np.int8
 
@@ -288,6 +289,21 @@ int32_t need = arm_depthwise_conv_wrapper_s8_get_buffer_size(&conv, &in_dims, &f
 cmsis_nn_context ctx = {{cmsis_scratch, need}};""",
         cmsis_call="status = arm_depthwise_conv_wrapper_s8(&ctx, &conv, &quant, &in_dims, "
                    "input, &filter_dims, filter, &bias_dims, bias, &out_dims, output);"))
+    pool_setup = f"""
+static const cmsis_nn_pool_params pool = {{{{2, 2}}, {{0, 0}}, {_activation()}}};
+static const cmsis_nn_dims in_dims = {{1, 16, 16, 16}}, filter_dims = {{1, 2, 2, 1}};
+static const cmsis_nn_dims out_dims = {{1, 8, 8, 16}};"""
+    for name, what, fn, size in (
+            ("avgpool_s8", "int8 2x2 average pooling 16x16x16, stride 2", "arm_avgpool_s8",
+             "arm_avgpool_s8_get_buffer_size(8, 16)"),
+            ("maxpool_s8", "int8 2x2 max pooling 16x16x16, stride 2", "arm_max_pool_s8", "0")):
+        out.append(Layer(
+            name, what, lambda name=name: kernels.KERNELS[name](16, 16, 16, ACT_MIN, ACT_MAX),
+            {"input": s8(16, 16, 16)},
+            cmsis_setup=f"{pool_setup}\nint32_t need = {size};\n"
+                        "cmsis_nn_context ctx = {cmsis_scratch, need};",
+            cmsis_call=f"status = {fn}(&ctx, &pool, &in_dims, input, &filter_dims, &out_dims, "
+                       "output);", extra=True))
     return out
 
 
@@ -378,7 +394,8 @@ def compare_with_cmsis(targets, opts, work: Path, out) -> tuple[str, bool]:
                      f"{CMSIS_DIR.relative_to(ROOT)}, built with the same compiler and flags.")
     ok = True
     for target in targets:
-        comps = []
+        comps: list[Comparison] = []
+        extras: list[Comparison] = []
         for layer in layers():
             for opt in opts:
                 here = work / layer.name
@@ -390,10 +407,12 @@ def compare_with_cmsis(targets, opts, work: Path, out) -> tuple[str, bool]:
                     cm, theirs = measure_cmsis(layer, root, target, opt, here, want)
                     same = all(np.array_equal(got[k], theirs[k]) for k in want)
                     ok &= same and cm.check == "exact"
-                comps.append(Comparison(layer.name, target.name, opt, row, cm, same))
+                (extras if layer.extra else comps).append(
+                    Comparison(layer.name, target.name, opt, row, cm, same))
                 print(f"  {layer.name} {target.name} {opt}: tdsl {row.instructions:,}"
                       + (f", CMSIS-NN {cm.instructions:,}" if cm else ""), file=out)
         lines.append(f"\nOn the emulated {target.name}:\n\n{comparison_table(comps)}")
+        lines.append(f"\nPooling, on the same core:\n\n{comparison_table(extras)}")
     return "\n".join(lines), ok
 
 

@@ -123,15 +123,16 @@ def test_legalise_binds_what_it_reuses_before_the_statement():
     o = ir.Buffer("o", dt.int32, (ir.Var("N"),), "output")
     i = ir.Var("i")
     x = ir.Load(a, (i,))
-    value = ir.Binary("add", ir.Binary("floordiv", x, ir.Const(4, dt.int32), dt.int32),
-                      ir.Binary("mod", x, ir.Const(4, dt.int32), dt.int32), dt.int32)
+    # (by 3: a power of two is a shift and a mask, which read x once each)
+    value = ir.Binary("add", ir.Binary("floordiv", x, ir.Const(3, dt.int32), dt.int32),
+                      ir.Binary("mod", x, ir.Const(3, dt.int32), dt.int32), dt.int32)
     loop = ir.For("i", ir.index_const(0), ir.Var("N"), ir.ForKind.SERIAL,
                   ir.Store(o, (i,), value))
     f = verify(legalise(ir.LoweredFunc("f", (a,), (o,), (ir.Var("N"),), loop)))
     assert numpy_semantics(f) == []
     text = str(f)
     assert text.count("a[i]") == 1 and "let x = a[i]" in text  # one load, bound once
-    assert "let q = x / 4" in text
+    assert "let q = x / 3" in text
 
 
 def test_legalise_expr_needs_no_statement():
@@ -245,3 +246,22 @@ def test_floor_divided_extents_reach_portable_c_legalised(tmp_path):
     run([tool("gcc"), *STRICT, "-c", c_path, "-o", tmp_path / "half.o"])
     x = np.arange(7, dtype=np.float32)
     np.testing.assert_array_equal(td.build(t)(a=x), (x[::2] + 1) * 2)
+
+
+@pytest.mark.parametrize("dtype", [td.int8, td.int16, td.int32, td.int64])
+def test_floor_division_by_a_power_of_two_is_a_shift(backend, dtype):
+    """On signed ints `x // 2^k` is an arithmetic shift and `x % 2^k` a mask (floor
+    semantics, MIN and negatives included), with no division left."""
+    info = np.iinfo(dtype.np)
+    x = np.array([info.min, info.min + 1, -9, -8, -7, -4, -1, 0, 1, 3, 4, 7, 8, 9,
+                  info.max - 1, info.max], dtype.np)
+    i = td.dim("i")
+    a = td.input("a", {i: len(x)}, dtype)
+    for c in (2, 4, 64):
+        out = td.compute("out", {i: len(x)}, a[i] // c + a[i] % c * 3)
+        func = td.lower(td.schedule(out))
+        done = finish(func)
+        ops = {e.op for e in _exprs(done) if isinstance(e, ir.Binary)}
+        assert "ashr" in ops and "and" in ops and not ops & {"tdiv", "trem"}, ops
+        np.testing.assert_array_equal(td.build(td.schedule(out), target=backend)(a=x),
+                                      td.evaluate(out, a=x))

@@ -201,8 +201,9 @@ def avgpool_s8(h: int = 16, w: int = 16, ch: int = 16, act_min: int = -128,
     avg = td.where(t > 0, (t + 2) // 4, -((2 - t) // 4))
     out = td.compute("output", {y: h // 2, x: w // 2, c: ch},
                      td.saturating_cast(td.minimum(td.maximum(avg, act_min), act_max), td.int8))
-    return (td.schedule(out).compute_at(total, out, "x")
-            .reorder(total, "ry rx c").unroll(total, "ry").unroll(total, "rx"))
+    return (td.schedule(out).split(out, c, 4).unroll(out, "c_i").compute_at(total, out, "c_o")
+            .reorder(total, "ry rx c").unroll(total, "ry").unroll(total, "rx")
+            .vectorize(total, "c"))
 
 
 def maxpool_s8(h: int = 16, w: int = 16, ch: int = 16, act_min: int = -128,

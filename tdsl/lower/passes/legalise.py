@@ -17,10 +17,11 @@ targets hold no copy of these semantics:
     and compare, select, the wrapping integer arithmetic and float arithmetic
     every target maps already
 
-A constant divisor gives the short form (`x // 4` is `q - 1` or `q` by the sign
-of `x % 4`, and just the truncating division when `x` is an index expression
-known not to be negative, such as a loop variable from 0); anything else gets
-a safe divisor first.
+A constant divisor gives the short form (`x // 3` is `q - 1` or `q` by the sign
+of `x % 3`, and just the truncating division when `x` is an index expression
+known not to be negative, such as a loop variable from 0; on a signed integer a
+power of two is an arithmetic shift, `x // 4` is `x >> 2` and `x % 4` is `x & 3`);
+anything else gets a safe divisor first.
 
 An operand an expansion uses more than once, and a partial result it reuses,
 is bound by a `Let` placed just before the statement that holds the
@@ -121,6 +122,10 @@ def _int_divmod(op: str, a: ir.Expr, b: ir.Expr, bind: Bind,
         return _bin(trunc, a, b)
     if t.is_signed and c == -1:  # x // -1 wraps (MIN // -1 == MIN); x % -1 == 0
         return ir.Unary("neg", a, t) if op == "floordiv" else zero
+    if c is not None and c > 1 and c & (c - 1) == 0 and t.is_signed and t != dt.index:
+        # a power of two: the arithmetic shift floors, the mask is the floor remainder
+        k = c.bit_length() - 1
+        return _bin("ashr", a, _c(k, t)) if op == "floordiv" else _bin("and", a, _c(c - 1, t))
     if c is not None or not t.is_signed:
         if c is None:  # unsigned: a divisor of 0 becomes 1, so x % 0 is 0 already
             b = bind(b, "b")
