@@ -7,7 +7,6 @@ alive.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import threading
 from collections.abc import Sequence
@@ -19,6 +18,7 @@ from ..errors import CompileError
 from ..lower.abi import check_call
 from ..lower.ir import For, ForKind, LoweredFunc, Select
 from ..lower.rewrite import stmt_exprs, walk_exprs, walk_stmts
+from . import pool
 from .compile import DEFAULT_FLAGS, LARGE_SOURCE, NO_THREAD_JUMPS, NO_UNSWITCH, compile_source
 from .helpers import ctype
 from .render import auto_simd, entry_name, render, signature
@@ -32,8 +32,8 @@ class _Library:
     def __init__(self, path: str, prototype: str, name: str):
         self.ffi = cffi.FFI()
         self.ffi.cdef(prototype)
-        # never unmapped: OpenMP worker threads may still be parked in (or returning
-        # through) the kernel's code when the interpreter exits
+        # never unmapped: a kernel's code outlives its last Kernel object cheaply, and
+        # a library unloaded while another thread is in it would crash the process
         try:
             self.lib = self.ffi.dlopen(path, self.ffi.RTLD_NOW | self.ffi.RTLD_NODELETE)
         except OSError as e:
@@ -41,23 +41,16 @@ class _Library:
         self.fn = getattr(self.lib, name)
 
 
-def _keep_openmp_runtime() -> object | None:
-    """Load libgomp once for the whole process, never to be unloaded, before any kernel:
-    kernels built with -fopenmp share it, and unloading it while its worker threads spin
-    (OMP_WAIT_POLICY=active) would crash the interpreter at exit."""
-    try:
-        return ctypes.CDLL("libgomp.so.1", mode=os.RTLD_GLOBAL | os.RTLD_NODELETE)
-    except OSError:
-        return None  # no libgomp here; -fopenmp kernels then fail to build or load clearly
-
-
-_OPENMP = _keep_openmp_runtime()
 _LOADED: dict[str, _Library] = {}
 _LOCK = threading.Lock()
 
 
 def load(path: str, func: LoweredFunc) -> _Library:
-    """The library at `path` (built from `func`), opened once per process."""
+    """The library at `path` (built from `func`), opened once per process, after the
+    thread pool its parallel loops call (`pool`)."""
+    if pool.load() is None:
+        raise CompileError(f"cannot load the compiled kernel {path}: tdsl's thread pool "
+                           f"could not be built ({pool.unavailable()})")
     with _LOCK:
         lib = _LOADED.get(path)
         if lib is None:
