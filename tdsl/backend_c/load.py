@@ -20,7 +20,6 @@ from ..lower.ir import For, ForKind, LoweredFunc, Select
 from ..lower.rewrite import stmt_exprs, walk_exprs, walk_stmts
 from . import pool
 from .compile import DEFAULT_FLAGS, LARGE_SOURCE, NO_THREAD_JUMPS, NO_UNSWITCH, compile_source
-from .helpers import ctype
 from .render import auto_simd, entry_name, render, signature
 
 
@@ -62,7 +61,7 @@ class CModule:
     """A compiled kernel: `.source` (C text), `.path` (shared library), `.name`
     (entry point) and `call(arrays, sizes)`."""
 
-    __slots__ = ("source", "path", "name", "func", "_library", "_fn", "_from_buffer", "_types")
+    __slots__ = ("source", "path", "name", "func", "_library", "entry", "from_buffer")
 
     def __init__(self, func: LoweredFunc, source: str, path: str):
         self.func = func
@@ -71,10 +70,12 @@ class CModule:
         self.name = entry_name(func)
         self._library = load(path, func)
         ffi = self._library.ffi
-        self._fn = self._library.fn
-        self._from_buffer = ffi.from_buffer
-        buffers = (*func.inputs, *func.outputs)
-        self._types = tuple(ffi.typeof(f"{ctype(b.dtype)}[]") for b in buffers)
+        # the entry point with untyped array pointers (the same ABI: a pointer is a
+        # pointer), which cffi fills from an array faster than a typed one
+        arrays = len(func.inputs) + len(func.outputs)
+        params = ", ".join(["void *"] * arrays + ["int64_t"] * len(func.sizes)) or "void"
+        self.entry = ffi.cast(f"int (*)({params})", self._library.fn)
+        self.from_buffer = ffi.from_buffer
 
     def call(self, arrays: Sequence[np.ndarray], sizes: Sequence[int]) -> int:
         """Check the arguments (`abi.check_call`), then run the kernel on (inputs...,
@@ -85,7 +86,7 @@ class CModule:
     def run(self, arrays: Sequence[np.ndarray], sizes: Sequence[int]) -> int:
         """`call` without the check, for arguments checked already (C-contiguous, of
         the exact dtypes, inputs then outputs; sizes in the function's order)."""
-        return self._fn(*map(self._from_buffer, self._types, arrays), *sizes)
+        return self.entry(*map(self.from_buffer, arrays), *sizes)
 
     def __repr__(self) -> str:
         return f"<CModule {self.name} at {self.path}>"

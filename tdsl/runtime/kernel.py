@@ -8,13 +8,15 @@ shapes the generated code assumes.
 from __future__ import annotations
 
 import heapq
+import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..compute.binding import allocate_outputs, bind_arguments
+from ..compute.binding import aligned_empty, allocate_outputs, bind_arguments
 from ..compute.evaluate import evaluate
 from ..compute.work import flops
 from ..display import code_html, details, escape, rate_text, seconds_text, table
@@ -79,6 +81,65 @@ class Timing:
                 f"runs){tail}</div>")
 
 
+# Outputs a call allocates start on a cache line from this many bytes on (smaller ones
+# as numpy allocates them: `binding.new_array`)
+ALIGNED_OUTPUT_BYTES = 4096
+PLANS = 64  # argument signatures a kernel remembers
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What a call with one signature (argument names in order, and each argument's
+    type, dtype, shape and strides) does once its arguments have passed every check of
+    `bind_arguments`: `run(arrays)` allocates the outputs not given, calls the native
+    entry point with the buffers and the sizes, and returns the output(s). A call with
+    the same signature needs no more checks but those that depend on more than the
+    signature: that the outputs given are writeable and share no memory with the
+    other arguments (as far as `np.may_share_memory` tells: else `run` returns
+    `RECHECK` and the call is checked in full, which refuses it or, for a narrow
+    overlap-free interleaving, allows it)."""
+
+    run: Callable[[dict], object]  # returns RECHECK when a given output may overlap
+
+
+RECHECK = object()  # what a plan's run returns to have the call checked in full
+
+
+def _plan_function(slots: list, given: list[int], sizes: list[int], outputs: list[int],
+                   names: dict) -> Callable:
+    """`run(arrays)` of a `_Plan`, written out for its buffers (as `dataclasses` writes
+    its methods): `slots` has per buffer (inputs, then outputs) the argument's name, or
+    the (shape, dtype) of a new output (aligned when of ALIGNED_OUTPUT_BYTES or more);
+    `given` lists the buffers that are outputs the caller gave; `names` holds the entry
+    point (`entry`), `from_buffer` (`fb`) and `failed`."""
+    lines, args = ["def run(arrays):"], []
+    for k, slot in enumerate(slots):
+        if isinstance(slot, str):
+            names[f"name{k}"] = slot
+            lines.append(f"    b{k} = arrays[name{k}]")
+        else:
+            names[f"shape{k}"], names[f"dtype{k}"] = slot
+            nbytes = math.prod(slot[0]) * slot[1].itemsize
+            how = "aligned_empty" if nbytes >= ALIGNED_OUTPUT_BYTES else "empty"
+            lines.append(f"    b{k} = {how}(shape{k}, dtype{k})")
+        args.append(f"b{k}")
+    named = [k for k, slot in enumerate(slots) if isinstance(slot, str)]
+    for k in given:
+        others = " or ".join(f"overlap(b{k}, b{j})" for j in named if j != k)
+        lines.append(f"    if not b{k}.flags.writeable{' or ' + others if others else ''}:")
+        lines.append("        return RECHECK")
+    numbers = ", ".join(str(int(n)) for n in sizes)
+    lines.append(f"    status = entry({', '.join(f'fb({a})' for a in args)}"
+                 f"{', ' if args and sizes else ''}{numbers})")
+    lines.append(f"    if status:\n        failed(status, [{', '.join(args)}], [{numbers}])")
+    result = ", ".join(f"b{k}" for k in outputs)
+    lines.append(f"    return {result}" if len(outputs) == 1 else f"    return ({result},)")
+    names.update(empty=np.empty, aligned_empty=aligned_empty, overlap=np.may_share_memory,
+                 RECHECK=RECHECK)
+    exec("\n".join(lines), names)  # the text is built above from ints and names only
+    return names["run"]
+
+
 def _settled(times: list[float], accuracy: float) -> bool:
     """Whether the three fastest of `times` are within `accuracy` of each other."""
     if len(times) < 3:
@@ -113,6 +174,9 @@ class Kernel:
         self._outputs = [b.name for b in func.outputs]
         self._sizes = [v.name for v in func.sizes]
         self._work: dict[tuple[tuple[str, int], ...], float | None] = {}
+        self._plans: dict[tuple, _Plan] = {}
+        self._entry = module.entry
+        self._from_buffer = module.from_buffer
 
     @property
     def args(self) -> list[str]:
@@ -145,10 +209,30 @@ class Kernel:
 
     def _prepare(self, kwargs) -> tuple[list[np.ndarray], list[int], dict[str, np.ndarray]]:
         bound = bind_arguments(self.pipeline, kwargs)
-        outs = allocate_outputs(self.pipeline, bound)
+        outs = allocate_outputs(self.pipeline, bound, ALIGNED_OUTPUT_BYTES)
         arrays = [bound.inputs[n] for n in self._inputs] + [outs[n] for n in self._outputs]
         sizes = [bound.sizes[n] for n in self._sizes]
+        if all(a is kwargs.get(n) for n, a in zip(self._inputs, arrays)):  # no copies
+            self._remember(kwargs, bound.outputs, arrays, sizes)
         return arrays, sizes, outs
+
+    def _remember(self, kwargs: dict, given: dict, arrays: list[np.ndarray],
+                  sizes: list[int]) -> None:
+        """Keep the `_Plan` of this call's signature (its arguments passed every check
+        and needed no copy)."""
+        try:
+            key = tuple([(n, type(v), v.dtype, v.shape, v.strides) for n, v in kwargs.items()])
+        except AttributeError:  # a size given as an int, an output given as None
+            return
+        slots: list[str | tuple] = []
+        for k, name in enumerate(self._inputs + self._outputs):
+            slots.append(name if name in kwargs else (arrays[k].shape, arrays[k].dtype))
+        outputs = list(range(len(self._inputs), len(slots)))
+        mine = [k for k in outputs if given.get(self._outputs[k - len(self._inputs)]) is not None]
+        names = {"entry": self._entry, "fb": self._from_buffer, "failed": self._failed}
+        if len(self._plans) >= PLANS:
+            self._plans.clear()
+        self._plans[key] = _Plan(_plan_function(slots, mine, sizes, outputs, names))
 
     def work(self, **sizes: int) -> float | None:
         """Floating-point operations of one call with these symbolic sizes (None when
@@ -160,10 +244,14 @@ class Kernel:
 
     def _run(self, arrays, sizes) -> None:
         status = self._module.run(arrays, sizes)  # checked by bind_arguments
+        if status:
+            self._failed(status, arrays, sizes)
+
+    def _failed(self, status: int, arrays, sizes) -> None:
+        """Raise the error of a call that returned `status` (not 0)."""
         if status == INDEX_OUT_OF_RANGE:
             raise self._index_error(arrays, sizes)
-        if status:
-            raise RuntimeFailure(
+        raise RuntimeFailure(
                 f"kernel {self.lowered.name} failed: {STATUS.get(status, f'status {status}')}")
 
     def _index_error(self, arrays, sizes) -> ArgumentError:
@@ -189,10 +277,27 @@ class Kernel:
 
     def __call__(self, *args, **arrays):
         """Run the kernel on arrays given by name; returns the output(s). An output not
-        passed by name is allocated, starting on a 64-byte boundary (a cache line: a
-        vector load or store of a row then never straddles two lines; numpy's own
-        arrays are only 16-byte aligned)."""
-        self._positional(args)
+        passed by name is allocated; one of 4 KiB or more (`ALIGNED_OUTPUT_BYTES`)
+        starts on a 64-byte boundary (a cache line: a vector load or store of a row then
+        never straddles two lines; numpy's own arrays are only 16-byte aligned).
+
+        Every argument is checked before native code runs (`bind_arguments`). What
+        depends only on the arguments' names, types, dtypes, shapes and strides (sizes,
+        output shapes, which argument is which) is worked out at the first call with a
+        signature and reused by later calls with the same one (a `_Plan`), which still
+        check what can change between them: that given outputs are writeable and share
+        no memory with the other arguments."""
+        if args:
+            self._positional(args)
+        try:
+            plan = self._plans.get(tuple(
+                [(n, type(v), v.dtype, v.shape, v.strides) for n, v in arrays.items()]))
+        except AttributeError:  # not all arrays: the full check says what is wrong
+            plan = None
+        if plan is not None:
+            result = plan.run(arrays)
+            if result is not RECHECK:
+                return result
         buffers, sizes, outs = self._prepare(arrays)
         self._run(buffers, sizes)
         result = tuple(outs[n] for n in self._outputs)
