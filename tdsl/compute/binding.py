@@ -348,7 +348,7 @@ def aligned_empty(shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:
     nbytes = math.prod(shape) * dtype.itemsize
     raw = np.empty(nbytes + ALIGNMENT, np.uint8)
     # the address through ctypes.addressof: a third of what raw.ctypes.data costs
-    start = -ctypes.addressof(ctypes.c_char.from_buffer(memoryview(raw))) % ALIGNMENT
+    start = -ctypes.addressof(ctypes.c_char.from_buffer(raw.data)) % ALIGNMENT
     return np.ndarray(shape, dtype, raw, start)
 
 
