@@ -352,3 +352,25 @@ def test_threads_setting_is_per_python_thread():
     seen = run_threads(lambda k: (td.set_num_threads(k + 1), td.num_threads())[1], 3)
     assert seen == [1, 2, 3]
     assert td.num_threads() == pool_module.default_threads()
+
+
+def test_numpy_blas_and_parallel_kernels_take_turns_in_one_process(backend):
+    """What a notebook does: a BLAS product (numpy's own threads, which spin a while after
+    it) then a parallel kernel, again and again, in one process; also from two Python
+    threads at once. Every result is exact (the times are benchmarks/notebook_mix.py's)."""
+    out, s = stencil_steps(97, 4)
+    f = td.build(s, target=backend)
+    rng = np.random.default_rng(5)
+    m = rng.standard_normal((192, 192))
+    a = rng.integers(-1000, 1000, (97, 97), dtype=np.int64)
+    want, product = td.evaluate(out, a=a), m @ m
+
+    def work(k: int) -> int:
+        wrong = 0
+        for _ in range(30):
+            wrong += not np.array_equal(m @ m, product)
+            wrong += not np.array_equal(f(a=a), want)
+        return wrong
+
+    assert work(0) == 0
+    assert run_threads(work, 2) == [0, 0]
