@@ -422,7 +422,7 @@ def test_nested_parallel_loops():
     assert_bits(out, a * np.float32(2) + b)
 
 
-def test_libgomp_is_the_parallel_runtime():
+def test_the_thread_pool_is_the_parallel_runtime():
     assert llvm_runtime.load() is True
 
 

@@ -492,7 +492,7 @@ def test_parallel_vectorized_nest(target):
     inner = For("j", ZERO, m, ForKind.VECTORIZED, Store(out, (I, j), value), 256)
     func = LoweredFunc("nest", (a, b), (out,), (m, N), For("i", ZERO, N, ForKind.PARALLEL, inner))
     src = render(func)
-    assert "#pragma omp parallel for schedule(dynamic, par_chunk(n))" in src
+    assert "tdsl_parallel_for(nest_i_task, &i_env, 0, n);" in src
     assert "#pragma omp simd" in src
     assert "C[i * m + j] = fmaf(A[i * m + j], 2.5f, B[j]);" in src
     rng = np.random.default_rng(0)

@@ -267,7 +267,7 @@ class _ModuleEmitter:
         for v in task.values:
             k += 1
             em.scope[v.name] = em.b.load(field(em.b, env, env_ty, k), name=v.name,
-                                         typ=ops.lltype(v.dtype))
+                                         typ=env_ty.elements[k])
         for buf in task.buffers:
             k += 1
             em.ptrs[buf.name] = em.b.load(field(em.b, env, env_ty, k), name=buf.name, typ=PTR)
