@@ -84,39 +84,38 @@ class Timing:
 # Outputs a call allocates start on a cache line from this many bytes on (smaller ones
 # as numpy allocates them: `binding.new_array`)
 ALIGNED_OUTPUT_BYTES = 4096
-PLANS = 64  # argument signatures a kernel remembers
+PLANS = 8  # argument signatures a kernel remembers
 
 
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    """What a call with one signature (argument names in order, and each argument's
-    type, dtype, shape and strides) does once its arguments have passed every check of
-    `bind_arguments`: `run(arrays)` allocates the outputs not given, calls the native
-    entry point with the buffers and the sizes, and returns the output(s). A call with
-    the same signature needs no more checks but those that depend on more than the
-    signature: that the outputs given are writeable and share no memory with the
-    other arguments (as far as `np.may_share_memory` tells: else `run` returns
-    `RECHECK` and the call is checked in full, which refuses it or, for a narrow
-    overlap-free interleaving, allows it)."""
-
-    run: Callable[[dict], object]  # returns RECHECK when a given output may overlap
+# What a plan's `run(arrays)` returns instead of the outputs: MISS when the arguments do
+# not have its signature (another plan may have it), RECHECK when they have it but a
+# given output may overlap another argument or is read-only (the full check then
+# refuses the call, or allows an overlap-free interleaving np.may_share_memory cannot
+# tell apart).
+MISS, RECHECK = object(), object()
 
 
-RECHECK = object()  # what a plan's run returns to have the call checked in full
-
-
-def _plan_function(slots: list, given: list[int], sizes: list[int], outputs: list[int],
-                   names: dict) -> Callable:
-    """`run(arrays)` of a `_Plan`, written out for its buffers (as `dataclasses` writes
-    its methods): `slots` has per buffer (inputs, then outputs) the argument's name, or
-    the (shape, dtype) of a new output (aligned when of ALIGNED_OUTPUT_BYTES or more);
-    `given` lists the buffers that are outputs the caller gave; `names` holds the entry
-    point (`entry`), `from_buffer` (`fb`) and `failed`."""
-    lines, args = ["def run(arrays):"], []
+def _plan_function(slots: list, signature: dict, given: list[int], sizes: list[int],
+                   outputs: list[int], names: dict) -> Callable:
+    """`run(arrays)` of a plan, written out for its signature and buffers (as
+    `dataclasses` writes its methods): `slots` has per buffer (inputs, then outputs) the
+    argument's name, or the (shape, dtype) of a new output (aligned when of
+    ALIGNED_OUTPUT_BYTES or more); `signature` maps each argument's name to its (type,
+    dtype, shape, strides); `given` lists the buffers that are outputs the caller gave;
+    `names` holds the entry point (`entry`), `from_buffer` (`fb`) and `failed`."""
+    lines, args = ["def run(arrays):", f"    if len(arrays) != {len(signature)}:",
+                   "        return MISS"], []
     for k, slot in enumerate(slots):
         if isinstance(slot, str):
             names[f"name{k}"] = slot
-            lines.append(f"    b{k} = arrays[name{k}]")
+            kind, dtype, shape, strides = signature[slot]
+            names.update({f"kind{k}": kind, f"dtype{k}": dtype, f"shape{k}": shape,
+                          f"strides{k}": strides})
+            lines.append(f"    b{k} = arrays.get(name{k})")
+            lines.append(f"    if type(b{k}) is not kind{k} or b{k}.shape != shape{k} or "
+                         f"b{k}.strides != strides{k} or (b{k}.dtype is not dtype{k} and "
+                         f"b{k}.dtype != dtype{k}):")
+            lines.append("        return MISS")
         else:
             names[f"shape{k}"], names[f"dtype{k}"] = slot
             nbytes = math.prod(slot[0]) * slot[1].itemsize
@@ -135,7 +134,7 @@ def _plan_function(slots: list, given: list[int], sizes: list[int], outputs: lis
     result = ", ".join(f"b{k}" for k in outputs)
     lines.append(f"    return {result}" if len(outputs) == 1 else f"    return ({result},)")
     names.update(empty=np.empty, aligned_empty=aligned_empty, overlap=np.may_share_memory,
-                 RECHECK=RECHECK)
+                 RECHECK=RECHECK, MISS=MISS)
     exec("\n".join(lines), names)  # the text is built above from ints and names only
     return names["run"]
 
@@ -174,7 +173,8 @@ class Kernel:
         self._outputs = [b.name for b in func.outputs]
         self._sizes = [v.name for v in func.sizes]
         self._work: dict[tuple[tuple[str, int], ...], float | None] = {}
-        self._plans: dict[tuple, _Plan] = {}
+        # the plans of the signatures seen last, the latest first (`_remember`)
+        self._plans: tuple[Callable[[dict], object], ...] = ()
         self._entry = module.entry
         self._from_buffer = module.from_buffer
 
@@ -207,21 +207,23 @@ class Kernel:
         """The compiled loop nest as text, as `td.lower` prints it."""
         return str(self.lowered)
 
-    def _prepare(self, kwargs) -> tuple[list[np.ndarray], list[int], dict[str, np.ndarray]]:
+    def _prepare(self, kwargs, remember: bool = True
+                 ) -> tuple[list[np.ndarray], list[int], dict[str, np.ndarray]]:
         bound = bind_arguments(self.pipeline, kwargs)
         outs = allocate_outputs(self.pipeline, bound, ALIGNED_OUTPUT_BYTES)
         arrays = [bound.inputs[n] for n in self._inputs] + [outs[n] for n in self._outputs]
         sizes = [bound.sizes[n] for n in self._sizes]
-        if all(a is kwargs.get(n) for n, a in zip(self._inputs, arrays)):  # no copies
+        if remember and all(a is kwargs.get(n) for n, a in zip(self._inputs, arrays)):
             self._remember(kwargs, bound.outputs, arrays, sizes)
         return arrays, sizes, outs
 
     def _remember(self, kwargs: dict, given: dict, arrays: list[np.ndarray],
                   sizes: list[int]) -> None:
-        """Keep the `_Plan` of this call's signature (its arguments passed every check
-        and needed no copy)."""
+        """Keep the plan of this call's signature, its arguments having passed every
+        check and needed no copy: a function that does what the call did for any
+        arguments with the same names, types, dtypes, shapes and strides."""
         try:
-            key = tuple([(n, type(v), v.dtype, v.shape, v.strides) for n, v in kwargs.items()])
+            signature = {n: (type(v), v.dtype, v.shape, v.strides) for n, v in kwargs.items()}
         except AttributeError:  # a size given as an int, an output given as None
             return
         slots: list[str | tuple] = []
@@ -230,9 +232,8 @@ class Kernel:
         outputs = list(range(len(self._inputs), len(slots)))
         mine = [k for k in outputs if given.get(self._outputs[k - len(self._inputs)]) is not None]
         names = {"entry": self._entry, "fb": self._from_buffer, "failed": self._failed}
-        if len(self._plans) >= PLANS:
-            self._plans.clear()
-        self._plans[key] = _Plan(_plan_function(slots, mine, sizes, outputs, names))
+        run = _plan_function(slots, signature, mine, sizes, outputs, names)
+        self._plans = (run, *self._plans[:PLANS - 1])
 
     def work(self, **sizes: int) -> float | None:
         """Floating-point operations of one call with these symbolic sizes (None when
@@ -284,21 +285,25 @@ class Kernel:
         Every argument is checked before native code runs (`bind_arguments`). What
         depends only on the arguments' names, types, dtypes, shapes and strides (sizes,
         output shapes, which argument is which) is worked out at the first call with a
-        signature and reused by later calls with the same one (a `_Plan`), which still
+        signature and reused by later calls with the same one (a plan, `_remember`),
+        which still
         check what can change between them: that given outputs are writeable and share
         no memory with the other arguments."""
         if args:
             self._positional(args)
-        try:
-            plan = self._plans.get(tuple(
-                [(n, type(v), v.dtype, v.shape, v.strides) for n, v in arrays.items()]))
-        except AttributeError:  # not all arrays: the full check says what is wrong
-            plan = None
-        if plan is not None:
-            result = plan.run(arrays)
-            if result is not RECHECK:
-                return result
-        buffers, sizes, outs = self._prepare(arrays)
+        plans = self._plans
+        for run in plans:
+            result = run(arrays)
+            if result is MISS:
+                continue
+            if result is RECHECK:
+                break
+            if run is not plans[0]:  # the latest first
+                self._plans = (run, *(p for p in self._plans if p is not run))
+            return result
+        else:
+            result = None
+        buffers, sizes, outs = self._prepare(arrays, remember=result is not RECHECK)
         self._run(buffers, sizes)
         result = tuple(outs[n] for n in self._outputs)
         return result[0] if len(result) == 1 else result
