@@ -12,6 +12,7 @@ outcome class, "sanitizer"; differing outputs are "wrong".
 
 from __future__ import annotations
 
+import importlib.resources
 import os
 import re
 import subprocess
@@ -21,7 +22,6 @@ from pathlib import Path
 import numpy as np
 
 import tdsl as td
-from tdsl.backend_c import pool
 
 from . import oracle
 
@@ -62,6 +62,8 @@ def params(source: str, entry: str) -> list[str]:
     return [p.split()[-1].lstrip("*") for p in m.group(1).split(",") if p.strip() != "void"]
 
 
+# the thread pool host C kernels call, shipped with tdsl as C source (package data)
+POOL_SOURCE = importlib.resources.files("tdsl.backend_c") / "pool.c"
 # the start of the host C's main: the thread pool (pool.c, compiled in) runs the
 # parallel loops on 2 threads, as the Python process's tests do
 POOL_MAIN = """void tdsl_configure(int default_threads, int cores);
@@ -147,7 +149,7 @@ def sanitize(s, f, outputs, args, want, spec) -> dict:
         # parallel loops on tdsl's thread pool, built in with 2 threads per call
         main = main.replace("int main(void) {\n", POOL_MAIN, 1)
         res = run_flavour(d, "host", main, ("-fopenmp-simd", "-march=native", "-pthread",
-                                            str(pool.SOURCE)), outputs, want, spec,
+                                            str(POOL_SOURCE)), outputs, want, spec,
                           reassociates)
         if res:
             return res
