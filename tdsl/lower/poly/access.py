@@ -194,11 +194,22 @@ def _declared_tensor(t: Tensor, vs: Vars) -> isl.Set:
 
 def check_accesses(stmt_decl: Statement, expr: cx.Expr, context: isl.Set,
                    params: list[str]) -> None:
-    """Every affine read of a plain tensor stays inside it, for every size."""
+    """Every affine index of an access to a plain tensor (or through a
+    `td.assume_in_range` view, whose promise covers data-dependent indices only) stays
+    inside the tensor, for every size. An access that mixes affine and data-dependent
+    indices is checked on its affine axes: the data-dependent ones map anywhere along
+    their axes (`_anywhere`, in range by construction) and are tested when the kernel
+    runs."""
     for r in reads(expr):
         n = r.access
-        if isinstance(n.tensor, BoundaryView) or not all(is_affine_index(i) for i in n.indices):
+        if isinstance(n.tensor, BoundaryView):
+            if n.tensor.mode != "assume_in_range":
+                continue
+            n = cx.Access(n.tensor.tensor, n.indices)
+            r = Scoped(n, r.axes)
+        if not any(is_affine_index(i) for i in n.indices):
             continue
+        assert isinstance(n.tensor, Tensor)  # a plain access, after the views above
         img = access_map(stmt_decl, r).intersect_params(context).range()
         bad = img - tensor_set(n.tensor, params)
         if not bad.is_empty():
