@@ -1,0 +1,106 @@
+"""Exact semantics at the edges: numpy 2's answers where dtypes, constants and the
+lowering meet their limits.
+
+Every signed/unsigned pair of integer dtypes on every operator and comparison, with
+operands at their limits; comparisons with Python integers outside a dtype.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tdsl as td
+
+_SIGNED = ["int8", "int16", "int32", "int64"]
+_UNSIGNED = ["uint8", "uint16", "uint32", "uint64"]
+_OPS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "floordiv": np.floor_divide,
+        "mod": np.remainder, "maximum": np.maximum, "minimum": np.minimum,
+        "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
+        "gt": np.greater, "ge": np.greater_equal, "lt": np.less, "le": np.less_equal,
+        "eq": np.equal, "ne": np.not_equal}
+_EXPR = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+         "floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b,
+         "maximum": td.maximum, "minimum": td.minimum,
+         "and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b,
+         "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b, "lt": lambda a, b: a < b,
+         "le": lambda a, b: a <= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b}
+
+
+def _edges(name: str) -> list[int]:
+    info = np.iinfo(name)
+    vals = {info.min, info.min + 1, -1, 0, 1, 2, 7, info.max - 1, info.max,
+            info.max // 2, info.max // 2 + 1}
+    return sorted(v for v in vals if info.min <= v <= info.max)
+
+
+def _pairs(x: str, y: str) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair of edge values of the two dtypes, as two arrays."""
+    ex, ey = _edges(x), _edges(y)
+    return (np.array([a for a in ex for _ in ey], dtype=x),
+            np.array([b for _ in ex for b in ey], dtype=y))
+
+
+def _numpy(op: str, a: np.ndarray, b: np.ndarray):
+    """numpy's answer, or None where numpy refuses the operand types."""
+    try:
+        with np.errstate(all="ignore"):
+            return _OPS[op](a, b)
+    except TypeError:
+        return None
+
+
+@pytest.mark.parametrize("y_dtype", _UNSIGNED)
+@pytest.mark.parametrize("x_dtype", _SIGNED)
+def test_mixed_signedness_is_numpy_exactly(x_dtype, y_dtype, backend):
+    """Every binary operation and comparison of a signed with an unsigned integer, on
+    every pair of edge values, in both operand orders: numpy 2's answer bit for bit
+    (uint64 against a signed integer compares exactly, though its common dtype is
+    float64), or a DefinitionError where numpy refuses the types."""
+    i = td.dim("i")
+    xa, ya = _pairs(x_dtype, y_dtype)
+    n = len(xa)
+    X = td.input("X", {i: n}, getattr(td, x_dtype))
+    Y = td.input("Y", {i: n}, getattr(td, y_dtype))
+    stages, expect = [], []
+    for op in _OPS:
+        for name, (l, r), (la, ra) in (("xy", (X, Y), (xa, ya)), ("yx", (Y, X), (ya, xa))):
+            want = _numpy(op, la, ra)
+            if want is None:
+                with pytest.raises(td.DefinitionError):
+                    _EXPR[op](l[i], r[i])
+                continue
+            e = _EXPR[op](l[i], r[i])
+            assert e.dtype.np == want.dtype, (op, name, e.dtype, want.dtype)
+            stages.append(td.compute(f"{op}_{name}", {i: n}, e))
+            expect.append(want)
+    args = {"X": xa, "Y": ya}
+    for got, want, st in zip(td.evaluate(stages, **args), expect, stages):
+        np.testing.assert_array_equal(got, want, err_msg=f"td.evaluate {st.name}")
+    built = td.build(td.schedule(stages), target=backend)(**args)
+    for got, want, st in zip(built, expect, stages):
+        np.testing.assert_array_equal(got, want, err_msg=f"{backend} {st.name}")
+
+
+@pytest.mark.parametrize("dtype", _SIGNED + _UNSIGNED)
+def test_comparison_with_a_python_int_beyond_the_dtype_is_numpy(dtype, backend):
+    """numpy 2 compares an integer array with a Python integer outside its dtype as
+    numbers (uint8 > -1 holds everywhere); arithmetic with one is still refused."""
+    i = td.dim("i")
+    vals = np.array(_edges(dtype), dtype=dtype)
+    X = td.input("X", {i: len(vals)}, getattr(td, dtype))
+    info = np.iinfo(dtype)
+    stages, expect = [], []
+    for k, s in enumerate((info.min - 1, info.max + 1, -2**70, 2**70)):
+        for op in ("gt", "ge", "lt", "le", "eq", "ne"):
+            for side, e, want in (("l", _EXPR[op](X[i], s), _OPS[op](vals, s)),
+                                  ("r", _EXPR[op](s, X[i]), _OPS[op](s, vals))):
+                stages.append(td.compute(f"{op}_{side}{k}", {i: len(vals)},
+                                         td.where(e, X[i], X[i] * 0)))
+                expect.append(np.where(want, vals, vals * 0))
+    for got, want in zip(td.evaluate(stages, X=vals), expect):
+        np.testing.assert_array_equal(got, want)
+    for got, want in zip(td.build(td.schedule(stages), target=backend)(X=vals), expect):
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(td.DefinitionError, match="out of range"):
+        X[i] + (info.max + 1)
