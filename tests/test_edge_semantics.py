@@ -2,7 +2,8 @@
 lowering meet their limits.
 
 Every signed/unsigned pair of integer dtypes on every operator and comparison, with
-operands at their limits; comparisons with Python integers outside a dtype.
+operands at their limits; comparisons with Python integers outside a dtype; uint64
+constants beyond int64 (which isl takes only as arbitrary-precision values).
 """
 
 from __future__ import annotations
@@ -104,3 +105,21 @@ def test_comparison_with_a_python_int_beyond_the_dtype_is_numpy(dtype, backend):
         np.testing.assert_array_equal(got, want)
     with pytest.raises(td.DefinitionError, match="out of range"):
         X[i] + (info.max + 1)
+
+
+def test_uint64_constant_beyond_int64_in_an_atomic_update(backend):
+    """A uint64 constant of 2**63 or more in an atomic update's value reached isl as a
+    C long (islpy's TypeError from int_from_si); it wraps as numpy's uint64 does."""
+    y, v = td.dims("y v")
+    I = td.input("I", {y: 3}, td.int32)
+    R = td.input("R", {y: 3}, td.uint64)
+    hist = td.compute("hist", {v: 4}, td.cast(0 * v, td.uint64))
+    u = td.update(hist[I[y]], hist[I[y]] + R[y] * (2**63 + 5), over={y: 3})
+    a = {"I": np.array([0, 3, 0], np.int32), "R": np.array([1, 2, 2**64 - 1], np.uint64)}
+    want = np.zeros(4, np.uint64)
+    with np.errstate(over="ignore"):
+        for k in range(3):
+            want[a["I"][k]] += a["R"][k] * np.uint64(2**63 + 5)
+    np.testing.assert_array_equal(td.evaluate(hist, **a), want)
+    got = td.build(td.schedule(hist).atomic(u).parallel(u, "y"), target=backend)(**a)
+    np.testing.assert_array_equal(got, want)

@@ -29,6 +29,7 @@ import islpy as isl
 
 from ...errors import OutOfBoundsError
 from .. import ir
+from ..poly.affine import val
 from ..printer import expr as expr_text
 from ..rewrite import expr_children
 
@@ -68,7 +69,7 @@ class Terms:
             sp = isl.Space.create_from_names(_CTX, set=[], params=[])
             zero = isl.Aff.zero_on_domain(isl.LocalSpace.from_space(sp))
             pa = self.consts[n] = isl.PwAff.from_aff(zero.set_constant_val(
-                isl.Val.int_from_si(_CTX, int(n))))
+                val(n)))
         return pa
 
     def term(self, e: ir.Expr) -> isl.PwAff:
@@ -104,7 +105,7 @@ class Terms:
         if op in ("floordiv", "pdiv", "mod", "pmod"):
             if not (isinstance(b, ir.Const) and isinstance(b.value, int) and b.value > 0):
                 return self.unknown()
-            d = isl.Val.int_from_si(_CTX, b.value)
+            d = val(b.value)
             return ta.scale_down_val(d).floor() if op in ("floordiv", "pdiv") else ta.mod_val(d)
         tb = self.term(b)
         if op == "mul":
