@@ -112,3 +112,19 @@ def test_mixed_scatter_in_range_counts_and_checks(backend):
     with pytest.raises(td.ArgumentError):
         f(I=idx, hist=res)
     assert untouched(whole, res.size)
+
+
+def test_hoisted_sum_inside_an_empty_argmin_with_a_cached_input(backend):
+    """A sum that does not use the dims of the argmin around it is computed once, before
+    the argmin's loop, so it reads even when the argmin's range is empty; bounds
+    inference took its reads to be as empty as that range and sized the cache of A at
+    one element (an internal OutOfBoundsError at build)."""
+    y, x, k, k2 = td.dims("y x k k2")
+    A = td.input("A", {x: 4}, td.float64)
+    body = td.sum(A[x] + td.cast(k, td.float64), over={k: 2})
+    out = td.compute("out", {y: 3, x: 4}, td.argmin(body, over={k2: (1, 1)}))
+    a = {"A": np.arange(4.0)}
+    want = td.evaluate(out, **a)
+    np.testing.assert_array_equal(want, np.ones((3, 4), np.int64))  # an empty range gives hi
+    s = td.schedule(out).cache_read(A, [out], name="Ac").compute_at("Ac", out, "y")
+    np.testing.assert_array_equal(td.build(s, target=backend)(**a), want)
