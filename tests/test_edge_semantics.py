@@ -3,7 +3,8 @@ lowering meet their limits.
 
 Every signed/unsigned pair of integer dtypes on every operator and comparison, with
 operands at their limits; comparisons with Python integers outside a dtype; uint64
-constants beyond int64 (which isl takes only as arbitrary-precision values).
+constants beyond int64 (which isl takes only as arbitrary-precision values); buffer
+extents isl writes with rational coefficients.
 """
 
 from __future__ import annotations
@@ -123,3 +124,38 @@ def test_uint64_constant_beyond_int64_in_an_atomic_update(backend):
     np.testing.assert_array_equal(td.evaluate(hist, **a), want)
     got = td.build(td.schedule(hist).atomic(u).parallel(u, "y"), target=backend)(**a)
     np.testing.assert_array_equal(got, want)
+
+
+def test_buffer_extent_with_a_rational_piece():
+    """isl may write a buffer's extent with a rational coefficient on a piece where a
+    congruence makes it integral; isl_pw_aff_max_val refuses such a function
+    ("expecting integer affine expression"), which escaped td.build as a raw isl error
+    for a three-stage pipeline of mirror and pad views computed at a consumer's row."""
+    import islpy as isl
+
+    from tdsl.lower import ir
+    from tdsl.lower.poly.from_ast import _extent
+
+    pa = isl.PwAff("[M] -> { [((M + 1)/2)] : exists e: M = 2e + 1 and 0 <= M <= 9 }")
+    assert _extent(pa, {"M": ir.Var("M")}) == ir.index_const(5)
+    unbounded = isl.PwAff("[M] -> { [((M + 1)/2)] : exists e: M = 2e + 1 and M >= 0 }")
+    e = _extent(unbounded, {"M": ir.Var("M")})
+    assert "M" in repr(e) and "pdiv" in repr(e)
+
+
+def test_an_isl_failure_is_an_internal_error_naming_the_step(monkeypatch):
+    """Whatever isl refuses inside the lowering reaches the user as td.InternalError
+    naming the step, never as a raw isl error."""
+    import sys
+
+    import islpy as isl
+
+    def refuse(*_args, **_kwargs):
+        raise isl.Error("call to isl_pw_aff_max_val failed: expecting integer affine expression")
+
+    monkeypatch.setattr(sys.modules["tdsl.lower"], "build_model", refuse)
+    i = td.dim("i")
+    A = td.input("A", {i: 4}, td.float32)
+    out = td.compute("out", {i: 4}, A[i] * 2)
+    with pytest.raises(td.InternalError, match="bounds inference.*expecting integer affine"):
+        td.lower(td.schedule(out))
