@@ -4,7 +4,8 @@ lowering meet their limits.
 Every signed/unsigned pair of integer dtypes on every operator and comparison, with
 operands at their limits; comparisons with Python integers outside a dtype; uint64
 constants beyond int64 (which isl takes only as arbitrary-precision values); buffer
-extents isl writes with rational coefficients.
+extents isl writes with rational coefficients; and named reductions under the helpers
+that use their operand more than once.
 """
 
 from __future__ import annotations
@@ -159,3 +160,37 @@ def test_an_isl_failure_is_an_internal_error_naming_the_step(monkeypatch):
     out = td.compute("out", {i: 4}, A[i] * 2)
     with pytest.raises(td.InternalError, match="bounds inference.*expecting integer affine"):
         td.lower(td.schedule(out))
+
+
+_HELPERS = {
+    "isnan": lambda r: td.isnan(r), "isinf": lambda r: td.isinf(r),
+    "saturating_cast": lambda r: td.saturating_cast(r, td.int8),
+    "int_pow": lambda r: td.cast(r, td.int32) ** 3, "abs": lambda r: td.abs(r),
+    "round": lambda r: td.round(r), "twice": lambda r: r * r + r,
+}
+
+
+@pytest.mark.parametrize("helper", sorted(_HELPERS) + ["argmax"])
+def test_named_reduction_under_every_helper(helper, backend):
+    """A named reduction written once, under a helper that copies its operand (or an
+    argmax whose body reads it), was refused as "two different tensors are named
+    'acc'"; it is one stage."""
+    y, k, k2 = td.dims("y k k2")
+    A = td.input("A", {y: 3, k: 4}, td.float32)
+    acc = td.sum(A[y, k], over=k, name="acc")
+    if helper == "argmax":
+        e = td.argmax(acc * td.cast(k2 - 1, td.float32), over={k2: 3})
+    else:
+        e = _HELPERS[helper](acc)
+    out = td.compute("out", {y: 3}, e)
+    a = {"A": np.linspace(-9, 9, 12, dtype=np.float32).reshape(3, 4)}
+    want = td.evaluate(out, **a)
+    plain = td.compute("plain", {y: 3}, _HELPERS.get(helper, lambda r: r)(td.sum(A[y, k], over=k))
+                       if helper != "argmax" else
+                       td.argmax(td.sum(A[y, k], over=k) * td.cast(k2 - 1, td.float32), over={k2: 3}))
+    np.testing.assert_array_equal(want, td.evaluate(plain, **a))
+    s = td.schedule(out)
+    assert [st.name for st in s.pipeline.stages].count("acc") == 1
+    np.testing.assert_array_equal(td.build(s, target=backend)(**a), want)
+    with pytest.raises(td.DefinitionError, match="named 'acc'"):
+        td.schedule(td.compute("bad", {y: 3}, acc + td.sum(A[y, k] * 2, over=k, name="acc")))
