@@ -7,6 +7,17 @@
 See docs/chunked.md for the semantics.
 """
 
+from ..runtime.kernel import FOREIGN
 from .plan import ChunkPlan, chunk_plan, map_blocks
+from .xr import call, is_foreign
+
+
+def _foreign_call(kernel, arrays):
+    if not any(is_foreign(v) for v in arrays.values()):
+        return NotImplemented
+    return call(kernel, arrays)
+
+
+FOREIGN.append(_foreign_call)
 
 __all__ = ["ChunkPlan", "chunk_plan", "map_blocks"]

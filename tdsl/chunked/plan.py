@@ -28,7 +28,7 @@ from ..compute import expr as cx
 from ..compute.binding import _bind_sizes, _check_extents, _check_names, _check_shape, eval_extent
 from ..compute.tensor import Pipeline, Stage
 from ..display import escape, table
-from ..errors import ArgumentError
+from ..errors import ArgumentError, ChunkingError
 from ..lower.poly.footprint import Block, Windows, bounded_windows
 from ..runtime import Kernel
 from ..schedule import Schedule
@@ -350,10 +350,10 @@ def _grid(pipeline: Pipeline, arrays: Mapping, sizes: dict[str, int], chunks,
         if len(c) > 1:
             missing = [o.name for o in outs if d not in o.dims]
             if missing:
-                raise ArgumentError(
+                raise ChunkingError(
                     f"outputs {', '.join(missing)} have no dim {d.name}, along which the "
                     f"chunks of the other outputs run; build a kernel per output, or give "
-                    f"{d.name} one chunk (chunks={{{d.name!r}: -1}})")
+                    f"{d.name} one chunk (chunks={{{d.name!r}: -1}})", (d.name,))
             dims.append(d)
             grid_chunks.append(c)
             extents.append(ext[d])
@@ -433,17 +433,17 @@ def _split(pipeline: Pipeline, arrays: Mapping, grid: set, reassociate: bool
             fix = (f"rechunk {t.name} to one chunk along {d.name} ({t.name}.rechunk({{{k}: -1}})), "
                    "so that each task reads its whole range")
             if not own:
-                raise ArgumentError(
+                raise ChunkingError(
                     f"dim {d.name} is reduced over (in {where}) and input {t.name} is chunked "
                     f"along it ({len(c)} chunks); only the output's own td.sum, td.prod, td.max "
-                    f"or td.min can be combined across chunks; {fix}")
+                    f"or td.min can be combined across chunks; {fix}", (d.name,))
             assert red is not None
             if red.dtype.is_float and not reassociate:
-                raise ArgumentError(
+                raise ChunkingError(
                     f"{o.name} reduces over dim {d.name}, along which input {t.name} is chunked "
                     f"({len(c)} chunks): its partial results per chunk would be combined in "
                     f"another order, which rounds floats differently; pass reassociate=True "
-                    f"to allow it, or {fix}")
+                    f"to allow it, or {fix}", (d.name,))
             out.append((d, c, t.shape[k]))
             op = red.op
     return out, op
@@ -531,5 +531,15 @@ def map_blocks(f, target: str | None = None, reassociate: bool = False,
     a dim the inputs are chunked along is computed as a partial result per chunk,
     combined in a tree: for integers always, for floats with `reassociate=True`. Each
     call of the kernel runs its parallel loops on `threads` threads (default: in a
-    distributed worker, the cores divided by the worker's threads; else 1)."""
+    distributed worker, the cores divided by the worker's threads; else 1).
+
+    `xarray.DataArray` inputs are matched to the inputs' dims by name (see
+    docs/chunked.md); the outputs are then DataArrays, with the surviving coordinates."""
+    from .xr import is_dataarray, unwrap, wrap
+
+    if any(is_dataarray(v) for v in arrays.values()):
+        sched, _ = _schedule_of(f, target)
+        data, given = unwrap(sched.pipeline, arrays)
+        result = chunk_plan(f, target, reassociate, threads, chunks, **data).arrays()
+        return wrap(sched.pipeline, result, given)
     return chunk_plan(f, target, reassociate, threads, chunks, **arrays).arrays()

@@ -47,7 +47,7 @@ from ..compute.tensor import (
     assume_in_range,
     is_affine_index,
 )
-from ..errors import ArgumentError
+from ..errors import ChunkingError
 
 _INDEX = periods.Arith(
     const=lambda k: k, add=operator.add, sub=operator.sub, mul=operator.mul,
@@ -120,14 +120,13 @@ class _Rewriter:
 
     # ------------------------------------------------------------ reads
 
-    def read(self, n: cx.Access, own: Update | None) -> cx.Expr:
+    def read(self, n: cx.Access, own: _Own | None, moved: bool) -> cx.Expr:
         view = n.tensor if isinstance(n.tensor, BoundaryView) else None
         t: Tensor = view.tensor if view is not None else n.tensor  # type: ignore[assignment]
         local = self.new[t]
         flags = self.windowed(t)
-        if not any(flags):
-            return cx.Access(view if view is None else _view_of(view, local), n.indices) \
-                if view is not None else cx.Access(local, n.indices)
+        if not any(flags) and not moved:
+            return cx.Access(local if view is None else _view_of(view, local), n.indices)
         org = [self.origin(t, k) for k in range(t.ndim)]
         if view is not None and view.mode in ("clamp", "pad", "assume_in_range"):
             idx = tuple(_sub(e, o) for e, o in zip(n.indices, org))
@@ -138,18 +137,21 @@ class _Rewriter:
                         for e, ext, o in zip(n.indices, t.shape, org))
             return cx.Access(assume_in_range(local), idx)
         if own is not None and t is own.stage and _same(n.indices, own.indices):
-            return cx.Access(local, self.target_indices(own))
+            return cx.Access(local, own.local)
         idx = tuple(_sub(e if is_affine_index(e) else cx.Checked(_signed(e), ext), o)
                     for e, ext, o in zip(n.indices, t.shape, org))
         return cx.Access(assume_in_range(local), idx)
 
-    def expr(self, e: cx.Expr, dims: Mapping[cx.Dim, cx.Expr], own: Update | None = None
-             ) -> cx.Expr:
+    def expr(self, e: cx.Expr, dims: Mapping[cx.Dim, cx.Expr], moved: bool,
+             own: _Own | None = None) -> cx.Expr:
+        """`e` with `dims` made global and every read rewritten; `moved`: whether the
+        reader's points are not those of the old pipeline (its dims made global, its
+        loops cut to a window), so that no read of it is plain."""
         def fn(n: cx.Expr) -> cx.Expr | None:
             if isinstance(n, cx.Dim):
                 return dims.get(n)
             if isinstance(n, cx.Access):
-                return self.read(n, own)
+                return self.read(n, own, moved)
             return None
 
         return cx.transform(e, fn)
@@ -163,8 +165,10 @@ class _Rewriter:
         return {d: d + self.origin(s, k) for k, d in enumerate(s.dims) if self.windowed(s)[k]}
 
     def stage(self, s: Stage) -> Stage:
-        body = self.expr(s.expr, self.global_dims(s))
-        if self.layout.split and s in self.p.outputs:
+        dims = self.global_dims(s)
+        split = bool(self.layout.split) and s in self.p.outputs
+        body = self.expr(s.expr, dims, bool(dims) or split)
+        if split:
             body = self.split(s, body)
         return Stage(s.name, self.shape(s), body)
 
@@ -180,31 +184,40 @@ class _Rewriter:
             axes.append(ax)
         return cx.Reduce(body.op, body.body, tuple(axes), body.dtype, body.name)
 
-    def target_indices(self, u: Update) -> tuple[cx.Expr, ...]:
-        s = u.stage
-        return tuple(_sub(e, self.origin(s, k)) for k, e in enumerate(u.indices))
-
     def update(self, u: Update) -> Update:
         s = u.stage
         bounds = {ax.dim: (ax.lo, ax.hi) for ax in u.axes}
+        cut = False
         for k, (d, e) in enumerate(zip(s.dims, u.indices)):
             if not self.windowed(s)[k]:
                 continue
             found = _over_plus_const(e, bounds)
             if found is None:
-                raise ArgumentError(
+                raise ChunkingError(
                     f"update {u.name} ({u!r}) writes {s.name} along dim {d.name} at index "
                     f"{e!r}, not at one of its over= dims plus a constant, so the points that "
                     f"write inside a chunk are not a box; give {d.name} one chunk (rechunk "
-                    f"the inputs along it)")
+                    f"the inputs along it)", (d.name,))
             r, c = found
             o = self.origin(s, k)
             n = self.size(extent_size(self.number[s], k))
             lo, hi = bounds[r]
             bounds[r] = (cx.maximum(lo, o - c), cx.minimum(hi, o + n - c))
-        value = self.expr(u.value, {}, own=u)
-        target = cx.Access(self.new[s], self.target_indices(u))
-        return Update(target, value, {d: b for d, b in bounds.items()})
+            cut = True
+        idx = tuple(self.expr(e, {}, cut) for e in u.indices)
+        local = tuple(_sub(e, self.origin(s, k)) for k, e in enumerate(idx))
+        value = self.expr(u.value, {}, cut, own=_Own(s, idx, local))
+        return Update(cx.Access(self.new[s], local), value, {d: b for d, b in bounds.items()})
+
+
+@dataclass(frozen=True)
+class _Own:
+    """The target of the update being rewritten: its stage, its indices (global, reads
+    rewritten) and its indices in the window."""
+
+    stage: Stage
+    indices: tuple[cx.Expr, ...]
+    local: tuple[cx.Expr, ...]
 
 
 def _view_of(view: BoundaryView, local: Tensor) -> BoundaryView:

@@ -24,6 +24,12 @@ from ..lower.abi import INDEX_OUT_OF_RANGE, STATUS
 from ..lower.vectors import VectorReport, report
 
 
+# Handlers of calls whose arrays are not numpy's (dask arrays, xarray objects): each
+# takes (kernel, arrays) and returns the result, or NotImplemented to pass. tdsl.chunked
+# registers one, so that the runtime needs no import of the layers above it.
+FOREIGN: list = []
+
+
 @dataclass(frozen=True)
 class Timing:
     """Wall-clock seconds per call: median and minimum over `runs` timed calls (`times`
@@ -191,8 +197,15 @@ class Kernel:
         """Run the kernel on arrays given by name; returns the output(s). An output not
         passed by name is allocated, starting on a 64-byte boundary (a cache line: a
         vector load or store of a row then never straddles two lines; numpy's own
-        arrays are only 16-byte aligned)."""
+        arrays are only 16-byte aligned).
+
+        Dask arrays run chunk by chunk and give dask arrays (`td.map_blocks`);
+        `xarray.DataArray`s are matched to the inputs by dim name and give DataArrays."""
         self._positional(args)
+        for handler in FOREIGN:
+            result = handler(self, arrays)
+            if result is not NotImplemented:
+                return result
         buffers, sizes, outs = self._prepare(arrays)
         self._run(buffers, sizes)
         result = tuple(outs[n] for n in self._outputs)

@@ -19,8 +19,9 @@ index anywhere along its axis.
 
 `windows` evaluates the boxes for a list of concrete blocks (the chunks of a call) and
 returns plain integers, so it can run in a bounded child process (`budget.bounded`).
-It refuses, with an ArgumentError naming the stage and the dim, an update that reads
-its own stage outside the box it writes (a recurrence along a chunked dim).
+A stage with updates that read it elsewhere than where they write is computed over a
+box widened until it holds what they read; one that keeps growing is a recurrence along
+a chunked dim, refused with a ChunkingError naming the stage and the dim.
 """
 
 from __future__ import annotations
@@ -32,12 +33,13 @@ import islpy as isl
 
 from ...compute import expr as cx
 from ...compute.tensor import Pipeline, Stage, Tensor, Update
-from ...errors import ArgumentError
+from ...errors import ChunkingError
 from .access import Scoped, access_map, reads
 from .affine import Vars, pwaff, space
 from .model import Statement, _between, _box, _declared, _declared_update
 
 Box = tuple[tuple[int, int], ...]  # per dim of a tensor, (lo, hi) inclusive
+MAX_GROWTH = 4  # rounds of widening a stage's box for what its updates read of it
 
 
 class _BlockStatement(Statement):
@@ -143,6 +145,7 @@ class _Walk:
             region = need if region is None else region.union(need)
         assert region is not None, f"{s.name} is an output or read by a stage"
         self.boxes[s] = _box(region.coalesce())
+        self._grow(s, region)
         dom = self._box_set(s, vs) & decl
         red = s.reduction
         if red is None:
@@ -161,44 +164,60 @@ class _Walk:
         for u in self.pipeline.updates_of(s):
             self.update(u, s)
 
-    def update(self, u: Update, s: Stage) -> None:
+    def _instances(self, u: Update, s: Stage) -> _BlockStatement:
+        """The instances of update `u` that write inside the box of its stage `s`."""
         dims = u.loop_dims
         name = f"{s.name}_u{u.index}"
         vs = self._vars(name, dims)
         dom = self._block_constraints(vs, ()) & _declared_update(u, vs)
-        stmt = self._statement(name, u, dims, dom, vs)
-        # the instances that write inside the stage's box
-        target = access_map(stmt, Scoped(u.target()), remap=False)
-        tvs = self._vars(s.name, s.dims)
-        box = _plain(_to_map(self._box_set(s, tvs), self.m))
+        target = access_map(self._statement(name, u, dims, dom, vs), Scoped(u.target()))
+        box = _plain(_to_map(self._box_set(s, self._vars(s.name, s.dims)), self.m))
         lifted = _plain(box.insert_dims(isl.dim_type.in_, self.m, len(dims)))
-        inside = _plain(target) & lifted
-        dom = inside.domain().set_tuple_name(name)
+        dom = (_plain(target) & lifted).domain().set_tuple_name(name)
         for k, nm in enumerate(self.pnames + [d.name for d in dims]):
             dom = dom.set_dim_name(isl.dim_type.set, k, nm)
-        stmt = self._statement(name, u, dims, dom, vs)
+        return self._statement(name, u, dims, dom, vs)
+
+    def _grow(self, s: Stage, region: isl.Map) -> None:
+        """Widen the box of `s` until its updates, at the points they write inside it,
+        read `s` only inside it: then the box's values are those of the whole stage
+        (every instance that writes an element the updates read is computed too). A
+        box that still grows after `MAX_GROWTH` rounds is a recurrence along a chunked
+        dim (each chunk would need every element before it): a ChunkingError."""
+        for _ in range(MAX_GROWTH):
+            own = None
+            for u in self.pipeline.updates_of(s):
+                stmt = self._instances(u, s)
+                for e in (*u.indices, u.value):
+                    for acc in reads(e, s):
+                        rel = access_map(stmt, acc, remap=True)
+                        n = rel.dim(isl.dim_type.in_) - self.m
+                        rel = _plain(rel.project_out(isl.dim_type.in_, self.m, n))
+                        own = rel if own is None else own.union(rel)
+            box = _plain(_to_map(self._box_set(s, self._vars(s.name, s.dims)), self.m))
+            if own is None or own.is_subset(box):
+                return
+            region = region.union(own).coalesce()
+            self.boxes[s] = _box(region)
+        chunked = [d.name for d in self.block.dims if d in s.dims] or [
+            d.name for d in self.block.dims]
+        raise ChunkingError(
+            f"the updates of {s.name} ({'; '.join(repr(u) for u in self.pipeline.updates_of(s))}) "
+            f"read {s.name} before the elements a chunk computes, and before those, ... (a "
+            f"recurrence along a chunked dim: {', '.join(chunked)}); they cannot run chunk by "
+            f"chunk: give that dim one chunk (rechunk the input arrays along it)",
+            tuple(chunked))
+
+    def update(self, u: Update, s: Stage) -> None:
+        """What the instances of `u` that write inside the box of `s` read (of `s`
+        itself, only inside the box: `_grow` saw to it)."""
+        stmt = self._instances(u, s)
         before = self.needed.pop(s, None)
         for e in (*u.indices, u.value):
             self._reads(stmt, e)
-        own = self.needed.pop(s, None)
+        self.needed.pop(s, None)
         if before is not None:
             self.needed[s] = before
-        if own is not None:
-            self._check_own(u, s, own)
-
-    def _check_own(self, u: Update, s: Stage, own: isl.Map) -> None:
-        """An update may read its own stage only inside the box it is computed over."""
-        tvs = self._vars(s.name, s.dims)
-        box = _plain(_to_map(self._box_set(s, tvs), self.m))
-        outside = own - box
-        if outside.is_empty():
-            return
-        chunked = [d.name for d in self.block.dims if d in s.dims] or [
-            d.name for d in self.block.dims]
-        raise ArgumentError(
-            f"update {u.name} ({u!r}) reads {s.name} outside the elements a chunk computes "
-            f"(a recurrence along a chunked dim: {', '.join(chunked)}); it cannot run chunk "
-            f"by chunk: give that dim one chunk (rechunk the input arrays along it)")
 
     def input(self, t: Tensor) -> None:
         if t in self.needed:
