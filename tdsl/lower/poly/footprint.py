@@ -184,7 +184,10 @@ class _Walk:
         (every instance that writes an element the updates read is computed too). A
         box that still grows after `MAX_GROWTH` rounds is a recurrence along a chunked
         dim (each chunk would need every element before it): a ChunkingError."""
-        for _ in range(MAX_GROWTH):
+        for round in range(MAX_GROWTH + 1):
+            if round == MAX_GROWTH:  # then whole along every dim a chunk does not bound
+                region = region.union(self._whole_unbounded(s)).coalesce()
+                self.boxes[s] = _box(region)
             own = None
             for u in self.pipeline.updates_of(s):
                 stmt = self._instances(u, s)
@@ -197,8 +200,9 @@ class _Walk:
             box = _plain(_to_map(self._box_set(s, self._vars(s.name, s.dims)), self.m))
             if own is None or own.is_subset(box):
                 return
-            region = region.union(own).coalesce()
-            self.boxes[s] = _box(region)
+            if round < MAX_GROWTH:
+                region = region.union(own).coalesce()
+                self.boxes[s] = _box(region)
         chunked = [d.name for d in self.block.dims if d in s.dims] or [
             d.name for d in self.block.dims]
         raise ChunkingError(
@@ -207,6 +211,20 @@ class _Walk:
             f"recurrence along a chunked dim: {', '.join(chunked)}); they cannot run chunk by "
             f"chunk: give that dim one chunk (rechunk the input arrays along it)",
             tuple(chunked))
+
+    def _whole_unbounded(self, s: Stage) -> isl.Map:
+        """{block -> s[x]}: the box of `s` along the dims the block bounds, and every
+        index along the others."""
+        vs = self._vars(s.name, s.dims)
+        whole = self._block_constraints(vs, ()) & _declared(s, vs, {d: d.name for d in s.dims},
+                                                            False)
+        box = self._box_set(s, vs)
+        for k, d in enumerate(s.dims):
+            if d not in self.block.dims:  # any index along it: the box without this dim
+                box = box.project_out(isl.dim_type.set, self.m + k, 1).insert_dims(
+                    isl.dim_type.set, self.m + k, 1)
+                box = _renamed(box, vs)
+        return _plain(_to_map(whole & box, self.m))
 
     def update(self, u: Update, s: Stage) -> None:
         """What the instances of `u` that write inside the box of `s` read (of `s`
@@ -228,6 +246,14 @@ def _to_map(s: isl.Set, n_in: int) -> isl.Map:
     n = s.dim(isl.dim_type.set)
     m = isl.Map.from_domain(s).move_dims(isl.dim_type.out, 0, isl.dim_type.in_, n_in, n - n_in)
     return m.reset_tuple_id(isl.dim_type.in_)
+
+
+def _renamed(s: isl.Set, vs: Vars) -> isl.Set:
+    """`s` in the space of `vs` (its dims renamed in order, its tuple named)."""
+    for k in range(s.dim(isl.dim_type.set)):
+        s = s.set_dim_name(isl.dim_type.set, k, str(vs.space.get_dim_name(isl.dim_type.set, k)))
+    tup = vs.space.get_tuple_name(isl.dim_type.set)
+    return s.set_tuple_name(tup) if tup else s
 
 
 def _plain(m: isl.Map) -> isl.Map:
