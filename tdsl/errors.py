@@ -77,3 +77,8 @@ class ChunkingError(ArgumentError):
     def __init__(self, message: str, dims: tuple[str, ...] = ()):
         super().__init__(message)
         self.dims = tuple(dims)
+
+
+class ChunkingWarning(UserWarning):
+    """`td.map_blocks` runs a kernel chunk by chunk with less of its schedule than asked
+    (the message says what and why); the answer is the same."""

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json as jsonlib
 import math
 import operator
 import pickle
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +30,8 @@ from ..compute import expr as cx
 from ..compute.binding import _bind_sizes, _check_extents, _check_names, _check_shape, eval_extent
 from ..compute.tensor import Pipeline, Stage
 from ..display import escape, table
-from ..errors import ArgumentError, ChunkingError
+from ..errors import ArgumentError, ChunkingError, ChunkingWarning
+from ..lower.poly.budget import AnalysisLimitError
 from ..lower.poly.footprint import Block, Windows, bounded_windows
 from ..runtime import Kernel
 from ..schedule import Schedule
@@ -99,7 +102,9 @@ class ChunkPlan:
     @property
     def halos(self) -> dict[str, dict[str, tuple[int, int]]]:
         """Per input, per chunked dim it has: (before, after), the most elements beyond a
-        chunk's block that any chunk reads along that dim."""
+        chunk's block that a chunk away from the array's edges reads along that dim (at
+        the edges, a boundary view reads inside the array instead; a wrap view there
+        reads the far side, which `windows` shows)."""
         out: dict[str, dict[str, tuple[int, int]]] = {}
         for t in self.pipeline.inputs:
             dims: dict[str, tuple[int, int]] = {}
@@ -107,13 +112,12 @@ class ChunkPlan:
                 if d not in self._grid.dims:
                     continue
                 g = self._grid.dims.index(d)
-                before = after = 0
-                for (_, blk), boxes in zip(self._blocks, self._windows.boxes):
-                    lo, hi = boxes[t.name][k]
-                    o, h = blk[g]
-                    before = max(before, o - lo)
-                    after = max(after, hi - (o + h - 1))
-                dims[d.name] = (before, after)
+                n = sum(self._grid.chunks[g])
+                pairs = [(blk[g], boxes[t.name][k])
+                         for (_, blk), boxes in zip(self._blocks, self._windows.boxes)]
+                inner = [(b, w) for b, w in pairs if 0 < b[0] and b[0] + b[1] < n] or pairs
+                dims[d.name] = (max(o - lo for (o, _), (lo, _) in inner),
+                                max(hi - (o + h - 1) for (o, h), (_, hi) in inner))
             out[t.name] = dims
         return out
 
@@ -453,6 +457,16 @@ def _program_key(pipeline: Pipeline, json: str, target: str, layout: Layout) -> 
     return hashlib.sha256(pickle.dumps((pipeline, json, target, layout))).hexdigest()
 
 
+def _program(pipeline: Pipeline, json: str, target: str, layout: Layout,
+             threads: int | None) -> tuple[Program, Kernel]:
+    """The program of the chunk kernel, and the kernel, built here first (mistakes show
+    now, not in a worker)."""
+    key = _program_key(pipeline, json, target, layout)
+    program = Program(key, pipeline, json, target, layout, threads,
+                      tuple(o.name for o in pipeline.outputs))
+    return program, program.kernel()
+
+
 def chunk_plan(f, target: str | None = None, reassociate: bool = False,
                threads: int | None = None, chunks=None, **arrays) -> ChunkPlan:
     """Plan a kernel's run over dask arrays, chunk by chunk (see `td.map_blocks`), and
@@ -475,11 +489,45 @@ def chunk_plan(f, target: str | None = None, reassociate: bool = False,
     win = bounded_windows(pipeline, block, sizes, [b for _, b in blocks])
     layout = _layout(pipeline, win, sizes, grid)
     json = sched.to_json()
-    key = _program_key(pipeline, json, target, layout)
-    program = Program(key, pipeline, json, target, layout, threads,
-                      tuple(o.name for o in pipeline.outputs))
-    kernel = program.kernel()  # built here first: mistakes show now, not in a worker
+    program, kernel = _build(pipeline, json, target, layout, threads)
     return ChunkPlan(sched, target, given, sizes, grid, win, program, kernel, op)
+
+
+def _build(pipeline: Pipeline, json: str, target: str, layout: Layout,
+           threads: int | None) -> tuple[Program, Kernel]:
+    """The chunk kernel with the schedule; where the regions of stages computed inside
+    another's loops are too costly to infer over a chunk's symbolic windows, with each
+    stage computed over its whole window instead (a chunk is a tile already), with a
+    ChunkingWarning."""
+    unfused = _unfused(json)
+    failure = _TOO_COSTLY.get(_program_key(pipeline, json, target, layout))
+    if failure is None or unfused == json:
+        try:
+            return _program(pipeline, json, target, layout, threads)
+        except AnalysisLimitError as e:
+            if unfused == json:
+                raise
+            failure = _TOO_COSTLY[_program_key(pipeline, json, target, layout)] = e
+    built = _program(pipeline, unfused, target, layout, threads)
+    warnings.warn(
+        f"the kernel of one chunk of {', '.join(o.name for o in pipeline.outputs)} computes "
+        f"every stage over its whole window, without the schedule's compute_at and store_at: "
+        f"over a chunk's windows, whose origins and extents are sizes, the regions of the "
+        f"stages were too costly to infer ({failure})", ChunkingWarning, stacklevel=3)
+    return built
+
+
+# the chunk kernels whose schedule proved too costly to lower (by program key), so that
+# planning again does not spend the analysis' time limit again
+_TOO_COSTLY: dict[str, AnalysisLimitError] = {}
+
+
+def _unfused(json: str) -> str:
+    """The schedule's JSON without its compute_at and store_at primitives."""
+    data = jsonlib.loads(json)
+    data["primitives"] = [p for p in data["primitives"]
+                          if p.get("type") not in ("ComputeAt", "StoreAt")]
+    return jsonlib.dumps(data, indent=1)
 
 
 def _schedule_of(f, target: str | None) -> tuple[Schedule, str]:
@@ -495,6 +543,7 @@ def _schedule_of(f, target: str | None) -> tuple[Schedule, str]:
 
 
 def _layout(pipeline: Pipeline, win: Windows, sizes: dict[str, int], grid: _Grid) -> Layout:
+    """Which windows are not whole in some chunk."""
     windowed: dict[str, tuple[bool, ...]] = {}
     for t in pipeline.tensors:
         full = tuple((0, eval_extent(e, sizes) - 1) for e in t.shape)

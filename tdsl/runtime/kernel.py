@@ -23,7 +23,6 @@ from ..lower import ir
 from ..lower.abi import INDEX_OUT_OF_RANGE, STATUS
 from ..lower.vectors import VectorReport, report
 
-
 # Handlers of calls whose arrays are not numpy's (dask arrays, xarray objects): each
 # takes (kernel, arrays) and returns the result, or NotImplemented to pass. tdsl.chunked
 # registers one, so that the runtime needs no import of the layers above it.

@@ -342,13 +342,25 @@ def _value(pa: isl.PwAff, flat: list[int], sizes: Mapping[str, int],
 def bounded_windows(pipeline: Pipeline, block: Block, sizes: Mapping[str, int],
                     chunks: Sequence[Sequence[tuple[int, int]]]) -> Windows:
     """`windows`, under the isl operation quota and the time limit of a lowering
-    (`budget.bounded`: in a child process, stopped past MAX_ISL_SECONDS)."""
-    from .budget import bounded, isl_budget, step
+    (`budget.bounded`: in a child process, stopped past MAX_ISL_SECONDS): first with
+    exact regions for mirror and wrap reads on a share of the budget, as lowering does,
+    then with such reads anywhere along their axis (larger windows, never smaller)."""
+    from . import budget
+    from .access import whole_axis_remaps
 
     what = f"the chunk footprints of {', '.join(o.name for o in pipeline.outputs)}"
+    share = budget.EXACT_REGION_SHARE
 
-    def run() -> Windows:
-        with isl_budget(what), step("bounds inference"):
+    def run(ops: int | None = None) -> Windows:
+        with budget.isl_budget(what, ops), budget.step("bounds inference"):
             return windows(pipeline, block, sizes, chunks)
 
-    return bounded(what, run)
+    def coarse() -> Windows:
+        with whole_axis_remaps():
+            return run()
+
+    try:
+        return budget.bounded(what, lambda: run(int(budget.MAX_ISL_OPERATIONS * share)),
+                              seconds=budget.MAX_ISL_SECONDS * share)
+    except budget.AnalysisLimitError:
+        return budget.bounded(what, coarse)
