@@ -81,4 +81,7 @@ class ChunkingError(ArgumentError):
 
 class ChunkingWarning(UserWarning):
     """`td.map_blocks` runs a kernel chunk by chunk with less of its schedule than asked
-    (the message says what and why); the answer is the same."""
+    (the message says what and why); the answer is the same. Silence it with
+
+        warnings.simplefilter("ignore", td.ChunkingWarning)
+    """

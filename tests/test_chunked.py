@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import tdsl as td
@@ -331,12 +331,15 @@ def _chunked_run(f, arrays, rng):
     raise AssertionError("no chunking accepted")
 
 
-@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+# a case builds two kernels and runs many small tasks: a quarter of the profile's examples
+@settings(max_examples=max(8, settings.default.max_examples // 3),
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                                 HealthCheck.filter_too_much])
 @given(index=st.integers(0, 10**6), chunk_seed=st.integers(0, 2**31))
 def test_random_pipelines_chunked_equal_the_whole_call(backend, index, chunk_seed):
     """Pipelines of the fuzz generator (boundary views, multi-stage stencils, updates,
     reductions, lookups) x random chunkings == one call on the whole arrays."""
-    spec = gen.generate(4301, index, 4)
+    spec = gen.generate(4301, index, 3)
     ns: dict = {}
     try:
         exec(compile(render.program(spec), "<case>", "exec"), ns)
@@ -344,8 +347,8 @@ def test_random_pipelines_chunked_equal_the_whole_call(backend, index, chunk_see
             warnings.simplefilter("ignore")
             f = td.build(ns["s"], target=backend)
             want = f(**ns["arrays"])
-    except (td.DefinitionError, td.ScheduleError):
-        return  # an algorithm tdsl refuses as a whole is no case for chunking
+    except (td.DefinitionError, td.ScheduleError, td.ArgumentError):
+        assume(False)  # an algorithm (or data) tdsl refuses as a whole is no case here
     rng = np.random.default_rng(chunk_seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -54,7 +54,9 @@ def test_a_pipeline_runs_on_two_worker_processes(client):
     assert len(ran) == 2, "chunks ran on both worker processes"
     built = client.run(_kernels_built)
     assert sorted(built.values()) == [1, 1], "one build per worker process, not per task"
-    # a worker of one thread on this machine: every core for each call
+    # inside a task of a worker of one thread on this machine: every core for each call
     import os
 
-    assert set(client.run(_threads_of_a_call).values()) == {os.cpu_count() or 1}
+    workers = list(client.scheduler_info()["workers"])
+    probes = [client.submit(_threads_of_a_call, pure=False, workers=[w]) for w in workers]
+    assert set(client.gather(probes)) == {os.cpu_count() or 1}

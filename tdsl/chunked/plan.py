@@ -479,6 +479,8 @@ def chunk_plan(f, target: str | None = None, reassociate: bool = False,
     da = require("dask.array", "dask")
     sched, target = _schedule_of(f, target)
     pipeline = sched.pipeline
+    if not isinstance(reassociate, bool):
+        raise ArgumentError(f"reassociate= must be True or False, got {reassociate!r}")
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
                                 or threads < 1):
         raise ArgumentError(f"threads= must be None or an int of at least 1, got {threads!r}")
