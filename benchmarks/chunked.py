@@ -90,10 +90,13 @@ def _peak_kib() -> int:
 def on_cluster(make, runs: int) -> tuple[list[float], float, int]:
     """Median-ready times of `make()`'s graph (a scalar) on a fresh 2-process cluster,
     its last value and the workers' largest peak resident set (KiB)."""
+    import logging
+
     import distributed
 
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, memory_limit=0)
+                                       dashboard_address=None, memory_limit=0,
+                                       silence_logs=logging.CRITICAL)
     client = distributed.Client(cluster)
     try:
         times, value = [], 0.0

@@ -363,3 +363,24 @@ def test_random_pipelines_chunked_equal_the_whole_call(backend, index, chunk_see
             assert msg is None, f"{out.name}: {msg}\n{render.program(spec)}"
         else:
             assert oracle.identical(g, w), f"{out.name} differs\n{render.program(spec)}"
+
+
+def test_the_benchmark_compares_the_same_blur():
+    """benchmarks/chunked.py: tdsl's chunked blur, dask's map_overlap with scipy's filter
+    over the same chunks, and one whole-array call agree."""
+    import importlib.util
+    from pathlib import Path
+
+    pytest.importorskip("scipy")
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "chunked.py"
+    spec = importlib.util.spec_from_file_location("chunked_benchmark", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    f = bench.kernel()
+    a = np.random.default_rng(11).standard_normal((70, 90)).astype(np.float32)
+    arr = da.from_array(a, chunks=(32, 32))
+    ours = td.map_blocks(f, A=arr, threads=1).compute()
+    theirs = arr.map_overlap(bench.scipy_blur, depth=1, boundary="nearest",
+                             dtype=np.float32).compute()
+    np.testing.assert_allclose(ours, f(A=a), rtol=0, atol=0)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)

@@ -462,8 +462,7 @@ def _program(pipeline: Pipeline, json: str, target: str, layout: Layout,
     """The program of the chunk kernel, and the kernel, built here first (mistakes show
     now, not in a worker)."""
     key = _program_key(pipeline, json, target, layout)
-    program = Program(key, pipeline, json, target, layout, threads,
-                      tuple(o.name for o in pipeline.outputs))
+    program = Program(key, pipeline, json, target, layout, threads)
     return program, program.kernel()
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -40,8 +40,6 @@ class Program:
     target: str
     layout: Layout
     threads: int | None = None
-    # (output name, slices of the chunk's block inside the output's window) per output
-    outputs: tuple[str, ...] = field(default=())
 
     def kernel(self) -> Kernel:
         """The built chunk kernel, from this process's cache when it has it."""
