@@ -290,7 +290,7 @@ def test_threads_per_call():
     p = td.chunk_plan(C, A=da.from_array(_ints((6, 6)), chunks=3), threads=2)
     assert p.program.thread_count() == 2
     q = td.chunk_plan(C, A=da.from_array(_ints((6, 6)), chunks=3))
-    assert isinstance(q.program, Program) and q.program.thread_count() == 1  # not in a worker
+    assert isinstance(q.program, Program) and q.program.thread_count() == 1
 
 
 # ---------------------------------------------------------------- random pipelines

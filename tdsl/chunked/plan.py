@@ -580,8 +580,8 @@ def map_blocks(f, target: str | None = None, reassociate: bool = False,
     input with that dim is (`chunks={"y": 512}` chooses). A reduction of the output over
     a dim the inputs are chunked along is computed as a partial result per chunk,
     combined in a tree: for integers always, for floats with `reassociate=True`. Each
-    call of the kernel runs its parallel loops on `threads` threads (default: in a
-    distributed worker, the cores divided by the worker's threads; else 1).
+    call of the kernel runs its parallel loops on `threads` threads, by default 1: dask
+    runs the chunks in parallel (a worker of N threads runs N calls at once).
 
     `xarray.DataArray` inputs are matched to the inputs' dims by name (see
     docs/chunked.md); the outputs are then DataArrays, with the surviving coordinates."""

@@ -7,16 +7,14 @@ and its schedule from them and builds it the first time a process asks (lowering
 per process; the C backend's compile cache on disk means a machine compiles the C
 source once), then serves every later chunk from a per-process cache.
 
-Threads: each call runs its parallel loops on `Program.threads` threads when given;
-by default, inside a `distributed` worker, on the machine's cores divided by the
-worker's threads (at least 1), so a worker running N tasks at once does not start
-N x cores threads; elsewhere (dask's threaded scheduler, which already runs a task per
-core) on one thread.
+Threads: each call runs its parallel loops on `Program.threads` threads, by default one:
+dask runs chunks side by side (a worker of N threads runs N calls at once: N threads,
+not N x cores; a threaded scheduler runs a call per core), as it runs numpy's and the
+BLAS's native code (its workers set OMP_NUM_THREADS=1).
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass
 
@@ -54,17 +52,8 @@ class Program:
         return hit
 
     def thread_count(self) -> int:
-        """How many threads one call of the kernel runs its parallel loops on here."""
-        if self.threads is not None:
-            return self.threads
-        try:
-            from distributed import get_worker
-
-            worker = get_worker()
-        except (ImportError, ValueError):
-            return 1
-        cores = os.cpu_count() or 1
-        return max(1, cores // max(1, int(worker.state.nthreads)))
+        """How many threads one call of the kernel runs its parallel loops on."""
+        return 1 if self.threads is None else self.threads
 
 
 def build_chunk_kernel(pipeline: Pipeline, schedule_json: str, target: str,
