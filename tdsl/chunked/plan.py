@@ -243,36 +243,49 @@ class ChunkPlan:
         return {n: v for n, v in out.items() if n in want}
 
     def _gather_tasks(self, layer: dict, token: str) -> dict[tuple[str, int], tuple]:
-        """A task per (input, chunk) that assembles the input's window from the blocks."""
+        """A task per (input, chunk) that assembles the input's window from the parts of
+        the blocks it overlaps; each part that is not a whole block is cut by a task of
+        its own, which runs where the block is, so only the part travels (as
+        `map_overlap` moves only the strips of the neighbours)."""
         keys: dict[tuple[str, int], tuple] = {}
         for t in self.pipeline.inputs:
             arr = self._arrays[t.name]
             bounds = [np.concatenate([[0], np.cumsum(c)]).astype(int) for c in arr.chunks]
             gname = f"tdsl-window-{t.name}-{token}"
+            pname = f"tdsl-part-{t.name}-{token}"
             for c, boxes in enumerate(self._windows.boxes):
-                box = boxes[t.name]
                 key = (gname, c)
-                layer[key] = (assemble, _pieces(arr.name, bounds, box))
+                layer[key] = (assemble, _pieces(arr.name, bounds, boxes[t.name], layer,
+                                                (pname, c)))
                 keys[(t.name, c)] = key
         return keys
 
 
-def _pieces(name: str, bounds: Sequence[np.ndarray], box: Sequence[tuple[int, int]]):
-    """Nested lists of (getitem, block key, slices): the parts of the blocks of array
-    `name` (block boundaries `bounds` per dim) inside `box`."""
+def _pieces(name: str, bounds: Sequence[np.ndarray], box: Sequence[tuple[int, int]],
+            layer: dict, part: tuple):
+    """Nested lists (one level per dim) of the keys of the parts of the blocks of array
+    `name` (block boundaries `bounds` per dim) inside `box`: a block's own key where the
+    part is the whole block, else a task of `layer` cutting it (keys `part` + a count)."""
     per_dim = []
     for b, (lo, hi) in zip(bounds, box):
         first = int(np.searchsorted(b, lo, side="right")) - 1
         last = int(np.searchsorted(b, hi, side="right")) - 1
-        per_dim.append([(i, slice(max(lo, int(b[i])) - int(b[i]), min(hi + 1, int(b[i + 1])) - int(b[i])))
-                        for i in range(first, last + 1)])
+        per_dim.append([(i, slice(max(lo, int(b[i])) - int(b[i]),
+                                  min(hi + 1, int(b[i + 1])) - int(b[i])),
+                         int(b[i + 1]) - int(b[i])) for i in range(first, last + 1)])
+    count = iter(range(1 << 62))
 
-    def nest(k: int, idx: tuple, sl: tuple):
+    def nest(k: int, idx: tuple, sl: tuple, whole: bool):
         if k == len(per_dim):
-            return (operator.getitem, (name, *idx), sl)
-        return [nest(k + 1, idx + (i,), sl + (s,)) for i, s in per_dim[k]]
+            if whole:
+                return (name, *idx)
+            key = (*part, next(count))
+            layer[key] = (operator.getitem, (name, *idx), sl)
+            return key
+        return [nest(k + 1, idx + (i,), sl + (s,), whole and s.stop - s.start == n)
+                for i, s, n in per_dim[k]]
 
-    return nest(0, (), ())
+    return nest(0, (), (), True)
 
 
 def _flat_index(idx: Sequence[int], chunks: Sequence[Sequence[int]]) -> int:
@@ -352,6 +365,12 @@ def _grid(pipeline: Pipeline, arrays: Mapping, sizes: dict[str, int], chunks,
         c = wanted.get(d.name) or _input_chunks(pipeline, arrays, d, n, sizes)
         c = _normalise(c, n, d.name)
         if len(c) > 1:
+            other = [o.name for o in outs if d in o.dims and eval_extent(o.extent(d), sizes) != n]
+            if other:
+                raise ChunkingError(
+                    f"outputs {', '.join(other)} have another length along dim {d.name} than "
+                    f"{outs[0].name}, along whose chunks the others run; build a kernel per "
+                    f"output, or give {d.name} one chunk (chunks={{{d.name!r}: -1}})", (d.name,))
             missing = [o.name for o in outs if d not in o.dims]
             if missing:
                 raise ChunkingError(
