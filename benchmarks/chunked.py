@@ -16,7 +16,8 @@ B = (A[y-1] + A[y] + A[y+1]) / 3, C = (B[x-1] + B[x] + B[x+1]) / 3, edges clampe
 
 Each chunked run computes the sum of the blurred array (so nothing large comes back to
 the client); the median of `--runs` timed runs after one warm-up (which builds the
-kernel in each worker). Peak memory: the largest peak resident set of the cluster's
+kernel in each worker), the two chunked contenders taking turns, each on a cluster of
+its own. Peak memory: the largest peak resident set of the cluster's
 workers (each a fresh process: it includes the interpreter and the libraries, about
 200 MB), and of the process of the whole-array call. The machine is shared: wall-clock
 times are indicative, ratios within one run more so.
@@ -87,28 +88,34 @@ def _peak_kib() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
-def on_cluster(make, runs: int) -> tuple[list[float], float, int]:
-    """Median-ready times of `make()`'s graph (a scalar) on a fresh 2-process cluster,
-    its last value and the workers' largest peak resident set (KiB)."""
+def on_clusters(makers: dict, runs: int) -> dict[str, tuple[list[float], float, int]]:
+    """Per contender: the times of its graph (a scalar) on a 2-process cluster of its own,
+    the contenders taking turns run by run (so a busy spell of the shared machine falls
+    on all of them), its last value and its workers' largest peak resident set (KiB)."""
     import logging
 
     import distributed
 
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, memory_limit=0,
-                                       silence_logs=logging.CRITICAL)
-    client = distributed.Client(cluster)
+    clusters, clients = {}, {}
     try:
-        times, value = [], 0.0
-        for _ in range(runs + 1):
-            t0 = time.perf_counter()
-            value = float(client.compute(make()).result())
-            times.append(time.perf_counter() - t0)
-        peak = max(client.run(_peak_kib).values())
+        for name in makers:
+            clusters[name] = distributed.LocalCluster(
+                n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                memory_limit=0, silence_logs=logging.CRITICAL)
+            clients[name] = distributed.Client(clusters[name])
+        times: dict[str, list[float]] = {name: [] for name in makers}
+        values: dict[str, float] = {}
+        for _ in range(runs + 1):  # the first is the warm-up
+            for name, make in makers.items():
+                t0 = time.perf_counter()
+                values[name] = float(clients[name].compute(make()).result())
+                times[name].append(time.perf_counter() - t0)
+        return {name: (times[name][1:], values[name], max(clients[name].run(_peak_kib).values()))
+                for name in makers}
     finally:
-        client.close()
-        cluster.close()
-    return times[1:], value, peak
+        for name in clients:
+            clients[name].close()
+            clusters[name].close()
 
 
 def main() -> None:
@@ -140,11 +147,10 @@ def main() -> None:
 
         plan = td.chunk_plan(f, A=da.from_zarr(src))
         print(f"tdsl halos: {plan.halos}")
-        rows = []
-        t, v_t, peak = on_cluster(tdsl_graph, args.runs)
-        rows.append(("tdsl chunked (map_blocks)", t, peak, v_t))
-        t, v_s, peak = on_cluster(scipy_graph, args.runs)
-        rows.append(("dask map_overlap + scipy", t, peak, v_s))
+        found = on_clusters({"tdsl chunked (map_blocks)": tdsl_graph,
+                             "dask map_overlap + scipy": scipy_graph}, args.runs)
+        rows = [(name, *found[name]) for name in found]
+        rows = [(name, t, peak, v) for name, t, v, peak in rows]
         code = WHOLE.format(bench=bench, src=src, runs=args.runs)
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              check=True, env={**os.environ, "OMP_NUM_THREADS": "2"})
