@@ -240,6 +240,19 @@ def test_calling_a_kernel_with_a_dask_array_is_lazy():
     assert np.array_equal(out.compute(), f(A=a))
 
 
+def test_two_runs_on_other_arrays_share_no_key():
+    _, _, C = _stencil()
+    f = td.build(C)
+    a, b = _ints((9, 9), 1), _ints((9, 9), 2)
+    x = td.map_blocks(f, A=da.from_array(a, chunks=4))
+    y = td.map_blocks(f, A=da.from_array(b, chunks=4))
+    z = td.map_blocks(f, A=da.from_array(a, chunks=5))
+    assert x.name != y.name and x.name != z.name
+    gx, gy, gz = dask.compute(x, y, z)
+    assert np.array_equal(gx, f(A=a)) and np.array_equal(gy, f(A=b))
+    assert np.array_equal(gz, gx)
+
+
 def test_chunks_choose_the_output_grid():
     _, _, C = _stencil()
     a = _ints((10, 12), 9)

@@ -152,8 +152,12 @@ class ChunkPlan:
         da = require("dask.array", "dask")
         from dask.highlevelgraph import HighLevelGraph
 
-        token = self.program.key[:16]
-        prog_key = f"tdsl-kernel-{token}"
+        # the graph's names: of this kernel on these arrays (dask's names of the inputs
+        # say what they hold) in these chunks, so that two runs never share a key
+        token = hashlib.sha256(repr((
+            self.program.key, sorted((n, a.name) for n, a in self._arrays.items()),
+            self._grid.chunks, sorted(self.sizes.items()))).encode()).hexdigest()[:16]
+        prog_key = f"tdsl-kernel-{self.program.key[:16]}"
         layer: dict = {prog_key: self.program}
         deps = [a for a in self._arrays.values()]
         name = f"tdsl-{self.pipeline.outputs[0].name}-{token}"
