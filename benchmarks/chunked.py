@@ -96,11 +96,12 @@ def on_clusters(makers: dict, runs: int) -> dict[str, tuple[list[float], float, 
 
     import distributed
 
+    logging.getLogger("distributed").setLevel(logging.ERROR)
     clusters, clients = {}, {}
     try:
         for name in makers:
             clusters[name] = distributed.LocalCluster(
-                n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                 memory_limit=0, silence_logs=logging.CRITICAL)
             clients[name] = distributed.Client(clusters[name])
         times: dict[str, list[float]] = {name: [] for name in makers}
