@@ -36,10 +36,17 @@ class CompileError(TdslError):
         self.log = log
 
 
-class OutOfBoundsError(CompileError):
-    """Generated code could access a scratch buffer outside its allocation: an internal
-    error of the lowering, caught at build time (the message names the buffer, the
-    index and a point where it leaves the buffer)."""
+class InternalError(CompileError):
+    """The lowering failed on a schedule it should have compiled: a bug of tdsl, caught
+    at build time rather than as wrong code. The message names the analysis step and
+    asks for the schedule to be reported; another schedule of the same algorithm (a
+    different split, tile or compute_at) usually avoids it."""
+
+
+class OutOfBoundsError(InternalError):
+    """Generated code could access an array (an input, an output or a scratch buffer)
+    outside its extent: an internal error of the lowering, caught at build time (the
+    message names the buffer, the index and a point where it leaves the buffer)."""
 
 
 class RuntimeFailure(TdslError):
