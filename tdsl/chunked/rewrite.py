@@ -13,16 +13,18 @@ the array's edges.
 Every read `T[e]` of the old pipeline reads `T`'s window at `e - o`:
 
 - plain, when every dim of `T` is whole (nothing changes);
-- through `td.assume_in_range` (a clamped read, never outside the window) otherwise:
-  the window is the box of what the chunk reads (`lower.poly.footprint`), which the
-  lowering cannot see; a data-dependent index is still checked against the whole
-  tensor (`Checked`), as the old kernel checked it;
-- `td.clamp`, `td.pad` and `td.assume_in_range` views become the same view of the
-  window: a window that a read beyond an edge reaches always includes that edge
-  element (the box holds the element the view reads), so clamping to the window is
-  clamping to the array, and the window's outside is the array's outside for `pad`;
-- `td.mirror`, `td.mirror_interior` and `td.wrap` views read the window at the index
-  the view maps to in the whole tensor (`compute.periods.anywhere`).
+- through `td.clamp` of the window otherwise (a read never outside the window, and
+  never clamped in fact: the window is the box of what the chunk reads,
+  `lower.poly.footprint`, which the lowering cannot see); a data-dependent index is
+  still checked against the whole tensor (`Checked`), as the old kernel checked it;
+- `td.clamp` and `td.pad` views become the same view of the window, and
+  `td.assume_in_range` a clamp of it: a window that a read beyond an edge reaches
+  always includes that edge element (the box holds the element the view reads), so
+  clamping to the window is clamping to the array, and the window's outside is the
+  array's outside for `pad`;
+- `td.mirror`, `td.mirror_interior` and `td.wrap` views read the window (through
+  `td.clamp`, as above) at the index the view maps to in the whole tensor
+  (`compute.periods.anywhere`).
 
 A split reduction (a reduction of an output over a chunked dim, combined across chunks
 by the caller) runs over the chunk's part of its range only.
@@ -44,7 +46,7 @@ from ..compute.tensor import (
     Stage,
     Tensor,
     Update,
-    assume_in_range,
+    clamp,
     is_affine_index,
 )
 from ..errors import ChunkingError
@@ -130,17 +132,19 @@ class _Rewriter:
         org = [self.origin(t, k) for k in range(t.ndim)]
         if view is not None and view.mode in ("clamp", "pad", "assume_in_range"):
             idx = tuple(_sub(e, o) for e, o in zip(n.indices, org))
+            if view.mode == "assume_in_range":  # a kept promise reads the same through a
+                return cx.Access(clamp(local), idx)  # clamp, a broken one its edge too
             return cx.Access(_view_of(view, local), idx)
         if view is not None:  # mirror, mirror_interior, wrap: where the whole tensor reads
             idx = tuple(_sub(periods.anywhere(view.mode, _signed(e), cx.cast(ext, dt.int32),
                                               _INDEX), o)
                         for e, ext, o in zip(n.indices, t.shape, org))
-            return cx.Access(assume_in_range(local), idx)
+            return cx.Access(clamp(local), idx)
         if own is not None and t is own.stage and _same(n.indices, own.indices):
             return cx.Access(local, own.local)
         idx = tuple(_sub(e if is_affine_index(e) else cx.Checked(_signed(e), ext), o)
                     for e, ext, o in zip(n.indices, t.shape, org))
-        return cx.Access(assume_in_range(local), idx)
+        return cx.Access(clamp(local), idx)
 
     def expr(self, e: cx.Expr, dims: Mapping[cx.Dim, cx.Expr], moved: bool,
              own: _Own | None = None) -> cx.Expr:
