@@ -8,6 +8,7 @@ polyhedral lowering to C and LLVM.
 
 from . import dtypes
 from .api import build, lower
+from .chunked import ChunkPlan, chunk_plan, map_blocks
 from .compute import abs_ as abs
 from .compute import (
     argmax,
@@ -73,6 +74,8 @@ from .dtypes import (
 from .emit import emit_c
 from .errors import (
     ArgumentError,
+    ChunkingError,
+    ChunkingWarning,
     CompileError,
     DefinitionError,
     InternalError,
@@ -116,7 +119,7 @@ from .tune import TuneResult, autoschedule, autotemplate, explore, tune
 __version__ = "0.1.0"
 
 __all__ = [
-    "ArgumentError", "Atomic", "CacheRead", "CacheWrite", "CompileError", "ComputeAt", "ComputeInline", "DefinitionError", "Fuse", "FuseUpdates",
+    "ArgumentError", "Atomic", "CacheRead", "CacheWrite", "ChunkPlan", "ChunkingError", "ChunkingWarning", "chunk_plan", "map_blocks", "CompileError", "ComputeAt", "ComputeInline", "DefinitionError", "Fuse", "FuseUpdates",
     "InternalError", "Kernel", "Knob", "Layout", "MissingDependency", "OutOfBoundsError", "Parallel", "Reorder", "RFactor", "RuntimeFailure", "Schedule", "ScheduleError", "Split",
     "StoreAt", "StoreNontemporal", "TdslError", "TuneResult", "TuningError", "Template", "Tile", "Timing", "Unroll", "VectorizationWarning", "Vectorize", "abs", "argmax", "argmin", "atan2", "erf", "exp2", "isinf", "isnan", "log2", "pow", "round", "rsqrt", "saturating_cast", "autoschedule", "autotemplate", "bool_", "build",
     "assume_in_range", "cast", "ceil", "clamp", "compute", "cos", "dim", "dims", "dtypes", "emit_c", "evaluate", "exp", "explore",

@@ -67,3 +67,28 @@ class VectorizationWarning(UserWarning):
     """A loop the schedule vectorizes does not run as vector code; the message names
     the stage, the loop and why (`Kernel.vectorization` lists every vectorized loop).
     Silence it with `warnings.simplefilter("ignore", td.VectorizationWarning)`."""
+
+
+class ChunkingError(ArgumentError):
+    """A kernel cannot run over arrays chunked the way they are (`td.map_blocks`): a
+    recurrence along a chunked dim, a reduction over one whose partial results may not be
+    combined, an update whose points in a chunk are not a box. `dims` names the dims at
+    fault; giving each of them one chunk (rechunking the inputs) always works.
+
+        try:
+            out = td.map_blocks(f, A=a)
+        except td.ChunkingError as e:
+            out = td.map_blocks(f, A=a.rechunk({a_axis_of(d): -1 for d in e.dims}))
+    """
+
+    def __init__(self, message: str, dims: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.dims = tuple(dims)
+
+
+class ChunkingWarning(UserWarning):
+    """`td.map_blocks` runs a kernel chunk by chunk with less of its schedule than asked
+    (the message says what and why); the answer is the same. Silence it with
+
+        warnings.simplefilter("ignore", td.ChunkingWarning)
+    """

@@ -31,6 +31,9 @@ ALLOWED = {
     # the auto-scheduler, the tuner and its log, td.explore: above the backends, like the
     # runtime, through the public API (td.build) and the algorithm and schedule objects
     "tune": BASE | {"dtypes", "compute", "schedule", "api", "runtime", "limits"},
+    # kernels over dask arrays and xarray objects: above the runtime, through td.build,
+    # with the footprints of chunks from lower.poly.footprint
+    "chunked": BASE | {"dtypes", "compute", "schedule", "lower", "runtime", "api"},
     "fuzz": None,  # a client of the public API (it imports `tdsl` itself)
     "__init__": None,
     "__main__": None,

@@ -25,6 +25,11 @@ from ..lower import ir
 from ..lower.abi import INDEX_OUT_OF_RANGE, STATUS
 from ..lower.vectors import VectorReport, report
 
+# Handlers of calls whose arrays are not numpy's (dask arrays, xarray objects): each
+# takes (kernel, arrays) and returns the result, or NotImplemented to pass. tdsl.chunked
+# registers one, so that the runtime needs no import of the layers above it.
+FOREIGN: list = []
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -288,7 +293,10 @@ class Kernel:
         signature and reused by later calls with the same one (a plan, `_remember`),
         which still
         check what can change between them: that given outputs are writeable and share
-        no memory with the other arguments."""
+        no memory with the other arguments.
+
+        Dask arrays run chunk by chunk and give dask arrays (`td.map_blocks`);
+        `xarray.DataArray`s are matched to the inputs by dim name and give DataArrays."""
         if args:
             self._positional(args)
         plans = self._plans
@@ -303,6 +311,10 @@ class Kernel:
             return result
         else:
             result = None
+            for handler in FOREIGN:
+                handled = handler(self, arrays)
+                if handled is not NotImplemented:
+                    return handled
         buffers, sizes, outs = self._prepare(arrays, remember=result is not RECHECK)
         self._run(buffers, sizes)
         result = tuple(outs[n] for n in self._outputs)
