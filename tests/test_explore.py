@@ -132,3 +132,19 @@ def test_without_ipywidgets_the_widget_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "ipywidgets", None)
     with pytest.raises(td.MissingDependency, match=r"ipywidgets.*pip install 'tdsl\[notebook\]'"):
         ex.widget()
+
+
+def test_a_none_choice_shows_as_none_not_as_a_blank_control():
+    C, _ = template()
+    t = td.schedule(C).parallel(C, td.knob("par", [None, "i"]))
+    ex = td.explore(t, A=A_, B=B_)
+    control = ex.controls["par"]
+    assert ex.values["par"] is None
+    assert control.label == "None" and control.index == 0  # ipywidgets: None is "no selection"
+    control.index = 1
+    assert ex.values["par"] == "i" and "parallel" in ex.nest
+    control.index = 0
+    assert ex.values["par"] is None and "parallel" not in ex.nest
+    ex.update(par="i")
+    ex.update(par=None)  # from code: the control follows
+    assert control.label == "None"

@@ -16,6 +16,25 @@ from ..schedule import Schedule, Template
 TIME_BUDGET = 0.15
 
 
+class _NoneChoice:
+    """What a control holds for the choice None: ipywidgets reads a value of None as
+    "nothing selected" and shows a blank control, so None travels as this instead."""
+
+    def __repr__(self) -> str:
+        return "None"
+
+
+_NONE = _NoneChoice()
+
+
+def _to_widget(value: Any) -> Any:
+    return _NONE if value is None else value
+
+
+def _from_widget(value: Any) -> Any:
+    return None if value is _NONE else value
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What one knob combination gave: its schedule, kernel, loop nest and timing, or
@@ -174,19 +193,21 @@ class Explorer:
         return self._widget
 
     def _control(self, w: Any, name: str, choices: tuple[Any, ...]) -> Any:
-        options = [(repr(v), v) for v in choices]
+        options = [(repr(v), _to_widget(v)) for v in choices]
         numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in choices)
         style = {"description_width": "initial"}
+        value = _to_widget(self.values[name])
         if numbers and len(choices) > 1:
-            return w.SelectionSlider(options=options, value=self.values[name], description=name,
+            return w.SelectionSlider(options=options, value=value, description=name,
                                      continuous_update=False, style=style)
-        return w.Dropdown(options=options, value=self.values[name], description=name, style=style)
+        return w.Dropdown(options=options, value=value, description=name, style=style)
 
     def _make_widget(self) -> Any:
         w = require("ipywidgets", "td.explore")
         for name, choices in self.template.knobs.items():
             c = self._control(w, name, choices)
-            c.observe(lambda change, n=name: self.update(**{n: change["new"]}), names="value")
+            c.observe(lambda change, n=name: self.update(**{n: _from_widget(change["new"])}),
+                      names="value")
             self._controls[name] = c
         self._outputs = {"time": w.HTML(), "rate": w.HTML(), "nest": w.HTML()}
         head = w.HTML(f"<b>td.explore</b>: {escape(self.template.pipeline.outputs[0].name)} "
@@ -197,8 +218,9 @@ class Explorer:
         if self._widget is None:
             return
         for name, c in self._controls.items():  # update(...) from code moves the controls too
-            if c.value != self.values[name] or type(c.value) is not type(self.values[name]):
-                c.value = self.values[name]
+            want = _to_widget(self.values[name])
+            if c.value != want or type(c.value) is not type(want):
+                c.value = want
         self._outputs["time"].value = self.time_html()
         self._outputs["rate"].value = self.rate_html()
         self._outputs["nest"].value = self.nest_html()
