@@ -17,6 +17,14 @@ from .errors import MissingDependency
 # which C's lexer would mark as errors
 _LEXERS = {"c": "c", "llvm": "llvm", "python": "python", "nest": "python"}
 
+# Pygments' colours are chosen for a light page, so a code block brings its own light
+# background and text colour: readable in JupyterLab's dark theme too, where the page
+# is dark and an unset background would leave dark blue and green on near-black
+CODE_BACKGROUND = "#f8f8f8"
+CODE_FOREGROUND = "#1f1f1f"
+_CODE_STYLE = (f"background:{CODE_BACKGROUND};color:{CODE_FOREGROUND};padding:4px 8px;"
+               "border-radius:3px;overflow-x:auto")
+
 
 def escape(text: object) -> str:
     """`str(text)` with &, <, >, and quotes escaped for HTML."""
@@ -25,19 +33,23 @@ def escape(text: object) -> str:
 
 def code_html(text: str, language: str = "python") -> str:
     """`text` as an HTML block, highlighted for `language` (c, llvm, python, nest) when
-    Pygments is installed, else escaped and preformatted."""
+    Pygments is installed, else escaped and preformatted; either way on a light
+    background of its own (`CODE_BACKGROUND`), so it reads alike in light and dark
+    themes."""
+    plain = f"<pre style='{_CODE_STYLE}'>{escape(text)}</pre>"
     try:
         from pygments import highlight
         from pygments.formatters import HtmlFormatter
         from pygments.lexers import get_lexer_by_name
         from pygments.util import ClassNotFound
     except ImportError:
-        return f"<pre>{escape(text)}</pre>"
+        return plain
     try:
         lexer = get_lexer_by_name(_LEXERS.get(language, language))
     except ClassNotFound:
-        return f"<pre>{escape(text)}</pre>"
-    return highlight(text, lexer, HtmlFormatter(noclasses=True, nobackground=True))
+        return plain
+    body = highlight(text, lexer, HtmlFormatter(noclasses=True, nobackground=True))
+    return f"<div style='{_CODE_STYLE}'>{body}</div>"
 
 
 def details(summary: str, body: str, open_: bool = False) -> str:

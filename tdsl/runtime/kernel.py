@@ -23,6 +23,9 @@ from ..lower import ir
 from ..lower.abi import INDEX_OUT_OF_RANGE, STATUS
 from ..lower.vectors import VectorReport, report
 
+# a kernel's page shows its loop nest open when it has at most this many lines
+NEST_OPEN_LINES = 30
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -264,11 +267,18 @@ class Kernel:
             f"<div><b>tdsl kernel</b> <code>{escape(self.lowered.name)}</code> "
             f"(target {escape(self.target)}, built in {self.build_seconds * 1e3:.0f} ms)"
             + details("Arguments", args, True)
-            + details("Loop nest", code_html(self.loop_nest, "nest"), True)
+            + self._nest_html()
             + self._vectorization_html()
             + details(f"Generated {'C' if self.target == 'c' else 'LLVM IR'}",
                       code_html(self.source, "c" if self.target == "c" else "llvm"))
             + "</div>")
+
+    def _nest_html(self) -> str:
+        """The loop nest, open only when it is short (an auto-scheduled kernel's runs to
+        well over a hundred lines)."""
+        lines = self.loop_nest.count("\n") + 1
+        return details(f"Loop nest ({lines} lines)", code_html(self.loop_nest, "nest"),
+                       lines <= NEST_OPEN_LINES)
 
     def _vectorization_html(self) -> str:
         """A section on the vectorized loops, open when one does not run as vector code."""
