@@ -148,3 +148,25 @@ def test_a_none_choice_shows_as_none_not_as_a_blank_control():
     ex.update(par="i")
     ex.update(par=None)  # from code: the control follows
     assert control.label == "None"
+
+
+def test_a_saved_notebook_shows_a_snapshot_where_the_live_widget_cannot_show():
+    """Jupyter stores the widget's view and a text fallback; without a kernel (a saved,
+    executed notebook, a rendered page) the viewer showed `VBox(children=(HTML(...`."""
+    _, t = template()
+    ex = td.explore(t, A=A_, B=B_).update(ti=8)
+    bundle = ex._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle  # the live widget first
+    assert bundle["text/plain"] == repr(ex) and "VBox" not in bundle["text/plain"]
+    page = bundle["text/html"]
+    assert "per call" in page and "FLOP/s" in page and "snapshot" in page
+    shown = html.unescape(re.sub(r"<[^>]+>", "", page))
+    assert "for i_i in 0 .. 8:" in shown and "ti8" in shown.replace(" ", "")
+
+
+def test_without_ipywidgets_the_snapshot_alone_is_shown(monkeypatch):
+    _, t = template()
+    ex = td.explore(t, A=A_, B=B_)
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)
+    bundle = ex._repr_mimebundle_()
+    assert set(bundle) == {"text/plain", "text/html"} and "per call" in bundle["text/html"]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..display import code_html, escape, rate_text, require, seconds_text
-from ..errors import ArgumentError, TdslError
+from ..errors import ArgumentError, MissingDependency, TdslError
 from ..runtime import Kernel, Timing
 from ..schedule import Schedule, Template
 
@@ -225,10 +225,28 @@ class Explorer:
         self._outputs["rate"].value = self.rate_html()
         self._outputs["nest"].value = self.nest_html()
 
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
+    def static_html(self) -> str:
+        """The current choice as plain HTML: the knob values, the time, the rate and the
+        loop nest. A saved notebook, a rendered page or a viewer without the widget
+        extension shows this in the widget's place."""
+        rows = "".join(f"<tr><td><code>{escape(k)}</code></td><td><code>{escape(repr(v))}"
+                       f"</code></td></tr>" for k, v in self.values.items())
+        return (f"<div><b>td.explore</b>: {escape(self.template.pipeline.outputs[0].name)} "
+                f"on {escape(self.target)} <i>(a snapshot: the controls need a running "
+                f"kernel)</i><table>{rows}</table>{self.time_html()}{self.rate_html()}"
+                f"{self.nest_html()}</div>")
 
-        display(self.widget())
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """The widget for Jupyter, with `static_html` and the repr as fallbacks for
+        whatever cannot show a live widget (without ipywidgets: those two alone)."""
+        bundle: dict[str, Any] = {"text/plain": repr(self), "text/html": self.static_html()}
+        try:
+            widget = self.widget()
+        except MissingDependency:
+            return bundle
+        live = widget._repr_mimebundle_(include=include, exclude=exclude) or {}
+        bundle.update((k, v) for k, v in live.items() if k not in bundle)
+        return bundle
 
     def __repr__(self) -> str:
         if self.error is not None:
