@@ -8,6 +8,7 @@ only the `body` of `details` is HTML, and it comes from these helpers."""
 from __future__ import annotations
 
 import html
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -102,6 +103,30 @@ def require(module: str, feature: str) -> Any:
         ) from None
 
 
-def require_matplotlib() -> Any:
-    """matplotlib.pyplot, or MissingDependency naming the extra that installs it."""
-    return require("matplotlib.pyplot", "this plot")
+def new_figure(size: tuple[float, float]) -> Any:
+    """A matplotlib Figure of `size` inches with a tight layout, or MissingDependency
+    naming the extra that installs matplotlib.
+
+    It is not one of pyplot's figures: nothing shows it behind the caller's back, so a
+    notebook cell that ends with it shows it once (a pyplot figure would show twice,
+    once as the cell's value and once when pyplot draws its open figures), a script
+    saves it with `fig.savefig(path)`, and no figure stays open in pyplot's list."""
+    figure = require("matplotlib.figure", "this plot")
+    _show_figures_in_ipython(figure.Figure)
+    return figure.Figure(figsize=size, layout="tight")
+
+
+def _show_figures_in_ipython(kind: type) -> None:
+    """In IPython, make sure a Figure shows as a PNG: matplotlib's inline backend
+    registers that only once pyplot has been imported, which tdsl's plots do not need."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is None:
+        return
+    png = shell.display_formatter.formatters["image/png"]
+    try:
+        png.lookup_by_type(kind)
+    except KeyError:
+        from IPython.core.pylabtools import print_figure
+
+        png.for_type(kind, lambda fig: print_figure(fig, "png"))

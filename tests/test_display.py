@@ -177,7 +177,7 @@ def test_an_update_shows_itself_and_its_pipeline():
 
 
 def test_missing_optional_packages_name_the_extra(monkeypatch):
-    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     i, j = td.dims("i j")
     X = td.input("X", {i: 4, j: 4}, td.float32)
     Y = td.compute("Y", {i: 4, j: 4}, X[i, j] * 2)
@@ -201,6 +201,38 @@ def test_the_iteration_space_is_coloured_by_tile_in_execution_order():
     fig = td.plot_iteration_space(td.schedule(Y).tile(Y, i=4, j=5).reorder(Y, "j_o i_o i_i j_i"), Y)
     second = fig.axes[0].collections[1].get_offsets()
     assert {int(y) // 4 for _, y in second} == {1} and {int(x) // 5 for x, _ in second} == {0}
+
+
+def test_a_matmul_plane_is_drawn_without_counting_the_reduction_dim():
+    """Only the plane drawn counts towards the 4096 points: a 64 x 64 matmul over 512
+    values of k was refused as 2 million points."""
+    i, j, k = td.dims("i j k")
+    A = td.input("A", {i: 64, k: 512}, td.float32)
+    B = td.input("B", {k: 512, j: 64}, td.float32)
+    C = td.compute("C", {i: 64, j: 64}, td.sum(A[i, k] * B[k, j], over=k))
+    fig = td.plot_iteration_space(td.schedule(C).tile(C, i=32, j=16), C)
+    assert len(fig.axes[0].collections) == 8
+    assert sum(len(g.get_offsets()) for g in fig.axes[0].collections) == 64 * 64
+    with pytest.raises(td.ArgumentError, match="points in the plane of i and k"):
+        td.plot_iteration_space(td.schedule(C), C, dims=("i", "k"))
+
+
+def test_plots_are_not_pyplot_figures_so_a_cell_shows_them_once():
+    """A closed pyplot figure assigned in a cell showed nothing; an open one returned as the
+    cell's value shows twice. The helpers return figures pyplot does not manage."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    i, j = td.dims("i j")
+    X = td.input("X", {i: 8, j: 8}, td.float32)
+    Y = td.compute("Y", {i: 8, j: 8}, X[i, j] + 1)
+    before = plt.get_fignums()
+    fig = td.plot_iteration_space(td.schedule(Y).tile(Y, i=4, j=4), Y)
+    assert plt.get_fignums() == before and fig.canvas.manager is None
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    assert buf.getvalue().startswith(b"\x89PNG")
 
 
 def test_the_iteration_space_refuses_what_it_cannot_draw():

@@ -1,8 +1,13 @@
-"""Every notebook in notebooks/ executes top to bottom without a cell error."""
+"""Every notebook in notebooks/ executes top to bottom without a cell error, and every
+cell that draws leaves an image in its outputs.
+
+With TDSL_EXECUTED_NOTEBOOKS set to a directory, each executed notebook is saved there
+too: the documentation renders those outputs instead of running the notebooks again."""
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -14,6 +19,20 @@ from jupyter_client.manager import KernelManager
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 KERNEL = "python3"
 CELL_TIMEOUT = 300  # seconds; the first build of a kernel runs the C compiler
+# a cell that calls one of these draws a figure, and must show it
+DRAWS = re.compile(r"\.plot\(|\bplot_iteration_space\(|\bplt\.")
+
+
+def drawing_cells_without_an_image(nb) -> list[str]:
+    """The sources of the code cells that draw (call `.plot(`, `plot_iteration_space(` or
+    pyplot) but have no image among their outputs: a figure made and never shown."""
+    missing = []
+    for cell in nb.cells:
+        if cell.cell_type != "code" or not DRAWS.search(cell.source):
+            continue
+        if not any("image/png" in o.get("data", {}) for o in cell.get("outputs", [])):
+            missing.append(cell.source)
+    return missing
 
 
 @pytest.fixture
@@ -51,6 +70,25 @@ def test_notebook_runs(path: Path, kernel_env):
         if o.get("output_type") == "error"
     ]
     assert not errors, errors
+    assert not drawing_cells_without_an_image(nb), (
+        f"{path.name}: these cells draw a figure that is never shown (end the cell with "
+        f"the figure): {drawing_cells_without_an_image(nb)}")
+    out = os.environ.get("TDSL_EXECUTED_NOTEBOOKS")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, Path(out) / path.name)
+
+
+def test_a_figure_made_and_not_shown_is_found():
+    """The check above finds a cell that assigns its figure (notebook 03 did, and showed
+    nothing), and passes one that ends with it."""
+    hidden = nbformat.v4.new_code_cell("fig = result.plot()")
+    shown = nbformat.v4.new_code_cell("td.plot_iteration_space(s, Y)", outputs=[
+        nbformat.v4.new_output("execute_result", {"image/png": "iVBOR", "text/plain": "<Figure>"},
+                               execution_count=1)])
+    quiet = nbformat.v4.new_code_cell("x = 1")
+    nb = nbformat.v4.new_notebook(cells=[hidden, shown, quiet])
+    assert drawing_cells_without_an_image(nb) == ["fig = result.plot()"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

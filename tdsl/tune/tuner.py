@@ -52,10 +52,10 @@ class TuneResult:
     def plot(self):
         """A matplotlib Figure: each trial's time (failed trials marked along the bottom)
         and the best time so far."""
-        from ..display import require_matplotlib
+        from ..display import new_figure
 
-        plt = require_matplotlib()
-        fig, ax = plt.subplots(figsize=(7, 3.5))
+        fig = new_figure((7, 3.5))
+        ax = fig.add_subplot()
         ok = [(n, r["time"] * 1e3) for n, r in enumerate(self.history, 1) if r["status"] == "ok"]
         bad = [n for n, r in enumerate(self.history, 1) if r["status"] != "ok"]
         if ok:
@@ -75,8 +75,6 @@ class TuneResult:
         ax.set_title(f"tuning {'/'.join(o.name for o in self.template.outputs)} "
                      f"({self.target})")
         ax.legend(loc="upper right")
-        fig.tight_layout()
-        plt.close(fig)
         return fig
 
     def __repr__(self) -> str:
