@@ -99,3 +99,22 @@ def test_notebook_is_stored_without_outputs(path: Path):
             assert cell.outputs == [] and cell.execution_count is None, (
                 f"{path.name}: strip outputs before committing (cell {cell.source[:40]!r})"
             )
+
+
+def test_a_user_error_in_a_notebook_shows_no_frames_inside_tdsl(kernel_env):
+    """A ScheduleError showed six internal frames before its message in Jupyter."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import tdsl as td\n"
+        "(i,) = td.dims('i')\n"
+        "X = td.input('X', {i: 8}, td.float32)\n"
+        "Y = td.compute('Y', {i: 8}, X[i] + 1)\n"
+        "td.schedule(Y).split(Y, 'nope', 2)")])
+    nbclient.NotebookClient(nb, kernel_name=KERNEL, timeout=CELL_TIMEOUT,
+                            allow_errors=True).execute()
+    (err,) = [o for o in nb.cells[0].outputs if o.output_type == "error"]
+    assert err.ename == "ScheduleError" and "nope" in err.evalue
+    shown = "\n".join(err.traceback)
+    import tdsl
+
+    assert os.path.dirname(tdsl.__file__) not in shown
+    assert "td.schedule(Y).split(Y, 'nope', 2)" in shown
