@@ -24,7 +24,7 @@ _LEXERS = {"c": "c", "llvm": "llvm", "python": "python", "nest": "python"}
 CODE_BACKGROUND = "#f8f8f8"
 CODE_FOREGROUND = "#1f1f1f"
 _CODE_STYLE = (f"background:{CODE_BACKGROUND};color:{CODE_FOREGROUND};padding:4px 8px;"
-               "border-radius:3px;overflow-x:auto")
+               "border-radius:3px;overflow-x:auto;line-height:125%")
 
 
 def escape(text: object) -> str:
@@ -49,8 +49,10 @@ def code_html(text: str, language: str = "python") -> str:
         lexer = get_lexer_by_name(_LEXERS.get(language, language))
     except ClassNotFound:
         return plain
-    body = highlight(text, lexer, HtmlFormatter(noclasses=True, nobackground=True))
-    return f"<div style='{_CODE_STYLE}'>{body}</div>"
+    # only the coloured spans from Pygments, in a <pre> of ours: a theme's rules for
+    # Pygments' own `highlight` wrapper (JupyterLab's dark one) cannot reach it
+    body = highlight(text, lexer, HtmlFormatter(noclasses=True, nobackground=True, nowrap=True))
+    return f"<pre style='{_CODE_STYLE}'>{body}</pre>"
 
 
 def details(summary: str, body: str, open_: bool = False) -> str:
