@@ -16,7 +16,7 @@ import nbformat
 import pytest
 from jupyter_client.manager import KernelManager
 
-NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = sorted((Path(__file__).parents[2] / "notebooks").glob("*.ipynb"))
 KERNEL = "python3"
 CELL_TIMEOUT = 300  # seconds; the first build of a kernel runs the C compiler
 # a cell that calls one of these draws a figure, and must show it
