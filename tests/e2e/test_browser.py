@@ -62,7 +62,7 @@ def logs(tmp_path) -> Path:
 
 
 @pytest.fixture
-def lab(tmp_path):
+def lab(tmp_path, monkeypatch):
     """A JupyterLab server on a free port of 127.0.0.1 serving tmp_path/work, with the
     app exposed to the page's scripts; yields its URL and token."""
     why = _missing()
@@ -76,9 +76,11 @@ def lab(tmp_path):
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}
     # executed and saved, as the notebooks the suite runs are: the page first shows the
-    # saved outputs, with no widget state behind them
+    # saved outputs, with no widget state behind them (the python3 kernel is this
+    # environment's, as in test_notebooks.py)
     import nbclient
 
+    monkeypatch.setenv("JUPYTER_PREFER_ENV_PATH", "1")
     nbclient.NotebookClient(nb, kernel_name="python3", timeout=300).execute()
     nbformat.write(nb, work / "explore.ipynb")
     port, token = _free_port(), "tdsl-browser-test"
