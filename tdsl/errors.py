@@ -16,7 +16,7 @@ class TdslError(Exception):
 
     In IPython and Jupyter it shows as the calls of your own code that led to it and
     the message, without the frames inside tdsl (set `td.TdslError.internal_frames =
-    True` to see them all, as for an internal error such as `OutOfBoundsError`)."""
+    True` to see them all, as an internal error, `InternalError`, always shows them)."""
 
     internal_frames = False
 
@@ -59,12 +59,19 @@ class CompileError(TdslError):
         self.log = log
 
 
-class OutOfBoundsError(CompileError):
-    """Generated code could access a scratch buffer outside its allocation: an internal
-    error of the lowering, caught at build time (the message names the buffer, the
-    index and a point where it leaves the buffer)."""
+class InternalError(CompileError):
+    """The lowering failed on a schedule it should have compiled: a bug of tdsl, caught
+    at build time rather than as wrong code. The message names the analysis step and
+    asks for the schedule to be reported; another schedule of the same algorithm (a
+    different split, tile or compute_at) usually avoids it."""
 
     internal_frames = True  # an internal error: every frame helps whoever fixes it
+
+
+class OutOfBoundsError(InternalError):
+    """Generated code could access an array (an input, an output or a scratch buffer)
+    outside its extent: an internal error of the lowering, caught at build time (the
+    message names the buffer, the index and a point where it leaves the buffer)."""
 
 
 class RuntimeFailure(TdslError):

@@ -794,11 +794,22 @@ def lift_named(e: Expr, extents: dict[Dim, Expr], what: str,
     """`e` with each named reduction inside it made a stage of its name, read at the
     enclosing dims it uses (`extents`: the dims a named reduction may use, with the
     extent of its stage along each). `writes`: the stage an update writes, which a
-    named reduction may not read (it would be computed before the update)."""
+    named reduction may not read (it would be computed before the update).
+
+    A named reduction that occurs more than once (the helpers that use their operand
+    twice, such as `td.isnan` or `td.argmax`, copy it) is one stage."""
+    lifted: dict[tuple[object, ...], Expr] = {}
 
     def lift(n: Expr) -> Expr | None:
         if not isinstance(n, Reduce) or n.name is None:
             return None
+        key = (n.name, structure(n))
+        if key not in lifted:
+            lifted[key] = _lift(n)
+        return lifted[key]
+
+    def _lift(n: Reduce) -> Expr:
+        assert n.name is not None
         free = [d for d in extents if d in set(free_dims(n))]
         stray = [d.name for d in free_dims(n) if d not in extents]
         if stray:

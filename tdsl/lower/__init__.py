@@ -21,7 +21,7 @@ then the loop-IR passes, in this order, each followed by `verify`:
     simplify again, on the copies (their loop variables are constants now)
     unswitch full-tile tests of unrolled edge blocks hoisted out of invariant loops
     fold     loops of at most one iteration become bindings of their variable
-    inbounds every scratch-buffer access proven inside its allocation (isl), or an error
+    inbounds every access of every array proven inside it (isl), or an error
 
 `td.lower(s)` shows the loop nest at this point. Then the late passes
 (`LATE_PASSES`, run by `finish` when a target builds), which write it out for

@@ -210,3 +210,107 @@ def test_missing_compiler_message_points_to_something_that_exists(monkeypatch):
     assert "install" in message and 'target="llvm"' in message
     with pytest.raises(td.CompileError, match="'no-such-cc'"):
         c_compile.find_compiler("no-such-cc")
+
+
+# ---------------------------------------------------------------- whose cache it is
+
+EVIL = textwrap.dedent("""
+    #include <stdio.h>
+    __attribute__((constructor)) static void planted(void) {
+        FILE *f = fopen("%s", "w");
+        if (f) { fputs("ran", f); fclose(f); }
+    }
+    int tdsl_planted_marker(void) { return 1; }
+""")
+
+
+def _plant(tmp_path: pathlib.Path, cache: pathlib.Path) -> pathlib.Path:
+    """Replace the one cached library under `cache` by one whose constructor writes a
+    marker file, and rewrite its `.ref` so that size and SHA-256 match the new bytes (as
+    someone who can write to the cache would): the marker's path."""
+    import hashlib
+
+    marker = tmp_path / "planted-ran"
+    src = tmp_path / "planted.c"
+    src.write_text(EVIL % marker)
+    (lib,) = _libraries(cache)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    data = lib.read_bytes()
+    (ref,) = (cache / "tdsl").glob("*.ref")
+    ref.write_text(f"{hashlib.sha256(data).hexdigest()} {len(data)} {lib.name}\n")
+    return marker
+
+
+def _seeded(tmp_path: pathlib.Path) -> pathlib.Path:
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    first = _run({"XDG_CACHE_HOME": str(cache)})
+    assert first.returncode == 0 and first.stdout.strip() == EXPECTED, first.stderr
+    return cache
+
+
+def test_new_cache_directories_and_entries_are_private(tmp_path):
+    cache = _seeded(tmp_path)
+    assert stat.S_IMODE(os.stat(cache / "tdsl").st_mode) == 0o700
+    for entry in (cache / "tdsl").iterdir():
+        assert not os.stat(entry).st_mode & (stat.S_IRWXG | stat.S_IRWXO), entry
+
+
+def test_planted_library_in_a_private_cache_of_ones_own_is_loaded(tmp_path):
+    """The control: the planted library passes the size and SHA-256 check, so in a
+    cache that is truly the user's own it is loaded (its marker appears). The tests
+    below see no marker because of ownership and modes, not because planting failed."""
+    cache = _seeded(tmp_path)
+    marker = _plant(tmp_path, cache)
+    for entry in (cache / "tdsl").iterdir():
+        entry.chmod(0o600 if entry.suffix != ".so" else 0o700)
+    _run({"XDG_CACHE_HOME": str(cache)})
+    assert marker.exists()
+
+
+@pytest.mark.parametrize("how", ["world-writable directory", "group-writable directory",
+                                 "group-writable entry", "symlinked entry"])
+def test_planted_library_in_a_shared_cache_is_never_loaded(tmp_path, how):
+    cache = _seeded(tmp_path)
+    marker = _plant(tmp_path, cache)
+    (lib,) = _libraries(cache)
+    if how == "world-writable directory":
+        (cache / "tdsl").chmod(0o777)
+    elif how == "group-writable directory":
+        (cache / "tdsl").chmod(0o770)
+    elif how == "group-writable entry":
+        lib.chmod(0o770)
+    else:
+        moved = tmp_path / "elsewhere.so"
+        lib.rename(moved)
+        lib.symlink_to(moved)
+    proc = _run({"XDG_CACHE_HOME": str(cache)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == EXPECTED
+    assert not marker.exists(), f"the planted library ran ({how})"
+    if "directory" in how:
+        assert "compile cache" in proc.stderr and "may write" in proc.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving files to another user needs root")
+@pytest.mark.parametrize("what", ["directory", "entry", "parent"])
+def test_planted_library_owned_by_another_user_is_never_loaded(tmp_path, what):
+    """A second user (uid 65534, `nobody`) owns the cache directory, the library, or a
+    directory above the cache: the library is not loaded, the kernel still runs."""
+    cache = _seeded(tmp_path)
+    marker = _plant(tmp_path, cache)
+    (lib,) = _libraries(cache)
+    if what == "directory":
+        os.chown(cache / "tdsl", 65534, 65534)
+        (cache / "tdsl").chmod(0o755)
+    elif what == "entry":
+        for entry in (cache / "tdsl").iterdir():
+            os.chown(entry, 65534, 65534)
+    else:
+        os.chown(cache, 65534, 65534)
+    proc = _run({"XDG_CACHE_HOME": str(cache)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == EXPECTED
+    assert not marker.exists(), f"the planted library ran (another user owns the {what})"
+    if what != "entry":
+        assert "another user" in proc.stderr

@@ -7,6 +7,7 @@ runs the long, open-ended ones (README.md, "Fuzzing").
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from unittest import mock
@@ -40,6 +41,78 @@ def test_the_generator_covers_the_language():
                    '"update"', '"lut"', '"//"', '"%"', '"w"', '"cast"', '"exp"', '"uint32"',
                    '"bool"', '"int8"', '"float64"', ' + 1"]'):
         assert needle in text, needle
+
+
+def test_the_generator_reaches_the_corners_of_memory_safety_and_exact_semantics():
+    """Checked (data-dependent) accesses beside affine indices past the edge, accesses
+    through td.assume_in_range, mixed-sign comparisons of uint64, empty reduction and
+    argmax ranges, named reductions under the helpers that copy their operand, and
+    constants and input values at their dtype's limits."""
+    specs = [gen.generate(0, i) for i in range(400)]
+    text = "\n".join(render.program(sp) for sp in specs)
+    for needle in ("td.assume_in_range(", "td.argmax(", "td.argmin(", "name='n", "td.isnan(",
+                   "td.saturating_cast(", "edges=True", "18446744073709551615",
+                   "td.cast(td.cast("):
+        assert needle in text, needle
+    limits = {str(v) for t in ("int8", "int16", "int32", "int64", "uint16", "uint32")
+              for v in (np.iinfo(t).min, np.iinfo(t).max) if v}
+    assert len({v for v in limits if re.search(rf"\b{v}\b", text)}) >= 4
+    assert re.search(r"uint64\)\) [<>=!]+ \(?td\.cast\(", text) or re.search(
+        r"int\d+\)\) [<>=!]+ \(?td\.cast\(.*uint64", text)
+    # an empty range: a reduction from an extent to itself
+    assert re.search(r"over=\{k\d+: \((\w+), \1\)\}", text)
+    # a data-dependent index with an affine one shifted past the edge beside it
+    assert re.search(r"\[[^\[\]]*\[[^\]]*\][^\]]*, \w+ \+ [12]\]", text) or re.search(
+        r"\[\w+ \+ [12], [^\]]*\[", text)
+
+
+def test_guard_zones_see_a_write_before_or_after_an_output():
+    import numpy as np
+
+    g = case.Guards({"out": ((3, 5), np.int32)}, fill=0)
+    assert g.intact() and g.outputs["out"].shape == (3, 5)
+    assert g.outputs["out"].ctypes.data % 4 == 0
+    whole, start, n = g.wholes["out"]
+    g.outputs["out"][...] = 12345  # inside: fine
+    assert g.intact()
+    whole[start + n] = 0
+    assert "past its end" in g.report()
+    g = case.Guards({"out": ((4,), np.float64)})
+    whole, start, n = g.wholes["out"]
+    whole[start - 1] = 1
+    assert "before its start" in g.report()
+
+
+def test_a_kernel_that_returns_a_result_where_evaluate_refuses_is_wrong(monkeypatch):
+    """td.evaluate refuses `lut[I[y, x], x + 2]` (its affine index leaves lut); a kernel
+    that returns a result for it anyway is a wrong answer, not a rejection: the judge
+    builds and calls it. (Here the build's range proofs are switched off, as they were
+    missing for such mixed accesses.)"""
+    import sys
+
+    import numpy as np
+
+    from tdsl.lower.passes import inbounds
+    from tdsl.lower.poly import access
+
+    spec = {"sizes": {}, "dims": {"y": 3, "x": 5, "v": 4},
+            "inputs": [{"name": "I", "dims": ["y", "x"], "dtype": "int32"},
+                       {"name": "lut", "dims": ["v", "x"], "dtype": "int32"}],
+            "stages": [{"kind": "compute", "name": "out", "dims": ["y", "x"],
+                        "expr": ["a", "lut", None, [["b", "%", ["a", "I", None, [["i", "y"], ["i", "x"]]],
+                                                     ["i", "4"]], ["i", "x + 2"]]]}],
+            "outputs": ["out"], "array_seed": 3, "special_values": False, "tol": 0.0,
+            "schedule": []}
+    task = {"id": 0, "spec": spec, "target": "c"}
+    res = run_task(task, lambda m: None)
+    assert res["class"] == "rejected", res  # refused when built, as td.evaluate refuses it
+    assert "DefinitionError" in res.get("checked", "")
+    monkeypatch.setattr(sys.modules["tdsl.lower.poly.model"], "check_accesses",
+                        lambda *a, **k: None)
+    monkeypatch.setattr(inbounds._Checker, "access", lambda *a, **k: None)
+    assert access.check_accesses is not None and np is not None
+    res = run_task(task, lambda m: None)
+    assert res["class"] == "wrong" and "returned a result" in res["detail"], res
 
 
 # Cases of seed 7 whose algorithm is a grouped product (genexpr.make_grouped) and
