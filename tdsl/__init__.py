@@ -118,6 +118,17 @@ from .tune import TuneResult, autoschedule, autotemplate, explore, tune
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str):
+    """Names that are not here: a schedule primitive (`td.split`) is a method of
+    td.Schedule, and the error says so instead of a bare AttributeError."""
+    if not name.startswith("_") and callable(getattr(Schedule, name, None)):
+        raise AttributeError(
+            f"module 'tdsl' has no attribute {name!r}: {name} is a schedule primitive, a "
+            f"method of td.Schedule: td.schedule(C).{name}(...); help(td.Schedule.{name})",
+            name=name, obj=None)
+    raise AttributeError(f"module 'tdsl' has no attribute {name!r}", name=name, obj=None)
+
 __all__ = [
     "ArgumentError", "Atomic", "CacheRead", "CacheWrite", "ChunkPlan", "ChunkingError", "ChunkingWarning", "chunk_plan", "map_blocks", "CompileError", "ComputeAt", "ComputeInline", "DefinitionError", "Fuse", "FuseUpdates",
     "InternalError", "Kernel", "Knob", "Layout", "MissingDependency", "OutOfBoundsError", "Parallel", "Reorder", "RFactor", "RuntimeFailure", "Schedule", "ScheduleError", "Split",

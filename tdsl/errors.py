@@ -5,8 +5,31 @@ be valid. `assert` is kept for internal invariants only.
 """
 
 
+import os
+import traceback
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
 class TdslError(Exception):
-    """Root of every error tdsl raises on bad input."""
+    """Root of every error tdsl raises on bad input.
+
+    In IPython and Jupyter it shows as the calls of your own code that led to it and
+    the message, without the frames inside tdsl (set `td.TdslError.internal_frames =
+    True` to see them all, as an internal error, `InternalError`, always shows them)."""
+
+    internal_frames = False
+
+    def _render_traceback_(self) -> list[str]:
+        """The traceback IPython shows: the frames outside tdsl, then the message."""
+        frames = traceback.extract_tb(self.__traceback__)
+        if not self.internal_frames:
+            kept = [f for f in frames if not os.path.abspath(f.filename).startswith(_PACKAGE)]
+            frames = traceback.StackSummary.from_list(kept or frames[:1])
+        out = ["Traceback (most recent call last):\n" if frames else ""]
+        out += traceback.format_list(frames)
+        out += traceback.format_exception_only(type(self), self)
+        return ["".join(out).rstrip("\n")]
 
 
 class DefinitionError(TdslError):
@@ -41,6 +64,8 @@ class InternalError(CompileError):
     at build time rather than as wrong code. The message names the analysis step and
     asks for the schedule to be reported; another schedule of the same algorithm (a
     different split, tile or compute_at) usually avoids it."""
+
+    internal_frames = True  # an internal error: every frame helps whoever fixes it
 
 
 class OutOfBoundsError(InternalError):

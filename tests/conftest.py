@@ -1,5 +1,10 @@
-"""Shared test configuration: hypothesis profiles, golden-file flag, backend fixture,
-and `threads`, which runs parallel loops on a given number of threads.
+"""Shared test configuration: the tiers, hypothesis profiles, golden-file flag, backend
+fixture, and `threads`, which runs parallel loops on a given number of threads.
+
+Tiers are folders (docs/testing.md): unit/ and meta/ are the fast tier for the edit-test
+loop, e2e/ and fuzz/ the rest of the suite. Every test is marked with its folder's name
+(`-m unit`, `-m "not fuzz"`), and the folders are on sys.path so a test module may
+import helpers from another (`from test_emit_c import tool`) whichever tier runs.
 
 Hypothesis profiles: `ci` (bounded, derandomized; the default) and `dev` (many
 more examples). Select one with `--hypothesis-profile=dev` (hypothesis' own
@@ -10,11 +15,39 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 from tdsl.api import TARGETS
+
+HERE = Path(__file__).resolve().parent
+TIERS = ("unit", "e2e", "meta", "fuzz")
+for _tier in TIERS:
+    if str(HERE / _tier) not in sys.path:
+        sys.path.insert(0, str(HERE / _tier))
+
+
+def pytest_configure(config):
+    for tier in TIERS:
+        config.addinivalue_line("markers", f"{tier}: a test in tests/{tier}/ (docs/testing.md)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark each test with its tier; a test file outside the tier folders is an error."""
+    for item in items:
+        path = Path(str(item.fspath)).resolve()
+        if not path.is_relative_to(HERE):
+            continue  # not one of the suite's files (a doctest of a module, say)
+        rel = path.relative_to(HERE).parts
+        if len(rel) < 2 or rel[0] not in TIERS:
+            raise pytest.UsageError(
+                f"{item.fspath}: test files go in one of tests/{{{','.join(TIERS)}}}/ "
+                "(docs/testing.md says which)")
+        item.add_marker(getattr(pytest.mark, rel[0]))
+
 
 settings.register_profile(
     "ci",

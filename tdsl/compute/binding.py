@@ -202,6 +202,34 @@ def _bind_sizes(pipeline: Pipeline, kwargs: dict, args: list) -> dict[str, int]:
     return {name: v for name, (v, _) in sorted(bound.items())}
 
 
+def _bind_shapes(pipeline: Pipeline, kwargs: dict, args: list) -> dict[str, int]:
+    """The sizes, bound from the arguments' shapes, once every shape is checked."""
+    sizes = _bind_sizes(pipeline, kwargs, args)
+    for role, t, a in args:
+        _check_shape(role, t, a, sizes)
+    return sizes
+
+
+def _shapes_hint(pipeline: Pipeline, kwargs: dict, args: list) -> str:
+    """What follows a shape error: every array's shape against its declaration, and,
+    when one array with its axes reversed would fit, that it is probably transposed (a
+    size read from the wrong axis of one array made another array look wrong)."""
+    given = "; ".join(f"{t.name} {tuple(a.shape)} for [{', '.join(repr(e) for e in t.shape)}]"
+                      for _, t, a in args)
+    fits = []
+    for n, (role, t, a) in enumerate(args):
+        if a.ndim < 2:
+            continue
+        swapped = args[:n] + [(role, t, a.T)] + args[n + 1:]
+        try:
+            _bind_shapes(pipeline, kwargs, swapped)
+        except ArgumentError:
+            continue
+        fits.append(f"{t.name} with its axes reversed, shape {tuple(a.T.shape)}, would fit: "
+                    f"is {t.name} transposed?")
+    return f". Shapes given: {given}" + (f". {fits[0]}" if len(fits) == 1 else "")
+
+
 def _uses(pipeline: Pipeline, s: Size) -> str:
     uses = []
     for t in pipeline.tensors:
@@ -309,9 +337,10 @@ def bind_arguments(pipeline: Pipeline, kwargs: dict, *, allow_outputs: bool = Tr
     by_name = pipeline.by_name
     args = [("input", by_name[n], a) for n, a in inputs.items()]
     args += [("output", by_name[n], a) for n, a in outputs.items()]
-    sizes = _bind_sizes(pipeline, kwargs, args)
-    for role, t, a in args:
-        _check_shape(role, t, a, sizes)
+    try:
+        sizes = _bind_shapes(pipeline, kwargs, args)
+    except ArgumentError as e:
+        raise ArgumentError(f"{e}{_shapes_hint(pipeline, kwargs, args)}") from None
     _check_extents(pipeline, sizes)
     for name, a in outputs.items():
         _check_output_layout(by_name[name], a)

@@ -4,7 +4,7 @@
 what a reproducer shows): it defines `outputs`, `s` (the schedule, without its
 primitives unless `schedule=True`) and `arrays` (the inputs, from a seed).
 `reproducer(spec, finding)` wraps it in a file that runs on its own
-(`python FILE [c|llvm]`) and that `tests/test_fuzz_regressions.py` replays.
+(`python FILE [c|llvm]`) and that `tests/fuzz/test_fuzz_regressions.py` replays.
 """
 
 from __future__ import annotations

@@ -29,6 +29,8 @@ from ..lower.vectors import VectorReport, report
 # takes (kernel, arrays) and returns the result, or NotImplemented to pass. tdsl.chunked
 # registers one, so that the runtime needs no import of the layers above it.
 FOREIGN: list = []
+# a kernel's page shows its loop nest open when it has at most this many lines
+NEST_OPEN_LINES = 30
 
 
 @dataclass(frozen=True)
@@ -386,11 +388,18 @@ class Kernel:
             f"<div><b>tdsl kernel</b> <code>{escape(self.lowered.name)}</code> "
             f"(target {escape(self.target)}, built in {self.build_seconds * 1e3:.0f} ms)"
             + details("Arguments", args, True)
-            + details("Loop nest", code_html(self.loop_nest, "nest"), True)
+            + self._nest_html()
             + self._vectorization_html()
             + details(f"Generated {'C' if self.target == 'c' else 'LLVM IR'}",
                       code_html(self.source, "c" if self.target == "c" else "llvm"))
             + "</div>")
+
+    def _nest_html(self) -> str:
+        """The loop nest, open only when it is short (an auto-scheduled kernel's runs to
+        well over a hundred lines)."""
+        lines = self.loop_nest.count("\n") + 1
+        return details(f"Loop nest ({lines} lines)", code_html(self.loop_nest, "nest"),
+                       lines <= NEST_OPEN_LINES)
 
     def _vectorization_html(self) -> str:
         """A section on the vectorized loops, open when one does not run as vector code."""

@@ -8,12 +8,31 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..display import code_html, escape, rate_text, require, seconds_text
-from ..errors import ArgumentError, TdslError
+from ..errors import ArgumentError, MissingDependency, TdslError
 from ..runtime import Kernel, Timing
 from ..schedule import Schedule, Template
 
 # what one change may spend timing the kernel, once built (it runs at least once)
 TIME_BUDGET = 0.15
+
+
+class _NoneChoice:
+    """What a control holds for the choice None: ipywidgets reads a value of None as
+    "nothing selected" and shows a blank control, so None travels as this instead."""
+
+    def __repr__(self) -> str:
+        return "None"
+
+
+_NONE = _NoneChoice()
+
+
+def _to_widget(value: Any) -> Any:
+    return _NONE if value is None else value
+
+
+def _from_widget(value: Any) -> Any:
+    return None if value is _NONE else value
 
 
 @dataclass(frozen=True)
@@ -174,19 +193,21 @@ class Explorer:
         return self._widget
 
     def _control(self, w: Any, name: str, choices: tuple[Any, ...]) -> Any:
-        options = [(repr(v), v) for v in choices]
+        options = [(repr(v), _to_widget(v)) for v in choices]
         numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in choices)
         style = {"description_width": "initial"}
+        value = _to_widget(self.values[name])
         if numbers and len(choices) > 1:
-            return w.SelectionSlider(options=options, value=self.values[name], description=name,
+            return w.SelectionSlider(options=options, value=value, description=name,
                                      continuous_update=False, style=style)
-        return w.Dropdown(options=options, value=self.values[name], description=name, style=style)
+        return w.Dropdown(options=options, value=value, description=name, style=style)
 
     def _make_widget(self) -> Any:
         w = require("ipywidgets", "td.explore")
         for name, choices in self.template.knobs.items():
             c = self._control(w, name, choices)
-            c.observe(lambda change, n=name: self.update(**{n: change["new"]}), names="value")
+            c.observe(lambda change, n=name: self.update(**{n: _from_widget(change["new"])}),
+                      names="value")
             self._controls[name] = c
         self._outputs = {"time": w.HTML(), "rate": w.HTML(), "nest": w.HTML()}
         head = w.HTML(f"<b>td.explore</b>: {escape(self.template.pipeline.outputs[0].name)} "
@@ -197,16 +218,35 @@ class Explorer:
         if self._widget is None:
             return
         for name, c in self._controls.items():  # update(...) from code moves the controls too
-            if c.value != self.values[name] or type(c.value) is not type(self.values[name]):
-                c.value = self.values[name]
+            want = _to_widget(self.values[name])
+            if c.value != want or type(c.value) is not type(want):
+                c.value = want
         self._outputs["time"].value = self.time_html()
         self._outputs["rate"].value = self.rate_html()
         self._outputs["nest"].value = self.nest_html()
 
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
+    def static_html(self) -> str:
+        """The current choice as plain HTML: the knob values, the time, the rate and the
+        loop nest. A saved notebook, a rendered page or a viewer without the widget
+        extension shows this in the widget's place."""
+        rows = "".join(f"<tr><td><code>{escape(k)}</code></td><td><code>{escape(repr(v))}"
+                       f"</code></td></tr>" for k, v in self.values.items())
+        return (f"<div><b>td.explore</b>: {escape(self.template.pipeline.outputs[0].name)} "
+                f"on {escape(self.target)} <i>(a snapshot: the controls need a running "
+                f"kernel)</i><table>{rows}</table>{self.time_html()}{self.rate_html()}"
+                f"{self.nest_html()}</div>")
 
-        display(self.widget())
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """The widget for Jupyter, with `static_html` and the repr as fallbacks for
+        whatever cannot show a live widget (without ipywidgets: those two alone)."""
+        bundle: dict[str, Any] = {"text/plain": repr(self), "text/html": self.static_html()}
+        try:
+            widget = self.widget()
+        except MissingDependency:
+            return bundle
+        live = widget._repr_mimebundle_(include=include, exclude=exclude) or {}
+        bundle.update((k, v) for k, v in live.items() if k not in bundle)
+        return bundle
 
     def __repr__(self) -> str:
         if self.error is not None:

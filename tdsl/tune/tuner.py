@@ -8,7 +8,6 @@ import html
 import itertools
 import json
 import math
-import multiprocessing
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +20,11 @@ from ..schedule import Schedule, Template
 from . import log as tlog
 from .machine import fingerprint, same_machine
 from .measure import run_trial
+from .workers import LocalWorkers
+
+# times a candidate is submitted again after its executor lost it (a worker that died,
+# a broken pool) before td.tune gives up: losing a worker says nothing of the candidate
+_RESUBMITS = 2
 
 # evaluate the reference with td.evaluate up to this many points of work (the product
 # of every stage's domain, reductions included); past it, the unscheduled kernel
@@ -50,14 +54,17 @@ class TuneResult:
         return out
 
     def plot(self):
-        """A matplotlib Figure: each trial's time (failed trials marked along the bottom)
-        and the best time so far."""
-        from ..display import require_matplotlib
+        """A matplotlib Figure: each trial's time, the best time so far, trials that
+        failed (crashed, timed out, wrong, illegal, not built) marked along the bottom,
+        and candidates the template rejected (never built) marked apart from them.
+        Not one of pyplot's figures: end a notebook cell with it to show it."""
+        from ..display import new_figure
 
-        plt = require_matplotlib()
-        fig, ax = plt.subplots(figsize=(7, 3.5))
+        fig = new_figure((7, 3.5))
+        ax = fig.add_subplot()
         ok = [(n, r["time"] * 1e3) for n, r in enumerate(self.history, 1) if r["status"] == "ok"]
-        bad = [n for n, r in enumerate(self.history, 1) if r["status"] != "ok"]
+        bad = [n for n, r in enumerate(self.history, 1) if r["status"] not in ("ok", "rejected")]
+        rejected = [n for n, r in enumerate(self.history, 1) if r["status"] == "rejected"]
         if ok:
             xs, ys = zip(*ok)
             ax.plot(xs, ys, "o", ms=4, label="trial", color="tab:blue")
@@ -70,13 +77,14 @@ class TuneResult:
                     label="best so far")
             if bad:
                 ax.plot(bad, [min(ys)] * len(bad), "x", color="tab:red", label="failed")
+            if rejected:
+                ax.plot(rejected, [min(ys)] * len(rejected), "|", color="0.5",
+                        label="rejected")
         ax.set_xlabel("trial")
         ax.set_ylabel("ms per call")
         ax.set_title(f"tuning {'/'.join(o.name for o in self.template.outputs)} "
                      f"({self.target})")
         ax.legend(loc="upper right")
-        fig.tight_layout()
-        plt.close(fig)
         return fig
 
     def __repr__(self) -> str:
@@ -116,9 +124,12 @@ def tune(outputs_or_template, target: str = "c", trials: int = 64, log=None, exe
     status. Trials run on `executor` (any concurrent.futures.Executor; Dask's
     `Client.get_executor()` runs them on a cluster), `jobs` at once (default 1: two
     timings on one machine disturb each other; the default executor is a local pool
-    of that many fresh processes). An executor of your own may fork this process: a
-    forked child runs parallel kernels on a thread pool of its own (tdsl's pool starts
-    afresh after fork()); fresh processes ("forkserver") copy less memory.
+    of that many fresh processes, which never import the calling script, so a plain
+    script needs no `if __name__ == "__main__":` guard). An executor of your own may
+    fork this process: a forked child runs parallel kernels on a thread pool of its
+    own (tdsl's pool starts afresh after fork()); fresh processes ("forkserver") copy
+    less memory. A task the executor loses (a worker that dies) is submitted again, up
+    to twice, and is never recorded as a trial; past that td.tune raises TuningError.
 
     log: a JSON-lines file (see tdsl.tune.log) that every trial is appended to as it
     finishes; tuning with an existing log resumes it, measuring no candidate already
@@ -141,15 +152,20 @@ def tune(outputs_or_template, target: str = "c", trials: int = 64, log=None, exe
     search = _Search(template, seed, trials, done)
     own = executor is None
     jobs = jobs or 1
-    # fresh processes (forkserver), not forks of this one: a fork copies this process's
-    # memory (its compiled kernels and caches) page by page as the child touches it
-    pool = cf.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("forkserver")) \
-        if own else executor
-    bar = _progress(progress, trials)
+    # fresh processes that never import the calling script (a script without a
+    # __main__ guard tunes as a notebook does), not forks of this one (a fork copies
+    # this process's memory, its compiled kernels and caches, page by page)
+    pool = LocalWorkers(jobs) if own else executor
+    bar = _progress(progress, search.planned, len(done))
+    completed = False
     try:
         _run(search, pool, jobs, base, key, log, history, bar)
+        completed = True
     finally:
         if bar is not None:
+            if completed:  # the search ended: the bar ends full, even when it ran out early
+                bar.total = bar.n
+                bar.refresh()
             bar.close()
         if own:
             pool.shutdown(wait=True, cancel_futures=True)
@@ -238,6 +254,8 @@ class _Search:
             self.study = _study(template, seed, done)
         self.first: dict[str, Any] | None = dict(template.defaults)
         self.asked: dict[str, Any] = {}
+        # how many candidates this run measures at most: those not in the log
+        self.planned = max(0, min(trials, fresh))
 
     def _every(self) -> Iterator[dict[str, Any]]:
         yield dict(self.template.defaults)
@@ -318,20 +336,23 @@ def _study(template: Template, seed: int, done: dict[str, dict]):
     return study
 
 
-def _progress(progress: bool, total: int):
+def _progress(progress: bool, total: int, resumed: int):
+    """A tqdm bar over the candidates this run measures (those already in the log are
+    counted in its description, not in its total), or None."""
     if not progress:
         return None
     try:
         from tqdm.auto import tqdm
     except ImportError:
         return None
-    return tqdm(total=total, desc="tuning", unit="trial", leave=True)
+    desc = f"tuning ({resumed} from the log)" if resumed else "tuning"
+    return tqdm(total=total, desc=desc, unit="trial", leave=True)
 
 
 def _run(search: _Search, pool, jobs: int, base: dict[str, Any], key: dict[str, Any], log,
          history: list[dict[str, Any]], bar) -> None:
     """Keep `jobs` candidates in flight until the search is done; record each result."""
-    running: dict[cf.Future, tuple[dict[str, Any], dict[str, Any]]] = {}
+    running: dict[cf.Future, tuple[dict[str, Any], dict[str, Any], dict[str, Any], int]] = {}
     best = min((r["time"] for r in history if r["status"] == "ok"), default=math.inf)
     while True:
         while len(running) < jobs:
@@ -343,22 +364,38 @@ def _run(search: _Search, pool, jobs: int, base: dict[str, Any], key: dict[str, 
                 _finish(search, values, rec, log, history, bar)
                 continue
             task = {**base, "schedule": json.dumps(rec["schedule"]), "knobs": values}
-            running[pool.submit(run_trial, task)] = (values, rec)
+            running[_submit(pool, task)] = (values, rec, task, 0)
         if not running:
             return
         finished, _ = cf.wait(list(running), return_when=cf.FIRST_COMPLETED)
         for fut in finished:
-            values, rec = running.pop(fut)
+            values, rec, task, lost = running.pop(fut)
             try:
                 rec.update(fut.result())
-            except Exception as e:  # noqa: BLE001 - a lost worker: the trial failed, not the run
-                rec.update(status="crashed", message=f"the worker was lost: {type(e).__name__}: {e}",
-                           machine=None)
+            except TuningError:
+                raise
+            except Exception as e:  # noqa: BLE001 - the executor lost it: not a trial
+                if lost >= _RESUBMITS:
+                    raise TuningError(
+                        f"the executor lost the trial of {values} {lost + 1} times "
+                        f"(last: {type(e).__name__}: {e}); nothing was recorded for it, and "
+                        "tuning again with the same log resumes from the trials recorded"
+                    ) from e
+                running[_submit(pool, task)] = (values, rec, task, lost + 1)
+                continue
             if rec["status"] == "ok":
                 best = min(best, rec["time"])
             _finish(search, values, rec, log, history, bar)
             if bar is not None and best < math.inf:
                 bar.set_postfix_str(f"best {best * 1e3:.3f} ms")
+
+
+def _submit(pool, task: dict[str, Any]) -> cf.Future:
+    try:
+        return pool.submit(run_trial, task)
+    except Exception as e:  # noqa: BLE001 - a shut-down or broken executor
+        raise TuningError(f"td.tune could not submit a trial to its executor: "
+                          f"{type(e).__name__}: {e}") from e
 
 
 def _candidate(template: Template, values: dict[str, Any], key: dict[str, Any]) -> dict[str, Any]:

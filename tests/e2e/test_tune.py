@@ -271,6 +271,7 @@ def test_killing_a_dask_worker_mid_run_loses_no_recorded_trial(cluster, tmp_path
     recs = [json.loads(x) for x in log.read_text().splitlines()]
     assert len(recs) == 6 == len(r.history)
     assert sum(x["status"] == "ok" for x in recs) >= 4
+    assert not any("lost" in x["message"] for x in recs)  # a lost worker is not a trial
     assert {json.dumps(x["knobs"], sort_keys=True) for x in recs} == {
         json.dumps(h["knobs"], sort_keys=True) for h in r.history}
 
@@ -283,3 +284,133 @@ def test_given_outputs_tune_searches_the_auto_schedulers_knobs_from_its_choice()
     assert set(r.knobs) == set(t.knobs) and all(n.startswith("C.") for n in r.knobs)
     np.testing.assert_allclose(td.build(r.schedule, target="llvm")(A=A_, B=B_), A_ @ B_,
                                rtol=1e-5, atol=1e-5)
+
+
+SCRIPT = """
+import json, sys
+import numpy as np
+import tdsl as td
+
+i, j, k = td.dims("i j k")
+A = td.input("A", {i: 16, k: 8}, td.float32)
+B = td.input("B", {k: 8, j: 16}, td.float32)
+C = td.compute("C", {i: 16, j: 16}, td.sum(A[i, k] * B[k, j], over=k))
+a = np.ones((16, 8), np.float32)
+b = np.ones((8, 16), np.float32)
+t = td.schedule(C).split(C, "i", td.knob("f", [2, 4]))
+r = td.tune(t, trials=2, log=sys.argv[1], progress=False, A=a, B=b)   # no __main__ guard
+print("best", r.knobs)
+"""
+
+
+def test_a_plain_script_without_a_main_guard_tunes(tmp_path):
+    """A script calling td.tune at top level ran itself again in each worker of a
+    multiprocessing pool, which died before its first trial and left a bogus failed trial
+    ("the worker was lost") in the log. The workers never import the script."""
+    import subprocess
+    import sys
+
+    script, log = tmp_path / "tune_me.py", tmp_path / "C.tune.jsonl"
+    script.write_text(SCRIPT)
+    done = subprocess.run([sys.executable, str(script), str(log)], capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("best") == 1  # the script ran once
+    recs = [json.loads(x) for x in log.read_text().splitlines()]
+    assert [r["status"] for r in recs] == ["ok", "ok"]
+
+
+class KillWorker:
+    """Fault hook: the trial's child kills the worker process that runs it (its parent),
+    `times` times in all (counted in a file), as the kernel's out-of-memory killer might."""
+
+    def __init__(self, count_file, times):
+        self.count_file, self.times = str(count_file), times
+
+    def __call__(self, knobs):
+        import signal
+
+        with open(self.count_file, "a+") as f:
+            f.seek(0)
+            n = len(f.read())
+            if n < self.times:
+                f.write("x")
+                f.flush()
+                os.kill(os.getppid(), signal.SIGKILL)
+                os._exit(1)  # at once: the pipe to the tuner closes when this child is gone too
+        return None
+
+
+def test_a_lost_worker_is_not_a_trial_its_candidate_runs_again(tmp_path):
+    C = matmul()
+    log = tmp_path / "C.tune.jsonl"
+    r = td.tune(template(C), trials=3, log=str(log), progress=False,
+                _fault=KillWorker(tmp_path / "kills", 1), A=A_, B=B_)
+    assert (tmp_path / "kills").read_text() == "x"  # a worker was killed once
+    recs = [json.loads(x) for x in log.read_text().splitlines()]
+    assert [x["status"] for x in recs] == ["ok"] * 3 == [h["status"] for h in r.history]
+
+
+def test_a_candidate_whose_worker_keeps_dying_stops_the_run_and_is_not_recorded(tmp_path):
+    C = matmul()
+    log = tmp_path / "C.tune.jsonl"
+    with pytest.raises(td.TuningError, match="lost the trial of .* 3 times.*nothing was recorded"):
+        td.tune(template(C), trials=3, log=str(log), progress=False,
+                _fault=KillWorker(tmp_path / "kills", 99), A=A_, B=B_)
+    assert not log.exists() or log.read_text() == ""
+
+
+class RecordingBar:
+    """Stands in for tqdm: keeps what the tuner tells its progress bar."""
+
+    made: list = []
+
+    def __init__(self, total, desc, unit, leave):
+        self.total, self.desc, self.n, self.closed = total, desc, 0, False
+        RecordingBar.made.append(self)
+
+    def update(self, n):
+        self.n += n
+
+    def set_postfix_str(self, text):
+        pass
+
+    def refresh(self):
+        pass
+
+    def close(self):
+        self.closed = True
+
+
+def test_a_resumed_run_fills_its_progress_bar(tmp_path, monkeypatch):
+    """Resuming with 8 trials asked and 4 of the 8 combinations in the log ran the 4
+    left and stopped the bar at 4/8, which a notebook draws red as if interrupted."""
+    import tqdm.auto
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", RecordingBar)
+    RecordingBar.made.clear()
+    C = matmul()
+    t = (td.schedule(C).tile(C, i=td.knob("ti", [4, 8]), j=td.knob("tj", [8, 16]))
+         .parallel(C, td.knob("par", ["i_o", None])))
+    log = str(tmp_path / "C.tune.jsonl")
+    td.tune(t, trials=4, log=log, A=A_, B=B_)
+    td.tune(t, trials=8, log=log, A=A_, B=B_)
+    first, second = RecordingBar.made
+    assert (first.n, first.total, first.desc) == (4, 4, "tuning")
+    assert (second.n, second.total) == (4, 4) and "4 from the log" in second.desc
+    assert second.closed
+
+
+def _abort_at_ti4(knobs):
+    if knobs["ti"] == 4:
+        os.abort()
+
+
+def test_the_plot_tells_rejected_candidates_from_failed_trials():
+    C = matmul()
+    t = (td.schedule(C).tile(C, i=td.knob("ti", [4, 8]), j=16).vectorize(C, "j_i")
+         .parallel(C, td.knob("par", ["i_o", "k"])))  # k: refused by the template
+    r = td.tune(t, trials=4, progress=False, _fault=_abort_at_ti4, A=A_, B=B_)
+    assert sorted(r.counts().items()) == [("crashed", 1), ("ok", 1), ("rejected", 2)]
+    labels = {line.get_label(): len(line.get_xdata()) for line in r.plot().axes[0].lines}
+    assert labels["rejected"] == 2 and labels["failed"] == 1 and labels["trial"] == 1

@@ -21,7 +21,7 @@ from test_differential import ALLOWED_REJECTIONS
 
 import tdsl as td
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # Aborted in LLVM's loop vectorizer ("VPlan cost model and legacy cost model
 # disagreed") on the consumer's loop, which no schedule asked to vectorize.

@@ -21,7 +21,7 @@ import tdsl as td
 from tdsl.backend_c import compile as c_compile
 from tdsl.backend_c import compile_source
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 SCRIPT = textwrap.dedent("""
     import numpy as np

@@ -10,7 +10,7 @@ import pytest
 from tdsl.fuzz.case import run_task
 from tdsl.fuzz.replay import load_spec
 
-FILES = sorted((Path(__file__).parent / "fuzz_regressions").glob("*.py"))
+FILES = sorted((Path(__file__).parents[1] / "fuzz_regressions").glob("*.py"))
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])

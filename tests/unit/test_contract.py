@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+import types
 
 import numpy as np
 import pytest
@@ -125,10 +125,15 @@ def test_benchmark_stops_early_once_the_fastest_calls_agree(monkeypatch):
     f = td.build(td.schedule(td.compute("b", {x: 8}, a[x] * 2)))
     arr = np.ones(8, np.float32)
     delays = iter([0.03, 0.002, 0.002, 0.03, 0.002] + [0.002] * 100)
+    clock = [0.0]  # a clock of its own: each call takes exactly its delay, however busy
+    # the machine (real sleeps of 2 ms took 3 on a loaded host and settled nothing)
 
     def slow_run(args, sizes):
-        time.sleep(next(delays))
+        clock[0] += next(delays)
 
+    import tdsl.runtime.kernel as kernel_module
+
+    monkeypatch.setattr(kernel_module, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
     monkeypatch.setattr(f, "_run", slow_run)
     t = f.benchmark(a=arr, runs=50, warmup=0, accuracy=0.5)
     assert t.runs == 5 and t.min < 0.01 < t.max  # the 2 ms calls settled it at the fifth

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parent.parent / "tdsl"
+ROOT = Path(__file__).parents[2] / "tdsl"
 
 # each part of tdsl and the parts it may import (besides itself)
 BASE = {"errors", "display"}

@@ -19,7 +19,7 @@ import pytest
 import tdsl as td
 from tdsl.backend_llvm.codegen import host_has
 
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 SCRIPTS = ("sgemm", "conv2d", "blur", "softmax")
 # kernels measured with their best schedule and the auto-scheduler's only (no tuning
 # log), each at a tiny size on both targets

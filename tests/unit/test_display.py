@@ -1,5 +1,6 @@
 """What tdsl objects show in Jupyter, and the iteration-space picture."""
 
+import re
 import sys
 
 import matplotlib
@@ -97,7 +98,8 @@ def test_a_kernel_shows_its_arguments_nest_and_collapsed_code(target, language):
     f = td.build(td.schedule(C).split(C, "i", 8), target=target)
     page = f._repr_html_()
     assert "<details open><summary>Arguments</summary>" in page
-    assert "<details open><summary>Loop nest</summary>" in page
+    lines = f.loop_nest.count("\n") + 1
+    assert f"<details open><summary>Loop nest ({lines} lines)</summary>" in page  # short: open
     assert f"<details><summary>Generated {'C' if target == 'c' else 'LLVM IR'}</summary>" in page
     shown = text(page)
     assert "Ainput float32[32, 24]" in shown and "Coutput float32[32, 16]" in shown
@@ -145,11 +147,11 @@ def test_the_work_is_the_algorithms_float_operations():
 def test_without_pygments_code_is_escaped_plain_text(monkeypatch):
     monkeypatch.setitem(sys.modules, "pygments", None)
     page = code_html("if a < b && c > d:", "c")
-    assert page == "<pre>if a &lt; b &amp;&amp; c &gt; d:</pre>"
+    assert re.fullmatch(r"<pre style='[^']*'>if a &lt; b &amp;&amp; c &gt; d:</pre>", page)
     (i,) = td.dims("i")
     X = td.input("X", {i: 4}, td.float32)
     Y = td.compute("Y", {i: 4}, td.where(X[i] < 1, X[i], 2.0))
-    assert "<pre>Y = td.compute(&#x27;Y&#x27;, {i: 4}, td.where(X[i] &lt; 1.0" in Y._repr_html_()
+    assert "'>Y = td.compute(&#x27;Y&#x27;, {i: 4}, td.where(X[i] &lt; 1.0" in Y._repr_html_()
 
 
 def test_every_user_name_is_escaped():
@@ -175,7 +177,7 @@ def test_an_update_shows_itself_and_its_pipeline():
 
 
 def test_missing_optional_packages_name_the_extra(monkeypatch):
-    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     i, j = td.dims("i j")
     X = td.input("X", {i: 4, j: 4}, td.float32)
     Y = td.compute("Y", {i: 4, j: 4}, X[i, j] * 2)
@@ -199,6 +201,38 @@ def test_the_iteration_space_is_coloured_by_tile_in_execution_order():
     fig = td.plot_iteration_space(td.schedule(Y).tile(Y, i=4, j=5).reorder(Y, "j_o i_o i_i j_i"), Y)
     second = fig.axes[0].collections[1].get_offsets()
     assert {int(y) // 4 for _, y in second} == {1} and {int(x) // 5 for x, _ in second} == {0}
+
+
+def test_a_matmul_plane_is_drawn_without_counting_the_reduction_dim():
+    """Only the plane drawn counts towards the 4096 points: a 64 x 64 matmul over 512
+    values of k was refused as 2 million points."""
+    i, j, k = td.dims("i j k")
+    A = td.input("A", {i: 64, k: 512}, td.float32)
+    B = td.input("B", {k: 512, j: 64}, td.float32)
+    C = td.compute("C", {i: 64, j: 64}, td.sum(A[i, k] * B[k, j], over=k))
+    fig = td.plot_iteration_space(td.schedule(C).tile(C, i=32, j=16), C)
+    assert len(fig.axes[0].collections) == 8
+    assert sum(len(g.get_offsets()) for g in fig.axes[0].collections) == 64 * 64
+    with pytest.raises(td.ArgumentError, match="points in the plane of i and k"):
+        td.plot_iteration_space(td.schedule(C), C, dims=("i", "k"))
+
+
+def test_plots_are_not_pyplot_figures_so_a_cell_shows_them_once():
+    """A closed pyplot figure assigned in a cell showed nothing; an open one returned as the
+    cell's value shows twice. The helpers return figures pyplot does not manage."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    i, j = td.dims("i j")
+    X = td.input("X", {i: 8, j: 8}, td.float32)
+    Y = td.compute("Y", {i: 8, j: 8}, X[i, j] + 1)
+    before = plt.get_fignums()
+    fig = td.plot_iteration_space(td.schedule(Y).tile(Y, i=4, j=4), Y)
+    assert plt.get_fignums() == before and fig.canvas.manager is None
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    assert buf.getvalue().startswith(b"\x89PNG")
 
 
 def test_the_iteration_space_refuses_what_it_cannot_draw():
@@ -255,3 +289,48 @@ def test_a_lowering_trace_shows_each_step_the_last_one_open():
     assert page.count("<details open>") == 1 and "<details open><summary>after flatten<" in page
     assert "<summary>after legalise: unchanged</summary>" in page  # nothing to legalise here
     assert "for i_o in 0 .. 4:" in text(page)
+
+
+def test_a_long_loop_nest_is_collapsed_and_says_how_long_it_is():
+    C = matmul()
+    f = td.build(td.autoschedule(C, target="c"))
+    lines = f.loop_nest.count("\n") + 1
+    assert lines > 30
+    page = f._repr_html_()
+    assert f"<details><summary>Loop nest ({lines} lines)</summary>" in page
+
+
+def _luminance(colour: str) -> float:
+    if len(colour) == 4:  # #abc is #aabbcc
+        colour = "#" + "".join(c * 2 for c in colour[1:])
+    rgb = [int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def _contrast(a: str, b: str) -> float:
+    hi, lo = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+@pytest.mark.parametrize("language", ["c", "llvm", "python", "nest", "unknown-language"])
+def test_code_brings_its_own_background_so_every_colour_reads_in_a_dark_theme(language):
+    """JupyterLab's dark theme puts outputs on near-black: a block that relied on the page's
+    background showed Pygments' dark blues and greens on it. Each block sets a light
+    background and text colour, and every colour in it keeps WCAG's 4.5:1 against it."""
+    C = matmul()
+    f = td.build(td.schedule(C).split(C, "i", 8))
+    source = {"c": f.source, "llvm": td.build(td.schedule(C), target="llvm").source,
+              "python": repr(td.schedule(C).split(C, "i", 8)), "nest": f.loop_nest,
+              "unknown-language": "x = 1"}[language]
+    page = code_html(source, language)
+    outer = re.match(r"<(div|pre) style='([^']*)'", page)
+    assert outer is not None, page[:200]
+    style = dict(p.split(":", 1) for p in outer.group(2).split(";") if p)
+    background = style["background"]
+    spans = re.findall(r'<span style="color: ?(#[0-9a-fA-F]{6}|#[0-9a-fA-F]{3})\b[^"]*">([^<]*)<',
+                       page)
+    colours = {c for c, shown in spans if shown.strip()} | {style["color"]}  # not blanks
+    assert len(colours) >= (1 if language == "unknown-language" else 3)
+    for c in colours:
+        assert _contrast(c, background) >= 4.5, (c, background)

@@ -336,7 +336,7 @@ def _textbook():
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).parent.parent / "examples" / "textbook.py"
+    path = Path(__file__).parents[2] / "examples" / "textbook.py"
     spec = importlib.util.spec_from_file_location("textbook", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

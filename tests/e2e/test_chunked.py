@@ -385,7 +385,7 @@ def test_the_benchmark_compares_the_same_blur():
     from pathlib import Path
 
     pytest.importorskip("scipy")
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "chunked.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "chunked.py"
     spec = importlib.util.spec_from_file_location("chunked_benchmark", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

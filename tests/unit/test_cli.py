@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import tdsl as td
 from tdsl import cli
 
 
@@ -92,3 +93,9 @@ def test_runs_must_be_positive(capsys):
         cli.main(["demo", "--runs", "0"])
     assert exc.value.code == 2
     assert "argument --runs: must be at least 1, not 0" in capsys.readouterr().err
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"tdsl {td.__version__}"

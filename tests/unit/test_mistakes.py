@@ -515,3 +515,59 @@ def test_emit_c_creates_a_missing_directory(tmp_path):
     out = tmp_path / "a" / "b"
     c_path, h_path = td.emit_c(sched(), "kern", out)
     assert c_path.exists() and h_path.exists() and c_path.parent == out
+
+
+def test_a_one_dim_tuple_from_td_dims_gets_a_hint():
+    x = td.dims("x")  # a 1-tuple
+    with pytest.raises(td.DefinitionError, match=r"tuple of one dim.*x = td.dim\('x'\)"):
+        td.input("X", {x: 4}, td.float32)
+
+
+def test_a_transposed_array_is_named_not_the_array_its_size_made_look_wrong():
+    """N and K bound from a transposed A made B look wrong; the message lists the shapes
+    and names the array that fits with its axes reversed."""
+    i, j, k = td.dims("i j k")
+    N, K, M = td.size("N"), td.size("K"), td.size("M")
+    A = td.input("A", {i: N, k: K}, td.float32)
+    B = td.input("B", {k: K, j: M}, td.float32)
+    C = td.compute("C", {i: N, j: M}, td.sum(A[i, k] * B[k, j], over=k))
+    f = td.build(td.schedule(C))
+    a, b = np.ones((10, 6), np.float32), np.ones((6, 4), np.float32)
+    with pytest.raises(td.ArgumentError) as e:
+        f(A=a.T, B=b)
+    assert "Shapes given: A (6, 10) for [N, K]; B (6, 4) for [K, M]" in str(e.value)
+    assert "A with its axes reversed, shape (10, 6), would fit: is A transposed?" in str(e.value)
+    with pytest.raises(td.ArgumentError, match="is B transposed"):
+        f(A=a, B=b.T)
+
+
+def test_a_schedule_primitive_looked_up_on_the_module_points_to_the_schedule():
+    with pytest.raises(AttributeError, match=r"split is a schedule primitive.*help\(td.Schedule.split\)"):
+        td.split  # noqa: B018
+    with pytest.raises(AttributeError, match="has no attribute 'nothing_here'$"):
+        td.nothing_here  # noqa: B018
+    assert "split" in td.Schedule.split.__doc__ or td.Schedule.split.__doc__
+
+
+def _raise_from_user_code():
+    (i,) = td.dims("i")
+    X = td.input("X", {i: 8}, td.float32)
+    Y = td.compute("Y", {i: 8}, X[i] + 1)
+    td.schedule(Y).split(Y, "nope", 2)
+
+
+def test_in_ipython_a_user_error_shows_the_users_frames_and_the_message_only():
+    with pytest.raises(td.ScheduleError) as e:
+        _raise_from_user_code()
+    (shown,) = e.value._render_traceback_()
+    assert shown.startswith("Traceback (most recent call last):")
+    assert "_raise_from_user_code" in shown and "td.schedule(Y).split(Y, \"nope\", 2)" in shown
+    package = os.path.dirname(td.__file__)
+    assert package not in shown
+    assert shown.rstrip().splitlines()[-1].startswith("tdsl.errors.ScheduleError: split")
+    td.TdslError.internal_frames = True
+    try:
+        (everything,) = e.value._render_traceback_()
+    finally:
+        td.TdslError.internal_frames = False
+    assert package in everything

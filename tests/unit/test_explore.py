@@ -132,3 +132,41 @@ def test_without_ipywidgets_the_widget_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "ipywidgets", None)
     with pytest.raises(td.MissingDependency, match=r"ipywidgets.*pip install 'tdsl\[notebook\]'"):
         ex.widget()
+
+
+def test_a_none_choice_shows_as_none_not_as_a_blank_control():
+    C, _ = template()
+    t = td.schedule(C).parallel(C, td.knob("par", [None, "i"]))
+    ex = td.explore(t, A=A_, B=B_)
+    control = ex.controls["par"]
+    assert ex.values["par"] is None
+    assert control.label == "None" and control.index == 0  # ipywidgets: None is "no selection"
+    control.index = 1
+    assert ex.values["par"] == "i" and "parallel" in ex.nest
+    control.index = 0
+    assert ex.values["par"] is None and "parallel" not in ex.nest
+    ex.update(par="i")
+    ex.update(par=None)  # from code: the control follows
+    assert control.label == "None"
+
+
+def test_a_saved_notebook_shows_a_snapshot_where_the_live_widget_cannot_show():
+    """Jupyter stores the widget's view and a text fallback; without a kernel (a saved,
+    executed notebook, a rendered page) the viewer showed `VBox(children=(HTML(...`."""
+    _, t = template()
+    ex = td.explore(t, A=A_, B=B_).update(ti=8)
+    bundle = ex._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle  # the live widget first
+    assert bundle["text/plain"] == repr(ex) and "VBox" not in bundle["text/plain"]
+    page = bundle["text/html"]
+    assert "per call" in page and "FLOP/s" in page and "snapshot" in page
+    shown = html.unescape(re.sub(r"<[^>]+>", "", page))
+    assert "for i_i in 0 .. 8:" in shown and "ti8" in shown.replace(" ", "")
+
+
+def test_without_ipywidgets_the_snapshot_alone_is_shown(monkeypatch):
+    _, t = template()
+    ex = td.explore(t, A=A_, B=B_)
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)
+    bundle = ex._repr_mimebundle_()
+    assert set(bundle) == {"text/plain", "text/html"} and "per call" in bundle["text/html"]

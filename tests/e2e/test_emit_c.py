@@ -43,7 +43,7 @@ from tdsl.emit import add_emit_c_parser, emit_c_command, extent_conditions, load
 from tdsl.lower import ir
 from tdsl.lower.rewrite import walk_stmts
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "embedded"
 KERNELS = EXAMPLES / "kernels.py"
 IN_CI = os.environ.get("CI", "").lower() not in ("", "0", "false", "no")

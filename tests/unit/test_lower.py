@@ -13,7 +13,7 @@ from tdsl import dtypes as dt
 from tdsl.lower import ir
 from tdsl.lower.passes.simplify import simplify
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parents[1] / "golden"
 
 
 def matmul():
