@@ -117,3 +117,16 @@ def threads():
     before = pool.setting()
     yield pool.set_threads
     pool.set_threads(before)
+
+
+@pytest.fixture(autouse=True)
+def _environment_as_it_was():
+    """Each test ends with the process environment it started with. distributed's Nanny
+    (a LocalCluster of processes) sets OMP_NUM_THREADS=1 and the like in the *calling*
+    process's os.environ before it spawns a worker, and leaves them there; a later test
+    of the same process would then see another default thread count."""
+    before = dict(os.environ)
+    yield
+    if os.environ != before:
+        os.environ.clear()
+        os.environ.update(before)

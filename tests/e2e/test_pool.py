@@ -24,6 +24,10 @@ from tdsl.lower.passes.verify import VerifyError, verify
 from tdsl.lower.rewrite import walk_stmts
 
 BUILD = {"c": build_c, "llvm": build_llvm}
+# what a script of a test needs on sys.path to import the tests' modules: the tests
+# folder (strategies.py) and every tier (a test module imports from the others)
+_TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TEST_PATHS = [_TESTS, *(os.path.join(_TESTS, t) for t in ("unit", "e2e", "meta", "fuzz"))]
 DEADLINE = 240  # seconds a whole threaded test may take before it counts as a deadlock
 
 
@@ -214,7 +218,7 @@ def test_both_targets_share_one_pool_from_concurrent_threads(threads):
 
 SHARED_POOL = """
 import os, sys, threading
-sys.path.insert(0, {tests!r})
+sys.path[:0] = {paths!r}
 import numpy as np
 import tdsl as td
 from tdsl.backend_c import pool
@@ -249,7 +253,7 @@ def test_n_calling_threads_share_one_pool_not_n_pools(target):
     and those workers, never N x cores threads (libgomp gave each calling thread a team
     of its own)."""
     callers = 6
-    script = SHARED_POOL.format(tests=os.path.dirname(__file__), target=target, callers=callers)
+    script = SHARED_POOL.format(paths=TEST_PATHS, target=target, callers=callers)
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=DEADLINE, env=env)
@@ -281,7 +285,7 @@ def one_thread(seed):
 
 DASK = """
 import sys
-sys.path[:0] = [{here!r}, {tests!r}]
+sys.path[:0] = [{here!r}, *{paths!r}]
 from distributed import Client, LocalCluster
 from tdsl.backend_c import pool
 from dask_calls import call, one_thread
@@ -304,7 +308,7 @@ def test_kernels_in_a_dask_worker_share_the_process_pool(target, tmp_path):
     td.threads(1)), and the whole worker has at most cores - 1 pool threads."""
     pytest.importorskip("distributed")
     (tmp_path / "dask_calls.py").write_text(DASK_CALLS.format(target=target))
-    script = DASK.format(here=str(tmp_path), tests=os.path.dirname(__file__))
+    script = DASK.format(here=str(tmp_path), paths=TEST_PATHS)
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=DEADLINE, env=env)
