@@ -105,8 +105,10 @@ def tune(outputs_or_template, target: str = "c", trials: int = 64, log=None, exe
         r.schedule, r.time, r.history, r.plot()
 
     outputs_or_template: output stage(s), whose auto-scheduler template (its rules'
-    decisions, `td.autotemplate`) is searched, or a `td.Template` (or a Schedule: one
-    candidate). The template's defaults are the first candidate; Optuna's TPE sampler
+    decisions, `td.autotemplate`) is searched; a Schedule, whose primitives every
+    candidate keeps (the auto-scheduler's knobs for the stages it leaves unscheduled
+    are searched; to time exactly one schedule, pass `td.Template(s)`); or a
+    `td.Template`. The template's defaults are the first candidate; Optuna's TPE sampler
     chooses the rest (every combination, when there are no more than `trials`).
 
     Each candidate is built, run, checked and timed in a child process: a crash, a
@@ -163,14 +165,13 @@ def tune(outputs_or_template, target: str = "c", trials: int = 64, log=None, exe
 def _as_template(x, target: str, arrays: dict[str, Any]) -> Template:
     if isinstance(x, Template):
         return x
-    if isinstance(x, Schedule):
-        return Template(x)
-    if isinstance(x, Stage) or isinstance(x, (tuple, list)) and x and all(
-            isinstance(s, Stage) for s in x):
+    if isinstance(x, Schedule) or isinstance(x, Stage) or isinstance(x, (tuple, list)) and x \
+            and all(isinstance(s, Stage) for s in x):
         from .auto import autotemplate
 
-        sizes = dict(bind_arguments(Pipeline(x), arrays, allow_outputs=False).sizes)
-        return autotemplate(x, target=target, **sizes)
+        outputs = x.outputs if isinstance(x, Schedule) else x
+        sizes = dict(bind_arguments(Pipeline(outputs), arrays, allow_outputs=False).sizes)
+        return autotemplate(x, target, machine=None, **sizes)
     raise TuningError(
         f"td.tune takes output stage(s), a td.Template or a td.Schedule, got {x!r}")
 
