@@ -134,7 +134,9 @@ def tune(outputs_or_template, target: str = "c", trials: int = 64, log=None, exe
     key = tlog.make_key(pipeline, target, sizes)
     here = fingerprint()
     past = tlog.matching(tlog.read(log), key) if log is not None else []
-    done = {_knob_key(r["knobs"]): r for r in past if same_machine(r.get("machine"), here)}
+    # this machine's trials (a transfer step's measurements are not trials of a template)
+    done = {_knob_key(r["knobs"]): r for r in past if same_machine(r.get("machine"), here)
+            and r.get("phase") != "transfer"}
     history = list(done.values())
     inputs = {t.name: np.ascontiguousarray(arrays[t.name]) for t in pipeline.inputs}
     base = {"outputs": template.outputs, "target": target, "arrays": inputs, "timeout": timeout,
