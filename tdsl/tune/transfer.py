@@ -150,9 +150,9 @@ def transfer(path, outputs, target: str, sizes: dict[str, int], key: dict[str, A
              measure: Measure | None = None):
     """The transfer step (see the module's docstring): a Schedule, never slower than the
     auto-scheduler's choice beyond noise."""
+    from ..schedule import Schedule
     from . import log as tlog
     from .auto import autoschedule
-    from ..schedule import Schedule
 
     pipeline = Pipeline(outputs)
     auto = autoschedule(pipeline.outputs, target, **sizes)
