@@ -155,7 +155,7 @@ def transfer(path, outputs, target: str, sizes: dict[str, int], key: dict[str, A
     from .auto import autoschedule
 
     pipeline = Pipeline(outputs)
-    auto = autoschedule(pipeline.outputs, target, **sizes)
+    auto = autoschedule(pipeline.outputs, target, machine=None, **sizes)
     cands = foreign_candidates(records)
     if not cands:
         return auto
