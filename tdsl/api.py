@@ -49,7 +49,7 @@ _BUILT: dict[tuple, tuple[ir.LoweredFunc, CModule | LLVMModule, vectors.VectorRe
 _BUILT_LIMIT = 256
 
 
-def build(s, target: str = "c", name: str | None = None) -> Kernel:
+def build(s, target: str = "c", name: str | None = None, *, verify: bool = True) -> Kernel:
     """Compile a schedule into a callable Kernel. target: "c" (default) or "llvm".
 
     Building the same schedule again in one process returns a kernel sharing the
@@ -59,7 +59,11 @@ def build(s, target: str = "c", name: str | None = None) -> Kernel:
     A vectorized loop that cannot run as vector code (an atomic update, a loop with
     bounds that differ between its lanes inside it, ...) is built as a plain loop,
     with a `td.VectorizationWarning` naming the stage, the loop and why;
-    `kernel.vectorization` lists what became of every vectorized loop."""
+    `kernel.vectorization` lists what became of every vectorized loop.
+
+    `verify=False` checks the loop IR once, after the last pass, instead of after every
+    pass: lowering takes about half the time. The tuner's trials, whose outputs are
+    compared with the reference, build this way."""
     sched = as_schedule(s)
     if target not in TARGETS:
         raise ArgumentError(f"unknown target {target!r}; valid targets are {', '.join(TARGETS)}")
@@ -68,8 +72,9 @@ def build(s, target: str = "c", name: str | None = None) -> Kernel:
     key = (sched, target, name)
     hit = _BUILT.get(key)
     if hit is None:
-        func = lower_schedule(sched, name, late=False)  # the loop nest the kernel shows
-        final = finish(func)
+        # the loop nest the kernel shows
+        func = lower_schedule(sched, name, late=False, each=verify)
+        final = finish(func, each=verify)
         if target == "c":
             from .backend_c import build as build_c
 
