@@ -4,7 +4,8 @@
   intrinsics become;
 - the C library's `aligned_alloc`/`free` for large temps, bound to the names
   `tdsl_aligned_alloc`/`tdsl_free` that LLVM's optimizer does not know (see
-  codegen.py);
+  codegen.py), and its `clock_gettime` as `tdsl_clock_gettime` (the clock of a
+  profiled kernel);
 - libgomp, for PARALLEL loops: `GOMP_parallel(fn, data, num_threads, flags)`
   and `omp_get_num_threads`.
 
@@ -41,7 +42,7 @@ def load() -> bool:
         if _parallel is None:
             _load_library("m", "libm.so.6")
             libc = ctypes.CDLL(None)
-            for name in ("aligned_alloc", "free"):
+            for name in ("aligned_alloc", "free", "clock_gettime"):
                 address = ctypes.cast(getattr(libc, name), ctypes.c_void_p).value
                 llvm.add_symbol(f"tdsl_{name}", address)
             try:
