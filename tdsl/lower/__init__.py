@@ -33,6 +33,12 @@ the targets:
 
 `lower_schedule(s, trace=True)` (`td.lower(s, trace=True)`) returns the IR after
 convert and after each pass, as a `Trace`.
+
+One more pass runs only for `Kernel.profile`, on the finished IR of a second build
+(`PROFILE_PASSES`):
+
+    instrument  clock reads around each stage's loop nest and each parallel loop,
+                added into one more output (`passes.profile`)
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ from .passes.fold_loops import fold_loops
 from .passes.inbounds import check_in_bounds
 from .passes.legalise import legalise
 from .passes.partition import partition
+from .passes.profile import instrument
 from .passes.reassociate import reassociate
 from .passes.simplify import simplify
 from .passes.unroll import unroll
@@ -83,6 +90,12 @@ PASSES: tuple[tuple[str, Pass], ...] = (
 LATE_PASSES: tuple[tuple[str, Pass], ...] = (
     ("flatten", flatten),
     ("legalise", legalise),
+)
+
+
+# the profiled build's own pass, after LATE_PASSES (Kernel.profile)
+PROFILE_PASSES: tuple[tuple[str, Pass], ...] = (
+    ("instrument", instrument),
 )
 
 
@@ -245,4 +258,4 @@ def _lower(sched: Schedule, name: str, what: str, keep: bool, workspace: bool,
     return steps
 
 
-__all__ = ["LATE_PASSES", "PASSES", "Trace", "finish", "ir", "lower_schedule"]
+__all__ = ["LATE_PASSES", "PASSES", "PROFILE_PASSES", "Trace", "finish", "ir", "lower_schedule"]

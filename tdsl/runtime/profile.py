@@ -24,7 +24,7 @@ import numpy as np
 
 from ..display import escape, seconds_text
 from ..lower import ir
-from ..lower.passes.profile import SLOTS, Region, counters, instrument, plan
+from ..lower.passes.profile import SLOTS, Region, counters, plan
 
 # target -> a function building a backend module from finished loop IR (set by tdsl.api:
 # the runtime sits beside the backends and does not import them)
@@ -176,7 +176,7 @@ def _rows(regions: list[Region], c: np.ndarray, calls: int, threads: int) -> tup
 
 def profile_kernel(kernel, arrays: dict[str, Any], runs: int) -> Profile:
     """See `Kernel.profile`."""
-    from ..lower import finish
+    from ..lower import PROFILE_PASSES, finish
 
     build = _BUILDERS.get(kernel.target)
     if build is None:
@@ -185,7 +185,9 @@ def profile_kernel(kernel, arrays: dict[str, Any], runs: int) -> Profile:
     if cached is None:
         final = finish(kernel.lowered)
         regions = plan(final)
-        cached = (regions, build(instrument(final)))
+        for _, run in PROFILE_PASSES:
+            final = run(final)
+        cached = (regions, build(final))
         kernel._profiled = cached
     regions, module = cached
     buffers, sizes, _ = kernel._prepare(arrays)
