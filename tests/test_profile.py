@@ -49,10 +49,10 @@ def strips(out):
 
 
 def instrumented_outputs(s, target, arrays):
-    final = finish(td.lower(s))
-    inst = prof.instrument(final)
+    nest = td.lower(s)
+    inst = finish(prof.instrument(nest))
     verify(inst)
-    regions = prof.plan(final)
+    regions = prof.plan(nest)
     module = _build_module(target, inst)
     f = td.build(s, target=target)
     buffers, sizes, outs = f._prepare(arrays)

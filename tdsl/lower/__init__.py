@@ -34,8 +34,8 @@ the targets:
 `lower_schedule(s, trace=True)` (`td.lower(s, trace=True)`) returns the IR after
 convert and after each pass, as a `Trace`.
 
-One more pass runs only for `Kernel.profile`, on the finished IR of a second build
-(`PROFILE_PASSES`):
+One more pass runs only for `Kernel.profile`, in a second build, on the loop nest
+before the late passes (`PROFILE_PASSES`):
 
     instrument  clock reads around each stage's loop nest and each parallel loop,
                 added into one more output (`passes.profile`)
@@ -93,7 +93,7 @@ LATE_PASSES: tuple[tuple[str, Pass], ...] = (
 )
 
 
-# the profiled build's own pass, after LATE_PASSES (Kernel.profile)
+# the profiled build's own pass, before LATE_PASSES (Kernel.profile)
 PROFILE_PASSES: tuple[tuple[str, Pass], ...] = (
     ("instrument", instrument),
 )

@@ -183,11 +183,11 @@ def profile_kernel(kernel, arrays: dict[str, Any], runs: int) -> Profile:
         raise RuntimeError(f"no builder registered for target {kernel.target!r} (import tdsl)")
     cached = getattr(kernel, "_profiled", None)
     if cached is None:
-        final = finish(kernel.lowered)
-        regions = plan(final)
+        func = kernel.lowered  # the loop nest, before the late passes
+        regions = plan(func)
         for _, run in PROFILE_PASSES:
-            final = run(final)
-        cached = (regions, build(final))
+            func = run(func)
+        cached = (regions, build(finish(func)))
         kernel._profiled = cached
     regions, module = cached
     buffers, sizes, _ = kernel._prepare(arrays)

@@ -1,8 +1,9 @@
 """instrument: clock reads around each stage's loop nest and each parallel loop.
 
 Not one of the passes every build runs: `Kernel.profile` builds a second, instrumented
-kernel from the finished loop IR (after `LATE_PASSES`), so the kernel a program calls
-is never changed. The instrumented function takes one more output, `PROFILE_BUFFER`,
+kernel from the kernel's loop nest (before `LATE_PASSES`, which then write the
+instrumented nest out as they write any), so the kernel a program calls is never
+changed. The instrumented function takes one more output, `PROFILE_BUFFER`,
 an int64 array of `counters(regions)` elements that it adds to:
 
 - a *stage* region is a statement that stores into one buffer only (a stage's loop
@@ -26,7 +27,7 @@ regions in the order of their counters.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from ...dtypes import index, int64
@@ -184,8 +185,7 @@ class _Apply:
                 body = _timed(self.stmt(s.body, True), self.buf, SLOTS * k + 2, True,
                               f"tdsl_busy{k}")
                 # the busy counter's entries go to the slot after it: unused, kept at zero
-                loop = ir.For(s.var, s.start, s.end, s.kind, _drop_count(body),
-                              s.max_extent, s.reassociate)
+                loop = replace(s, body=_drop_count(body))
                 return _timed(loop, self.buf, SLOTS * k, in_parallel, f"tdsl_t{k}")
             return _timed(self.children(s, in_parallel), self.buf, SLOTS * k, in_parallel,
                           f"tdsl_t{k}")
@@ -198,8 +198,7 @@ class _Apply:
                     return s
                 inner = in_parallel or s.kind is ir.ForKind.PARALLEL
                 body = self.stmt(s.body, inner)
-                return s if body is s.body else ir.For(s.var, s.start, s.end, s.kind, body,
-                                                       s.max_extent, s.reassociate)
+                return s if body is s.body else replace(s, body=body)
             case ir.Let(name, value, body):
                 new = self.stmt(body, in_parallel)
                 return s if new is body else ir.Let(name, value, new)
@@ -231,5 +230,4 @@ def instrument(func: ir.LoweredFunc) -> ir.LoweredFunc:
                     "output")
     body = _Apply(planner, buf).stmt(func.body, False)
     body = _timed(body, buf, 0, False, "tdsl_t0")
-    return ir.LoweredFunc(func.name, func.inputs, (*func.outputs, buf), func.sizes, body,
-                          func.status, func.nontemporal)
+    return replace(func, outputs=(*func.outputs, buf), body=body)
