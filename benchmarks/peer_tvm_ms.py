@@ -16,6 +16,8 @@ not tuned on this machine is reported "not tuned".
 
 from __future__ import annotations
 
+import functools
+import importlib
 import json
 import os
 import time
@@ -132,11 +134,13 @@ def tune(script: str, size: str, trials: int) -> dict:
     d.mkdir(parents=True, exist_ok=True)
     mod = tvm.IRModule({"main": prim_func(script, size)})
     t0 = time.perf_counter()
-    # MetaSchedule's builder gives a candidate 30 s by default, which a busy 2-core
-    # machine exceeds; the runner's default stays
+    # MetaSchedule's builder gives a candidate 30 s by default; a build worker's first
+    # build imports tvm.s_tir.tensor_intrin, which alone takes 10-50 s on a 2-core
+    # machine: the workers import it when they start instead, and builds get longer
+    warm = functools.partial(importlib.import_module, "tvm.s_tir.tensor_intrin")
     ms.tune_tir(mod, target(), str(d), max_trials_global=trials,
                 num_trials_per_iter=min(trials, 16), seed=0,
-                builder=ms.builder.LocalBuilder(timeout_sec=BUILD_TIMEOUT))
+                builder=ms.builder.LocalBuilder(timeout_sec=BUILD_TIMEOUT, initializer=warm))
     wall = time.perf_counter() - t0
     info = {"wall_s": round(wall, 1), "trials": trials, "work_dir": str(d)}
     (d / "tuning.json").write_text(json.dumps(info))
