@@ -8,8 +8,6 @@ pytest option) or the environment variable HYPOTHESIS_PROFILE.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import importlib
 import os
 
@@ -72,26 +70,17 @@ def backend(request) -> str:
     return target
 
 
-def _libgomp() -> ctypes.CDLL | None:
-    """The OpenMP runtime both backends run parallel loops on, or None if it is missing."""
-    for name in ("libgomp.so.1", ctypes.util.find_library("gomp")):
-        if name:
-            try:
-                return ctypes.CDLL(name)
-            except OSError:
-                pass
-    return None
-
-
 @pytest.fixture
 def threads():
-    """`threads(n)` makes later parallel loops of this test run on n threads (both backends
-    start their parallel regions with libgomp's default team size, which this sets for the
-    calling thread); the previous default is restored afterwards. Races between iterations
-    can only show with two or more threads, whatever the machine's core count."""
-    gomp = _libgomp()
-    if gomp is None:
-        pytest.skip("libgomp is not available, so parallel loops run on one thread")
-    before = gomp.omp_get_max_threads()
-    yield gomp.omp_set_num_threads
-    gomp.omp_set_num_threads(before)
+    """`threads(n)` makes later parallel loops of this test's thread run on n threads
+    (both backends run them on tdsl's thread pool, with the calling thread's setting,
+    `td.set_num_threads`); the previous setting is restored afterwards. Races between
+    iterations can only show with two or more threads, whatever the machine's core
+    count."""
+    from tdsl.backend_c import pool
+
+    if pool.load() is None:
+        pytest.skip(f"tdsl's thread pool is not available ({pool.unavailable()})")
+    before = pool.setting()
+    yield pool.set_threads
+    pool.set_threads(before)

@@ -393,8 +393,8 @@ def test_loop_hints_in_source():
     # the vectorized loop is vector code already: no loop over x, no hint
     assert 'load <16 x float>, ptr' in src and 'store <16 x float>' in src
     assert "llvm.loop.vectorize" not in src and '"x.header"' not in src
-    assert '@"hints.y.body"(i64 %"lo", i64 %"hi", ptr %"env")' in src
-    assert "GOMP_parallel" in src
+    assert 'define internal i32 @"hints.y.task"(i64 %"lo", i64 %"hi", ptr %"env")' in src
+    assert 'call i32 @"tdsl_parallel_for"(ptr @"hints.y.task"' in src
     src = emit_module(nest("unrolled", ForKind.SERIAL, ForKind.UNROLLED))
     assert '!"llvm.loop.unroll.full"' in src
 
@@ -422,7 +422,7 @@ def test_nested_parallel_loops():
     assert_bits(out, a * np.float32(2) + b)
 
 
-def test_libgomp_is_the_parallel_runtime():
+def test_the_thread_pool_is_the_parallel_runtime():
     assert llvm_runtime.load() is True
 
 

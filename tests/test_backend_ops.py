@@ -492,7 +492,7 @@ def test_parallel_vectorized_nest(target):
     inner = For("j", ZERO, m, ForKind.VECTORIZED, Store(out, (I, j), value), 256)
     func = LoweredFunc("nest", (a, b), (out,), (m, N), For("i", ZERO, N, ForKind.PARALLEL, inner))
     src = render(func)
-    assert "#pragma omp parallel for schedule(dynamic, par_chunk(n))" in src
+    assert "tdsl_parallel_for(nest_i_task, &i_env, 0, n);" in src
     assert "#pragma omp simd" in src
     assert "C[i * m + j] = fmaf(A[i * m + j], 2.5f, B[j]);" in src
     rng = np.random.default_rng(0)
@@ -578,8 +578,9 @@ def test_symbolic_temp_on_heap_and_out_of_memory(target, kind):
     func = _window_sum((Var("m"),), kind, f"heap_{kind.value}")
     src = render(func)
     assert "alloc_temp(m, sizeof(double))" in src and "free(tmp);" in src
-    if kind is ForKind.PARALLEL:
-        assert "#pragma omp atomic write" in src
+    if kind is ForKind.PARALLEL:  # a failed iteration returns 1, as its chunk does
+        assert "static int heap_parallel_i_body(" in src
+        assert "if (tdsl_parallel_for(heap_parallel_i_task, " in src
     av = np.linspace(-3, 3, 101)
     (got,) = run(target, func, [av], {"n": av.size, "m": 4})
     assert_same(got, av * 0.0 + av * 1.0 + av * 2.0 + av * 3.0)
@@ -672,9 +673,11 @@ def test_failure_deep_in_a_parallel_iteration(target):
         Allocate(outer, Block((Store(outer, (ZERO,), c(1.0, dt.float64)), loop))),
     ))
     src = render(func)
-    # the parallel iteration is a function of its own: a failure sets the flag it is
-    # given and returns from it
-    assert "*failed = 1;\n" in src and "return;" in src and "&status)" in src
+    # the parallel iteration is a function of its own: a failure frees what it holds
+    # and returns 1 from it, the task's function returns 1, and the kernel unwinds
+    body = src[src.index("static int deep_i_body("):src.index("static int deep_i_task(")]
+    assert "return 1;" in body and "free(per_i);" in body
+    assert "if (tdsl_parallel_for(deep_i_task, " in src
     av = np.linspace(0, 1, 16)
     (got,) = run(target, func, [av], {"m": 2, "n": 16, "p": 1})
     assert_same(got, av + (av + 1.0))

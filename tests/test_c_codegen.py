@@ -66,7 +66,9 @@ def test_parallel_loop_body_is_a_function_with_restrict_pointers():
     assert re.search(r"const float \*restrict inp\b", head), head
     assert re.search(r"(?<!const )float \*restrict out\b", head), head
     entry = f.source[f.source.index("int tdsl_out("):]
-    assert "#pragma omp parallel for" in entry and "_body(c, " in entry, entry
+    assert "tdsl_parallel_for(tdsl_out_c_task, " in entry, entry
+    task = f.source[f.source.index("static int tdsl_out_c_task("):]
+    assert "tdsl_out_c_body(c, " in task[:task.index("\n}")], task
     a = rng.standard_normal((8, 66)).astype(np.float32)
     w = rng.standard_normal((8, 3)).astype(np.float32)
     ref = sum(a[:, k:k + 64] * w[:, k:k + 1] for k in range(3))

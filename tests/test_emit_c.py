@@ -434,7 +434,7 @@ def test_source_uses_only_the_portable_subset(emitted):
     src = (emitted.dir / f"{emitted.name}.c").read_text()
     includes = set(re.findall(r"#include [<\"]([^>\"]+)[>\"]", src))
     assert includes <= {"stdint.h", "stddef.h", "math.h", f"{emitted.name}.h"}
-    for banned in ("malloc", "free(", "#pragma", "__attribute__", "_Thread", "omp_", "static float",
+    for banned in ("malloc", "free(", "#pragma", "__attribute__", "_Thread", "omp_", "tdsl_parallel_for", "static float",
                    "static int32_t", "__builtin"):
         assert banned not in src, banned
     assert ("math.h" in includes) == bool(re.search(r"\b(expf?|fmodf?|INFINITY|NAN)\b", src))

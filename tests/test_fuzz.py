@@ -393,16 +393,17 @@ def test_a_worker_at_its_task_limit_that_hangs_or_dies_is_retired_once():
 
 
 def test_the_sanitizer_finds_the_entry_point_after_helper_prototypes():
-    """A parallel loop's source declares omp_get_max_threads before the entry point;
-    the sanitized main called that prototype instead of the kernel ("kernel returned
-    2", the thread count) until the entry point was told apart from declarations."""
+    """A parallel loop's source declares the thread pool's entry point (it declared
+    omp_get_max_threads once) before the kernel's; the sanitized main called that
+    prototype instead of the kernel ("kernel returned 2", the thread count) until the
+    entry point was told apart from declarations."""
     from tdsl.fuzz.sanitize import host_entry
 
     x, y = td.dims("x y")
     a = td.input("a", {y: 8, x: 8}, td.float32)
     b = td.compute("b", {y: 8, x: 8}, a[y, x] * 2)
     source = td.build(td.schedule(b).parallel(b, "y"), target="c").source
-    assert "omp_get_max_threads" in source
+    assert "int tdsl_parallel_for(" in source
     assert host_entry(source) == "tdsl_b"
 
 

@@ -207,7 +207,8 @@ def test_trace_shows_every_step_in_order():
     trace = td.lower(s, trace=True)
     names = [n for n, _ in trace]
     assert names == ["convert", "reassociate", "allocate", "extents", "simplify", "unroll",
-                     "partition", "simplify", "unswitch", "fold", "inbounds", "flatten", "legalise"]
+                     "partition", "simplify", "unswitch", "fold", "inbounds", "flatten", "legalise",
+                     "outline"]
     assert trace["inbounds"] == td.lower(s)  # td.lower shows the nest before the late passes
     assert "# unrolled" in str(trace["convert"]) and "# unrolled" not in str(trace["unroll"])
     assert "(0 + 1)" in str(trace["unroll"]) and "(0 + 1)" not in str(trace.final)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
-
 import numpy as np
 import pytest
 
@@ -11,11 +9,13 @@ import tdsl as td
 
 
 @pytest.fixture
-def gomp():
-    try:
-        return ctypes.CDLL("libgomp.so.1")
-    except OSError:
-        pytest.skip("libgomp is not available, so parallel loops run on one thread")
+def pool():
+    from tdsl.backend_c import pool
+
+    if pool.load() is None:
+        pytest.skip(f"the thread pool is not available ({pool.unavailable()}), so parallel "
+                    "loops run on one thread")
+    return pool
 
 
 def blur(n=67):
@@ -26,14 +26,15 @@ def blur(n=67):
     return out, td.schedule(out).parallel(out, "y")
 
 
-def test_setting_governs_libgomp_and_is_restored(gomp):
-    before = gomp.omp_get_max_threads()
+def test_setting_governs_the_pool_and_is_restored(pool):
+    before = td.num_threads()
+    assert before == pool.default_threads() and pool.setting() is None
     with td.threads(3):
-        assert gomp.omp_get_max_threads() == 3 and td.num_threads() == 3
+        assert pool.setting() == 3 and td.num_threads() == 3
         with td.threads(1):
             assert td.num_threads() == 1
         assert td.num_threads() == 3
-    assert gomp.omp_get_max_threads() == before == td.num_threads()
+    assert pool.setting() is None and td.num_threads() == before
     td.set_num_threads(2)
     try:
         assert td.num_threads() == 2
@@ -43,7 +44,7 @@ def test_setting_governs_libgomp_and_is_restored(gomp):
 
 
 @pytest.mark.parametrize("n", [1, 2, 5])
-def test_kernels_on_any_team_size(backend, gomp, n):
+def test_kernels_on_any_team_size(backend, pool, n):
     out, s = blur()
     a = np.random.default_rng(n).standard_normal((67, 67))
     f = td.build(s, target=backend)

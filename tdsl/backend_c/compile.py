@@ -76,10 +76,12 @@ DEFAULT_FLAGS: tuple[str, ...] = (
     "-fschedule-insns",
     "-fsched-pressure",
     "-fno-predictive-commoning",
-    "-fopenmp",
+    "-fopenmp-simd",
     "-fPIC",
     "-shared",
 )
+# -fopenmp-simd: the `#pragma omp simd` loops, and no OpenMP runtime: parallel loops run
+# on tdsl's thread pool (pool.c), whose symbol the kernel leaves to the dynamic loader.
 # -fno-predictive-commoning: gcc 12's predictive commoning carries a store from one
 # iteration to a later one that stores the same address and writes it back after the
 # loop, together with values it loaded before the loop for iterations that did not run.

@@ -12,6 +12,7 @@ other extent is then evaluated with the bound sizes and checked.
 
 from __future__ import annotations
 
+import ctypes
 import difflib
 import math
 from collections.abc import Callable
@@ -322,12 +323,15 @@ def bind_arguments(pipeline: Pipeline, kwargs: dict, *, allow_outputs: bool = Tr
     )
 
 
-def allocate_outputs(pipeline: Pipeline, bound: Bound) -> dict[str, np.ndarray]:
-    """The output arrays by name: those given, and new uninitialised ones for the rest."""
+def allocate_outputs(pipeline: Pipeline, bound: Bound, aligned_from: int = 0
+                     ) -> dict[str, np.ndarray]:
+    """The output arrays by name: those given, and new uninitialised ones for the rest
+    (`allocate`: aligned when of `aligned_from` bytes or more)."""
     out = {}
     for s in pipeline.outputs:
         given = bound.outputs.get(s.name)
-        out[s.name] = given if given is not None else allocate(s, bound.sizes)
+        out[s.name] = given if given is not None else allocate(
+            s, bound.sizes, aligned_from=aligned_from)
     return out
 
 
@@ -343,16 +347,29 @@ def aligned_empty(shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
     raw = np.empty(nbytes + ALIGNMENT, np.uint8)
-    start = -raw.ctypes.data % ALIGNMENT
-    return raw[start:start + nbytes].view(dtype).reshape(shape)
+    # the address through ctypes.addressof: a third of what raw.ctypes.data costs
+    start = -ctypes.addressof(ctypes.c_char.from_buffer(raw.data)) % ALIGNMENT
+    return np.ndarray(shape, dtype, raw, start)
 
 
-def allocate(s: Stage, sizes: dict[str, int], role: str = "output") -> np.ndarray:
-    """An uninitialised array for stage `s`, `ALIGNMENT`-byte aligned; ArgumentError
-    naming it when too large."""
+def new_array(shape: tuple[int, ...], dtype: np.dtype, aligned_from: int = 0) -> np.ndarray:
+    """An uninitialised C-contiguous array, `ALIGNMENT`-byte aligned (`aligned_empty`)
+    when it has `aligned_from` bytes or more, else as numpy allocates it (16-byte
+    aligned: finding the address to align a small array costs more than a kernel's
+    whole work on it)."""
+    if aligned_from and math.prod(shape) * dtype.itemsize < aligned_from:
+        return np.empty(shape, dtype)
+    return aligned_empty(shape, dtype)
+
+
+def allocate(s: Stage, sizes: dict[str, int], role: str = "output",
+             aligned_from: int = 0) -> np.ndarray:
+    """An uninitialised array for stage `s` (`new_array`: `ALIGNMENT`-byte aligned
+    when of `aligned_from` bytes or more, 0: always); ArgumentError naming it when too
+    large."""
     shape = _shape(s, sizes)
     try:
-        return aligned_empty(shape, s.dtype.np)
+        return new_array(shape, s.dtype.np, aligned_from)
     except (ValueError, MemoryError, OverflowError):
         nbytes = int(np.prod(shape, dtype=object)) * s.dtype.np.itemsize
         raise ArgumentError(

@@ -30,6 +30,8 @@ the targets:
     flatten  every buffer access one row-major offset
     legalise numpy's operations (floor //, %, NaN-propagating float min/max, abs,
              float32 exp) written out in core operations the targets map one to one
+    outline  every parallel loop a task of the thread pool: what its function
+             receives, whether it may fail; parallel loops inside it made serial
 
 `lower_schedule(s, trace=True)` (`td.lower(s, trace=True)`) returns the IR after
 convert and after each pass, as a `Trace`.
@@ -56,6 +58,7 @@ from .passes.flatten import flatten
 from .passes.fold_loops import fold_loops
 from .passes.inbounds import check_in_bounds
 from .passes.legalise import legalise
+from .passes.outline import outline
 from .passes.partition import partition
 from .passes.profile import instrument
 from .passes.reassociate import reassociate
@@ -90,6 +93,7 @@ PASSES: tuple[tuple[str, Pass], ...] = (
 LATE_PASSES: tuple[tuple[str, Pass], ...] = (
     ("flatten", flatten),
     ("legalise", legalise),
+    ("outline", outline),
 )
 
 
@@ -101,7 +105,8 @@ PROFILE_PASSES: tuple[tuple[str, Pass], ...] = (
 
 def finish(func: ir.LoweredFunc, check: bool = True, each: bool = True) -> ir.LoweredFunc:
     """`func` (lowered by `lower_schedule(..., late=False)`, or loop IR built by hand)
-    through the late passes (`LATE_PASSES`: flatten, legalise): the IR a target takes.
+    through the late passes (`LATE_PASSES`: flatten, legalise, outline): the IR a target
+    takes.
     `check=False` skips the verifier after each pass (hand-built IR may leave out what
     lowering always provides, such as a vectorized loop's `max_extent`); `each=False`
     verifies only the result."""

@@ -193,9 +193,30 @@ class Reassociation:
 
 
 @_node
+class Task:
+    """A parallel loop made a task of the thread pool (the `outline` pass): its body
+    becomes a function of its own that runs a chunk of the loop's iterations, called
+    by the pool's threads (`abi.PARALLEL_FOR`).
+
+    `name` is unique among the function's tasks (the targets name the task's
+    function after it); the body reads `values` (variables bound outside the loop:
+    sizes, enclosing loop variables, lets, with their dtypes) and `buffers` (arrays,
+    the status and temps allocated outside the loop) from its caller, in that order;
+    `fails` says that an iteration may fail to allocate (`abi.may_fail`), in which
+    case the chunk reports it and no chunk starts after it."""
+
+    name: str
+    values: tuple[Var, ...]
+    buffers: tuple[Buffer, ...]
+    fails: bool
+
+
+@_node
 class For(Stmt):
     """for var in [start, end): body. `max_extent` bounds end - start when known;
-    `reassociate` marks a reduction loop the reassociate pass has yet to rewrite."""
+    `reassociate` marks a reduction loop the reassociate pass has yet to rewrite;
+    `task`, on a parallel loop once the outline pass has run, how it runs on the
+    thread pool."""
 
     var: str
     start: Expr
@@ -204,6 +225,7 @@ class For(Stmt):
     body: Stmt
     max_extent: int | None = None
     reassociate: Reassociation | None = None
+    task: Task | None = None
 
 
 @_node

@@ -134,9 +134,9 @@ def tune(outputs_or_template, target: str = "c", trials: int = 64, log=None, exe
     status. Trials run on `executor` (any concurrent.futures.Executor; Dask's
     `Client.get_executor()` runs them on a cluster), `jobs` at once (default 1: two
     timings on one machine disturb each other; the default executor is a local pool
-    of that many fresh processes). An executor of your own must not fork this process
-    once it has run a parallel kernel (OpenMP's threads do not survive a fork): give
-    a ProcessPoolExecutor mp_context=multiprocessing.get_context("forkserver").
+    of that many fresh processes). An executor of your own may fork this process: a
+    forked child runs parallel kernels on a thread pool of its own (tdsl's pool starts
+    afresh after fork()); fresh processes ("forkserver") copy less memory.
 
     log: a JSON-lines file (see tdsl.tune.log) that every trial is appended to as it
     finishes; tuning with an existing log resumes it, measuring no candidate already
@@ -169,8 +169,8 @@ def tune(outputs_or_template, target: str = "c", trials: int = 64, log=None, exe
         search_ = _Search(template, seed, trials, done)
     own = executor is None
     jobs = jobs or 1
-    # a fresh process (forkserver), not a fork of this one: a fork of a process whose
-    # OpenMP runtime has started threads hangs in its first parallel loop
+    # fresh processes (forkserver), not forks of this one: a fork copies this process's
+    # memory (its compiled kernels and caches) page by page as the child touches it
     pool = cf.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("forkserver")) \
         if own else executor
     bar = _progress(progress, trials)

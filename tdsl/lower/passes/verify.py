@@ -14,7 +14,10 @@ operation, function, loop kind and buffer kind is one of its vocabulary (the
 Literal types and `ForKind` of the loop IR), so a misspelt one is refused here
 naming the valid ones instead of reaching a backend; every allocation has
 its storage once the allocate pass has run, and one on the stack has a
-constant size within `ir.STACK_LIMIT`.
+constant size within `ir.STACK_LIMIT`; a loop with a task (`ir.Task`, from the
+outline pass) is a parallel loop outside any other parallel loop, its task's
+values and buffers are exactly what its body uses from outside, and task names
+are unique.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import get_args
 from ... import dtypes as dt
 from .. import ir
 from ..rewrite import ScopedVisitor, stmt_exprs, walk_exprs, walk_stmts
+from .outline import captures
 
 
 class VerifyError(AssertionError):
@@ -171,6 +175,38 @@ def _ranks(func: ir.LoweredFunc) -> None:
                               "(accesses are flat only when all of them are)")
 
 
+def _tasks(s: ir.Stmt, inside: str | None = None, names: set[str] | None = None) -> None:
+    """Tasks on outermost parallel loops only, each with the captures of its body."""
+    names = set() if names is None else names
+    match s:
+        case ir.For(var=var, kind=kind, task=task, body=body):
+            if task is not None:
+                if kind is not ir.ForKind.PARALLEL:
+                    raise VerifyError(f"{kind.value} loop {var} has a task")
+                if task.name in names:
+                    raise VerifyError(f"two tasks are named {task.name}")
+                names.add(task.name)
+                values, buffers = captures(s)
+                if set(values) != set(task.values) or set(buffers) != set(task.buffers):
+                    raise VerifyError(f"the task of loop {var} does not capture what its body "
+                                      "uses from outside")
+            if kind is ir.ForKind.PARALLEL and inside is not None:
+                raise VerifyError(f"parallel loop {var} is inside parallel loop {inside}, "
+                                  "whose task runs it")
+            if task is not None:
+                inside = var
+            _tasks(body, inside, names)
+        case ir.Let(body=body) | ir.Allocate(body=body):
+            _tasks(body, inside, names)
+        case ir.If(then=then, else_=other):
+            _tasks(then, inside, names)
+            if other is not None:
+                _tasks(other, inside, names)
+        case ir.Block(stmts=stmts):
+            for x in stmts:
+                _tasks(x, inside, names)
+
+
 def verify(func: ir.LoweredFunc, pending: frozenset[str] = frozenset(),
            placed: bool = True) -> ir.LoweredFunc:
     """`func`, once its invariants are checked (VerifyError otherwise). Before the
@@ -185,4 +221,5 @@ def verify(func: ir.LoweredFunc, pending: frozenset[str] = frozenset(),
         for e in b.shape:
             v.visit_expr(e)
     v.visit(func.body)
+    _tasks(func.body)
     return func
