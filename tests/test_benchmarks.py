@@ -194,7 +194,7 @@ def test_each_round_starts_at_another_peer(scripts, monkeypatch):
     """run.py measures every peer once per round, each round starting further along
     the list, and reports each peer's median round."""
     run = importlib.import_module("run")
-    peers = ["tdsl-c", "tdsl-llvm", "numpy", "halide", "tvm"]
+    peers = ["tdsl-c", "tdsl-llvm", "numpy", *run.EXTERNAL]
     monkeypatch.setattr(run, "script_peers", lambda script, size: peers[:2])
     order: list[str] = []
 
@@ -207,9 +207,13 @@ def test_each_round_starts_at_another_peer(scripts, monkeypatch):
     rows, _ = run.measure_all(args)
     rounds = [order[i:i + len(peers)] for i in range(0, len(order), len(peers))]
     assert len(rounds) == 3 and all(sorted(r) == sorted(peers) for r in rounds)
-    assert [r[0] for r in rounds] == ["tdsl-c", "tdsl-llvm", "halide"]
+    firsts = [turn * len(peers) // 3 for turn in range(3)]
+    assert [r[0] for r in rounds] == [peers[k] for k in firsts]
+    assert len(set(firsts)) == 3
     times = {r["peer"]: r["rounds_ms"] for r in rows}
-    assert times["tdsl-c"] == [1.0, 10.0, 13.0]
+    # tdsl-c is first in the first round, then comes after the peers the rounds start at
+    assert times["tdsl-c"] == [float(t * len(peers) + (len(peers) - k) % len(peers) + 1)
+                               for t, k in enumerate(firsts)]
 
 
 def test_im2col_baseline_is_a_convolution(scripts):
