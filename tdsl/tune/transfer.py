@@ -98,12 +98,11 @@ def measure_here(outputs, target: str, schedules: list[str], arrays: dict[str, n
     """Each schedule's median time on this machine over interleaved rounds, measured in a
     fresh child process (a crash or a hang there fails the step, not the caller); None
     for a schedule that failed, all None when the step did."""
+    from ..compute.binding import bind_arguments
     from .measure import run_trial
     from .tuner import _reference
 
     pipeline = Pipeline(outputs)
-    from ..compute.binding import bind_arguments
-
     sizes = dict(bind_arguments(pipeline, arrays, allow_outputs=False).sizes)
     task = {"outputs": pipeline.outputs, "target": target, "arrays": arrays,
             "reference": _reference(pipeline.outputs, arrays, sizes), "schedules": schedules,
