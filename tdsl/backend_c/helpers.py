@@ -65,13 +65,14 @@ TO_INT64 = {"f32": "toi64_f32", "f64": "toi64_f64"}  # float -> int64, defined e
 BITCASTS = (("f32", "i32"), ("f32", "u32"), ("f64", "i64"), ("f16", "u16"), ("bf16", "u16"))
 BITCAST = frozenset(n for f, i in BITCASTS for n in (f"bitcast_{i}_{f}", f"bitcast_{f}_{i}"))
 STREAM_STORE, STREAM_FENCE = "stream_store", "stream_fence"  # Schedule.store_nontemporal
+CLOCK = "clock_ns"  # the loop IR's clock: a monotonic clock in nanoseconds (Kernel.profile)
 # a block of 32-bit elements copied to its transpose (lower.vectors.transposing_copy), per type
 TRANSPOSE = {s: f"transpose_{s}" for s in ("f32", "i32", "u32")}
 # int32 sums of small-integer products taken in groups (render: lower.vectors.
 # grouped_products): int16 pairs; quads of unsigned x and signed b bytes, and the reverse
 PAIR_MADD, QUAD_MADD_U8I8, QUAD_MADD_I8U8 = "pair_madd_i16", "quad_madd_u8i8", "quad_madd_i8u8"
 NAMES = frozenset({f"{op}_{s}" for op in OPS for s in _SUFFIX_CTYPE if s[0] != "f"}
-                  | {ALLOC, MUL_SAT, ADD_SAT, PARALLEL_FOR, STREAM_STORE, STREAM_FENCE, PAIR_MADD,
+                  | {ALLOC, MUL_SAT, ADD_SAT, PARALLEL_FOR, STREAM_STORE, STREAM_FENCE, PAIR_MADD, CLOCK,
                      QUAD_MADD_U8I8, QUAD_MADD_I8U8,
                      *TO_INT64.values(), *TRANSPOSE.values(), *BLEND.values()} | BITCAST)
 
@@ -108,6 +109,8 @@ def definition(name: str) -> tuple[str, frozenset[str]]:
         _, dst, src = name.split("_")
         text = _BITCAST.format(name=name, t=_SUFFIX_CTYPE[dst], s=_SUFFIX_CTYPE[src])
         return text.strip() + "\n", frozenset({"stdint.h"})
+    if name == CLOCK:
+        return _CLOCK.strip() + "\n", frozenset({"stdint.h", "time.h"})
     if name == PARALLEL_FOR:
         return _PARALLEL_FOR.strip() + "\n", frozenset({"stdint.h"})
     if name in _STREAM:
@@ -208,6 +211,14 @@ static void *alloc_temp(int64_t count, size_t size) {
         return NULL;
     }
     return aligned_alloc(64, ((size_t)count * size + 63) & ~(size_t)63);
+}
+"""
+
+_CLOCK = """
+static inline int64_t clock_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + (int64_t)t.tv_nsec;
 }
 """
 

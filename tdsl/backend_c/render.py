@@ -146,7 +146,7 @@ _SCALAR_LOOP_DEFINITION = (
     "   the loop vectorizer, which does not touch a loop containing an asm statement. */\n"
     f"#define {SCALAR_LOOP} __asm__ __volatile__(\"\")\n"
 )
-_HEADER_ORDER = ("math.h", "stddef.h", "stdint.h", "stdlib.h", "string.h")
+_HEADER_ORDER = ("math.h", "stddef.h", "stdint.h", "stdlib.h", "string.h", "time.h")
 # the most bytes of a vectorized loop's streamed stores that go through a stack buffer
 STREAM_STAGE_BYTES = 1024
 

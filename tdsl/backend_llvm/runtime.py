@@ -4,7 +4,8 @@
   intrinsics become;
 - the C library's `aligned_alloc`/`free` for large temps, bound to the names
   `tdsl_aligned_alloc`/`tdsl_free` that LLVM's optimizer does not know (see
-  codegen.py);
+  codegen.py), and its `clock_gettime` as `tdsl_clock_gettime` (the clock of a
+  profiled kernel);
 - tdsl's thread pool, for PARALLEL loops: `abi.PARALLEL_FOR`, the same pool
   (`backend_c/pool.c`) the C target's kernels call, so a process using both
   targets has one pool of threads, not two competing ones. Where the pool cannot
@@ -38,7 +39,7 @@ def load() -> bool:
         if _parallel is None:
             _load_library("m", "libm.so.6")
             libc = ctypes.CDLL(None)
-            for name in ("aligned_alloc", "free"):
+            for name in ("aligned_alloc", "free", "clock_gettime"):
                 address = ctypes.cast(getattr(libc, name), ctypes.c_void_p).value
                 llvm.add_symbol(f"tdsl_{name}", address)
             threads = load_pool()

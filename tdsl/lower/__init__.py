@@ -35,6 +35,12 @@ the targets:
 
 `lower_schedule(s, trace=True)` (`td.lower(s, trace=True)`) returns the IR after
 convert and after each pass, as a `Trace`.
+
+One more pass runs only for `Kernel.profile`, in a second build, on the loop nest
+before the late passes (`PROFILE_PASSES`):
+
+    instrument  clock reads around each stage's loop nest and each parallel loop,
+                added into one more output (`passes.profile`)
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ from .passes.inbounds import check_in_bounds
 from .passes.legalise import legalise
 from .passes.outline import outline
 from .passes.partition import partition
+from .passes.profile import instrument
 from .passes.reassociate import reassociate
 from .passes.simplify import simplify
 from .passes.unroll import unroll
@@ -90,15 +97,22 @@ LATE_PASSES: tuple[tuple[str, Pass], ...] = (
 )
 
 
-def finish(func: ir.LoweredFunc, check: bool = True) -> ir.LoweredFunc:
+# the profiled build's own pass, before LATE_PASSES (Kernel.profile)
+PROFILE_PASSES: tuple[tuple[str, Pass], ...] = (
+    ("instrument", instrument),
+)
+
+
+def finish(func: ir.LoweredFunc, check: bool = True, each: bool = True) -> ir.LoweredFunc:
     """`func` (lowered by `lower_schedule(..., late=False)`, or loop IR built by hand)
     through the late passes (`LATE_PASSES`: flatten, legalise, outline): the IR a target
     takes.
     `check=False` skips the verifier after each pass (hand-built IR may leave out what
-    lowering always provides, such as a vectorized loop's `max_extent`)."""
-    for _, run in LATE_PASSES:
+    lowering always provides, such as a vectorized loop's `max_extent`); `each=False`
+    verifies only the result."""
+    for n, (_, run) in enumerate(LATE_PASSES):
         func = run(func)
-        if check:
+        if check and (each or n == len(LATE_PASSES) - 1):
             verify(func)
     return func
 
@@ -156,34 +170,40 @@ class Trace:
 
 @overload
 def lower_schedule(sched: Schedule, name: str | None = None, trace: Literal[False] = False,
-                   workspace: bool = False, late: bool = True) -> ir.LoweredFunc: ...
+                   workspace: bool = False, late: bool = True, each: bool = True
+                   ) -> ir.LoweredFunc: ...
 
 
 @overload
 def lower_schedule(sched: Schedule, name: str | None = None, *, trace: Literal[True],
-                   workspace: bool = False, late: bool = True) -> Trace: ...
+                   workspace: bool = False, late: bool = True, each: bool = True) -> Trace: ...
 
 
 @overload
 def lower_schedule(sched: Schedule, name: str | None = None, trace: bool = False,
-                   workspace: bool = False, late: bool = True) -> ir.LoweredFunc | Trace: ...
+                   workspace: bool = False, late: bool = True, each: bool = True
+                   ) -> ir.LoweredFunc | Trace: ...
 
 
 def lower_schedule(sched: Schedule, name: str | None = None, trace: bool = False,
-                   workspace: bool = False, late: bool = True) -> ir.LoweredFunc | Trace:
+                   workspace: bool = False, late: bool = True, each: bool = True
+                   ) -> ir.LoweredFunc | Trace:
     """Lower a schedule to a verified loop-IR function named `name`, in a child process
     with a hard time limit (see `budget.bounded`); with `trace`, the `Trace` of every
     step instead. With `workspace`, every temp buffer lives in a workspace the caller
     passes in (for targets without a heap), not on the stack or the heap. With
     `late=False`, the loop nest before the late passes (what `td.lower` shows; `finish`
-    completes it)."""
+    completes it). `each=False` runs the verifier once, on the result, instead of after
+    every pass (about half the time of lowering; for callers that check the kernel's
+    outputs anyway, as the tuner's trials do)."""
     sched._require_current()
     name = name or f"tdsl_{sched.outputs[0].name}"
     what = f"the schedule of {', '.join(o.name for o in sched.outputs)}"
     passes = PASSES + LATE_PASSES if late else PASSES
     exprs = [x.expr if isinstance(x, Stage) else x.value for x in sched.pipeline.schedulables]
     if not reads_remapped_stage(exprs):
-        steps = bounded(what, lambda: _lower(sched, name, what, trace, workspace, passes))
+        steps = bounded(what, lambda: _lower(sched, name, what, trace, workspace, passes,
+                                             each=each))
     else:
         # a stage read through a mirror or wrap view: where it is computed inside a loop,
         # its exact region is piecewise and can cost isl far more than a whole-axis one
@@ -193,20 +213,22 @@ def lower_schedule(sched: Schedule, name: str | None = None, trace: bool = False
         try:
             steps = bounded(what, lambda: _lower(
                 sched, name, what, trace, workspace, passes,
-                ops=int(budget.MAX_ISL_OPERATIONS * share)), seconds=budget.MAX_ISL_SECONDS * share)
+                ops=int(budget.MAX_ISL_OPERATIONS * share), each=each),
+                seconds=budget.MAX_ISL_SECONDS * share)
         except AnalysisLimitError:
             def coarse() -> list[tuple[str, ir.LoweredFunc]]:
                 with whole_axis_remaps():
-                    return _lower(sched, name, what, trace, workspace, passes)
+                    return _lower(sched, name, what, trace, workspace, passes, each=each)
             steps = bounded(what, coarse)
     return Trace(steps) if trace else steps[-1][1]
 
 
 def _lower(sched: Schedule, name: str, what: str, keep: bool, workspace: bool,
-           passes: tuple[tuple[str, Pass], ...], ops: int | None = None
+           passes: tuple[tuple[str, Pass], ...], ops: int | None = None, each: bool = True
            ) -> list[tuple[str, ir.LoweredFunc]]:
     """The steps of one lowering (only the last one unless `keep`), each step under
-    `ops` isl operations (default: MAX_ISL_OPERATIONS)."""
+    `ops` isl operations (default: MAX_ISL_OPERATIONS), verified after each step (with
+    `each`) or only at the end."""
     steps: list[tuple[str, ir.LoweredFunc]] = []
     with isl_budget(what, ops):
         with step("bounds inference"):
@@ -220,19 +242,25 @@ def _lower(sched: Schedule, name: str, what: str, keep: bool, workspace: bool,
             ast = build_ast(model, vectors)
             func, temps = convert(model, ast, vectors, name)
             pending = frozenset(b.name for b, _ in temps)
-            func = verify(func, pending=pending, placed=False)
+            if each:
+                func = verify(func, pending=pending, placed=False)
         steps.append(("convert", func))
         with step("the reassociate pass"):  # before allocate, which places its buffers
-            func = verify(reassociate(func), pending=pending, placed=False)
+            func = reassociate(func)
+            if each:
+                func = verify(func, pending=pending, placed=False)
         steps.append(("reassociate", func))
         allocate: Pass = lambda f: place_allocations(f, temps, workspace)  # noqa: E731
-        for pass_name, run in (("allocate", allocate), *passes):
+        every = (("allocate", allocate), *passes)
+        for n, (pass_name, run) in enumerate(every):
             with step(f"the {pass_name} pass"):
-                func = verify(run(func))
+                func = run(func)
+                if each or n == len(every) - 1:
+                    func = verify(func)
             steps.append((pass_name, func))
             if not keep:
                 del steps[:-1]
     return steps
 
 
-__all__ = ["LATE_PASSES", "PASSES", "Trace", "finish", "ir", "lower_schedule"]
+__all__ = ["LATE_PASSES", "PASSES", "PROFILE_PASSES", "Trace", "finish", "ir", "lower_schedule"]

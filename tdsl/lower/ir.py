@@ -104,9 +104,12 @@ BinaryOp = Literal["add", "sub", "mul", "truediv", "floordiv", "mod", "min", "ma
 CompareOp = Literal["eq", "ne", "lt", "le", "gt", "ge"]
 UnaryOp = Literal["neg", "invert"]  # invert on bool is logical not
 # core, from the legalise pass: copysign (2 args); bitcast (the bits of a float as the
-# int of its width, or back). atan2 and pow take 2 args; round is rint (halves to even)
+# int of its width, or back). atan2 and pow take 2 args; round is rint (halves to even).
+# clock (no args, index): a monotonic clock in nanoseconds, read where it stands (only
+# the profile pass writes it, in a kernel of its own)
 CallFn = Literal["exp", "log", "sqrt", "sin", "cos", "tanh", "floor", "ceil", "abs",
-                 "exp2", "log2", "round", "erf", "atan2", "pow", "copysign", "bitcast"]
+                 "exp2", "log2", "round", "erf", "atan2", "pow", "copysign", "bitcast",
+                 "clock"]
 
 # the comparison that holds exactly where `op` does not (on integers: NaN aside)
 NEGATED: dict[CompareOp, CompareOp] = {

@@ -242,6 +242,33 @@ class Kernel:
         run = _plan_function(slots, signature, mine, sizes, outputs, names)
         self._plans = (run, *self._plans[:PLANS - 1])
 
+    def profile(self, *positional, runs: int = 3, **arrays):
+        """Where this kernel's time goes: a `Profile` of the time per call of each stage
+        (exclusive: its producers computed inside it are their own rows) and of each
+        parallel loop (its wall time and how busy its threads were), measured over
+        `runs` calls on these arrays (as for `benchmark`: by name, or one dict).
+
+            p = f.profile(A=a, B=b)
+            print(p)            # a table; in Jupyter, with a bar per row
+            p.by_stage()        # {"C": 0.0021, "Bp": 0.0003, ...} seconds
+            p.plot()            # a matplotlib bar chart
+
+        The times come from a second build of the kernel with clock reads around each
+        stage's loop nest and each parallel loop (made once, on first use); this kernel
+        is not changed, and `p.plain` is its own time for comparison (the clock reads
+        cost a little: `p.total` is the instrumented kernel's time). Inside a parallel
+        loop, the stages share the loop's wall time in proportion to their threads' time.
+        A producer computed inside a loop that runs very many times (more than 32768 per
+        call) is timed together with its consumer, as one row naming both."""
+        from .profile import profile_kernel
+
+        if len(positional) == 1 and isinstance(positional[0], dict) and not arrays:
+            arrays, positional = dict(positional[0]), ()
+        self._positional(positional)
+        if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+            raise ArgumentError(f"profile: runs must be an int >= 1, got {runs!r}")
+        return profile_kernel(self, arrays, runs)
+
     def work(self, **sizes: int) -> float | None:
         """Floating-point operations of one call with these symbolic sizes (None when
         a domain's size is not known): the work `benchmark`'s rate is measured by."""

@@ -7,6 +7,7 @@ correct as the compiler changes (C backend, every variant the runner measures).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -65,8 +66,8 @@ def test_the_tuned_variant_reads_the_committed_log(scripts, script):
     harness = importlib.import_module("harness")
     module = scripts[script]
     outputs = module.user_algorithm(*module.SIZES[module.DEFAULT_SIZE])
-    for target in ("c", "llvm"):
-        s = td.Schedule.from_log(harness.TUNED_LOG, outputs, target=target)
+    for target in ("c", "llvm"):  # read only: a transfer step would append to the log
+        s = td.Schedule.from_log(harness.TUNED_LOG, outputs, target=target, transfer=False)
         assert s.primitives and td.Schedule.from_json(s.to_json(), outputs) == s
     result = harness.measure(module, "tdsl-c-tuned", "tiny", runs=1, warmup=0, min_seconds=0.0)
     assert result["check"] == "not tuned" and "no successful trial" in result["why"]
@@ -166,9 +167,18 @@ def test_time_stepped_references_step(scripts):
         assert not np.allclose(one[1], arrays["A"])
 
 
+@pytest.mark.parametrize("script", ("layernorm", "depthwise"))
+def test_a_kernel_nobody_tuned_at_a_size_is_reported_not_tuned(scripts, script):
+    harness = importlib.import_module("harness")
+    result = harness.measure(scripts[script], "tdsl-llvm-tuned", "tiny", runs=1, warmup=0,
+                             min_seconds=0.0)
+    assert result["check"] == "not tuned" and result["check"] in harness.NOT_FAILURES
+
+
 def test_every_runner_variant_is_tested(scripts):
     """Every variant run.py measures has a test above (default: the naive-C test)."""
     tested = {(s, v) for s, v in CASES} | {(s, v) for s in SCRIPTS for v in ("auto", "tuned", "default")}
+    tested |= {("layernorm", "tuned"), ("depthwise", "tuned")}
     tested |= {(s, v) for s, v, _ in NEW_CASES}
     assert {(s, v) for s in SCRIPTS + NEW_SCRIPTS for v in scripts[s].VARIANTS} <= tested
 
@@ -184,7 +194,7 @@ def test_each_round_starts_at_another_peer(scripts, monkeypatch):
     """run.py measures every peer once per round, each round starting further along
     the list, and reports each peer's median round."""
     run = importlib.import_module("run")
-    peers = ["tdsl-c", "tdsl-llvm", "numpy", "halide", "tvm"]
+    peers = ["tdsl-c", "tdsl-llvm", "numpy", *run.EXTERNAL]
     monkeypatch.setattr(run, "script_peers", lambda script, size: peers[:2])
     order: list[str] = []
 
@@ -197,9 +207,13 @@ def test_each_round_starts_at_another_peer(scripts, monkeypatch):
     rows, _ = run.measure_all(args)
     rounds = [order[i:i + len(peers)] for i in range(0, len(order), len(peers))]
     assert len(rounds) == 3 and all(sorted(r) == sorted(peers) for r in rounds)
-    assert [r[0] for r in rounds] == ["tdsl-c", "tdsl-llvm", "halide"]
+    firsts = [turn * len(peers) // 3 for turn in range(3)]
+    assert [r[0] for r in rounds] == [peers[k] for k in firsts]
+    assert len(set(firsts)) == 3
     times = {r["peer"]: r["rounds_ms"] for r in rows}
-    assert times["tdsl-c"] == [1.0, 10.0, 13.0]
+    # tdsl-c is first in the first round, then comes after the peers the rounds start at
+    assert times["tdsl-c"] == [float(t * len(peers) + (len(peers) - k) % len(peers) + 1)
+                               for t, k in enumerate(firsts)]
 
 
 def test_im2col_baseline_is_a_convolution(scripts):
@@ -268,3 +282,39 @@ def test_the_naive_c_and_the_default_variants_match_numpy(scripts, script):
     peer = harness.naive_peer(module, "tiny")
     case = module.case("c", "best", "tiny")
     np.testing.assert_allclose(peer.fn(), case.reference(), rtol=case.rtol, atol=case.atol)
+
+
+@pytest.mark.parametrize("which", ["halide-mullapudi2016", "halide-adams2019", "halide-li2018"])
+@pytest.mark.parametrize("script", ["sgemm", "blur", "softmax"])
+def test_halides_autoschedulers_as_peers_match_numpy(scripts, monkeypatch, which, script):
+    """Halide's autoschedulers (plugins of the `halide` wheel, the optional `bench`
+    extra) on the plain algorithms, at the tiny size, through the harness."""
+    pytest.importorskip("halide")
+    monkeypatch.setenv("HL_NUM_THREADS", "2")
+    harness = importlib.import_module("harness")
+    result = harness.measure(scripts[script], which, "tiny", runs=2, warmup=1, min_seconds=0.0)
+    assert result["check"] == "ok", result
+    assert result["tune_s"] > 0 and result["rate"] > 0
+
+
+def test_metaschedule_not_tuned_here_is_reported_so(scripts, monkeypatch, tmp_path):
+    """A kernel MetaSchedule has no database for on this machine is "not tuned", a
+    reason the suite accepts (tuning it takes benchmarks/tune.py --tuners tvm-ms)."""
+    pytest.importorskip("tvm")
+    harness = importlib.import_module("harness")
+    peer_tvm_ms = importlib.import_module("peer_tvm_ms")
+    monkeypatch.setattr(peer_tvm_ms, "ROOT", tmp_path)
+    result = harness.measure(scripts["sgemm"], "tvm-ms", "tiny", runs=1, warmup=0,
+                             min_seconds=0.0)
+    assert result["check"] == "not tuned"
+
+
+def test_a_missing_peer_package_is_not_installed_not_a_failure(scripts, monkeypatch):
+    harness = importlib.import_module("harness")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("halide", "tvm") else real(name, *a))
+    for peer in harness.EXTERNAL:
+        result = harness.measure(scripts["blur"], peer, "tiny", runs=1, warmup=0,
+                                 min_seconds=0.0)
+        assert result["check"] == "not installed", (peer, result)

@@ -35,7 +35,7 @@ def measured(r):
 @pytest.mark.parametrize("target", ["c", "llvm"])
 def test_tune_finds_the_fastest_of_its_trials_and_it_computes_the_matmul(target, tmp_path):
     C = matmul()
-    r = td.tune(template(C), target=target, trials=4, progress=False, A=A_, B=B_)
+    r = td.tune(template(C), target=target, trials=4, progress=False, confirm=0, A=A_, B=B_)
     assert len(r.history) == 4 and all(h["status"] == "ok" for h in r.history)
     assert r.time == min(h["time"] for h in r.history)
     best = min(r.history, key=lambda h: h["time"])
@@ -48,14 +48,15 @@ def test_tune_finds_the_fastest_of_its_trials_and_it_computes_the_matmul(target,
 def test_the_log_resumes_measuring_nothing_twice_and_from_log_reads_the_best(tmp_path):
     C = matmul()
     log = tmp_path / "C.tune.jsonl"
-    first = td.tune(template(C), trials=5, log=str(log), progress=False, A=A_, B=B_)
+    first = td.tune(template(C), trials=5, log=str(log), progress=False, confirm=0, A=A_, B=B_)
     lines = log.read_text().splitlines()
     assert len(lines) == 5
     recs = [json.loads(x) for x in lines]
     assert {r["key"]["target"] for r in recs} == {"c"}
     assert all(r["machine"]["cpu"] for r in recs)
     # 12 combinations: the second run measures the 7 left, then has nothing to try
-    second = td.tune(template(C), trials=20, log=str(log), progress=False, A=A_, B=B_)
+    second = td.tune(template(C), trials=20, log=str(log), progress=False, confirm=0,
+                     A=A_, B=B_)
     assert len(log.read_text().splitlines()) == 12
     keys = [json.dumps(r["knobs"], sort_keys=True) for r in map(json.loads, log.read_text().splitlines())]
     assert len(set(keys)) == 12
@@ -64,7 +65,7 @@ def test_the_log_resumes_measuring_nothing_twice_and_from_log_reads_the_best(tmp
     assert s == second.schedule
     # a third run finds every candidate recorded and measures none
     before = log.read_text()
-    td.tune(template(C), trials=3, log=str(log), progress=False, A=A_, B=B_)
+    td.tune(template(C), trials=3, log=str(log), progress=False, confirm=0, A=A_, B=B_)
     assert log.read_text() == before
 
 
@@ -116,7 +117,8 @@ def test_crashes_hangs_wrong_answers_and_illegal_candidates_are_recorded_and_the
          .vectorize(C, "j_i")
          .parallel(C, td.knob("par", ["i_o", "k"])))  # k carries the reduction: refused
     log = tmp_path / "faults.jsonl"
-    r = td.tune(t, trials=12, log=str(log), progress=False, timeout=8, _fault=_fault, A=A_, B=B_)
+    r = td.tune(t, trials=12, log=str(log), progress=False, timeout=8, confirm=0, _fault=_fault,
+                A=A_, B=B_)
     by = {(h["knobs"]["ti"], h["knobs"]["tj"], h["knobs"]["par"]): h for h in r.history}
     assert len(by) == 12
     assert by[(4, 8, "i_o")]["status"] == "crashed" and "SIGABRT" in by[(4, 8, "i_o")]["message"]
@@ -221,7 +223,12 @@ def test_tuning_on_a_dask_cluster_writes_the_same_records(cluster, tmp_path):
     r = td.tune(template(C), trials=4, log=str(dask), executor=client.get_executor(), jobs=2,
                 progress=False, A=A_, B=B_)
     recs = [json.loads(x) for x in dask.read_text().splitlines()]
-    assert len(recs) == 4 and all(x["status"] == "ok" for x in recs)
+    trials = [x for x in recs if x["phase"] == "search"]
+    assert len(trials) == 4 and all(x["status"] == "ok" for x in recs)
+    # the leaders were re-timed on the cluster too, the result the chosen one
+    confirmed = [x for x in recs if x["phase"] == "confirm"]
+    assert len(confirmed) == 3 and sum(x["chosen"] for x in confirmed) == 1
+    assert r.knobs == next(x for x in confirmed if x["chosen"])["knobs"]
     one = json.loads(local.read_text().splitlines()[0])
     assert all(set(x) == set(one) and x["key"] == one["key"] for x in recs)
     assert all(x["machine"]["cpu"] for x in recs)
@@ -266,7 +273,7 @@ def test_killing_a_dask_worker_mid_run_loses_no_recorded_trial(cluster, tmp_path
                 os.kill(victim, 9)
 
     r = td.tune(template(C), trials=6, log=str(log), executor=Killing(client.get_executor()),
-                jobs=2, progress=False, A=A_, B=B_)
+                jobs=2, progress=False, confirm=0, A=A_, B=B_)
     assert _dead(victim)  # the worker was killed
     recs = [json.loads(x) for x in log.read_text().splitlines()]
     assert len(recs) == 6 == len(r.history)

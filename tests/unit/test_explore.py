@@ -91,7 +91,7 @@ def test_the_widget_has_a_control_per_knob_driving_the_same_path():
     assert ex.values["ti"] == 16 and ex.schedule == t.instantiate(ti=16)
     out = ex.outputs
     assert "per call" in out["time"].value and "FLOP/s" in out["rate"].value
-    assert "i_o" in out["nest"].value and set(box.children[-3:]) == set(out.values())
+    assert "i_o" in out["nest"].value and set(box.children[-4:]) == set(out.values())
     ex.controls["par"].value = "k"
     assert "failed" in out["time"].value and out["nest"].value == ""
     ex.update(ti=4, par="i_o")  # from code: the controls follow

@@ -31,6 +31,14 @@ def _loop(var: str, body: ir.Stmt, kind=ir.ForKind.SERIAL) -> ir.For:
     return ir.For(var, c(0), N, kind, body, None)
 
 
+def test_a_clock_takes_no_argument_and_reads_an_index():
+    verify(_func(ir.Let("t", ir.Call("clock", (), dt.index), _store(X))))
+    with pytest.raises(VerifyError, match="call clock of 1 arguments"):
+        verify(_func(ir.Let("t", ir.Call("clock", (c(1),), dt.index), _store(X))))
+    with pytest.raises(VerifyError, match="clock of .*index only"):
+        verify(_func(_store(ir.Call("clock", (), dt.int32))))
+
+
 @pytest.mark.parametrize("body, message", [
     (ir.Block((ir.Let("x", c(1), _store(X)), _store(X, ir.Var("x")))),
      "variable x used outside its scope"),
@@ -55,8 +63,8 @@ def test_a_let_may_shadow_a_let():
     (_store(ir.Unary("not", X, dt.int32)),  # type: ignore[arg-type]
      "unary operation 'not' is not one of: invert, neg"),
     (_store(ir.Call("expf", (X,), dt.int32)),  # type: ignore[arg-type]
-     "function 'expf' is not one of: abs, atan2, bitcast, ceil, copysign, cos, erf, exp, exp2, "
-     "floor, log, log2, pow, round, sin, sqrt, tanh"),
+     "function 'expf' is not one of: abs, atan2, bitcast, ceil, clock, copysign, cos, erf, exp, "
+     "exp2, floor, log, log2, pow, round, sin, sqrt, tanh"),
     (ir.For("i", c(0), N, "vectorized", _store(X), 4),  # type: ignore[arg-type]
      "loop i has kind 'vectorized', not one of: ForKind.SERIAL, ForKind.PARALLEL, "
      "ForKind.VECTORIZED, ForKind.UNROLLED"),
@@ -82,8 +90,9 @@ def test_the_vocabularies_agree_with_their_tables():
     # the algorithm's operations are numpy's, and each has a loop-IR operation of its name
     assert set(cx.NUMPY_BINARY) == set(get_args(cx.BinaryOp)) <= set(get_args(ir.BinaryOp))
     assert set(cx.NUMPY_COMPARE) == set(get_args(cx.CompareOp)) == set(get_args(ir.CompareOp))
-    # ... and the loop IR adds the core functions of the legalise pass
+    # ... and the loop IR adds the core functions of the legalise pass, and the clock of
+    # the profile pass
     assert set(cx.NUMPY_CALL) == set(get_args(cx.CallFn)) == set(get_args(ir.CallFn)) - {
-        "copysign", "bitcast"}
+        "copysign", "bitcast", "clock"}
     assert set(get_args(cx.UnaryOp)) == set(get_args(ir.UnaryOp))
     assert set(ir.NEGATED) == set(ir.NEGATED.values()) == set(get_args(ir.CompareOp))

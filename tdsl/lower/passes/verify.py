@@ -44,7 +44,8 @@ _UNARY, _CALL = _vocabulary(ir.UnaryOp), _vocabulary(ir.CallFn)
 _BUFFER_KINDS = _vocabulary(ir.BufferKind)
 
 
-_ARITY = {"copysign": 2, "atan2": 2, "pow": 2}  # every other function takes one argument
+# every other function takes one argument
+_ARITY = {"copysign": 2, "atan2": 2, "pow": 2, "clock": 0}
 
 
 def _operation(e: ir.Binary | ir.Call) -> None:
@@ -58,6 +59,8 @@ def _operation(e: ir.Binary | ir.Call) -> None:
         return
     if _ARITY.get(e.fn, 1) != len(e.args):
         raise VerifyError(f"call {e.fn} of {len(e.args)} arguments")
+    if e.fn == "clock" and e.dtype != dt.index:
+        raise VerifyError(f"clock of {e.dtype!r}: index only")
     if e.fn == "bitcast":
         src = e.args[0].dtype
         if (src.bits != e.dtype.bits or src.is_float == e.dtype.is_float
