@@ -119,14 +119,19 @@ def threads():
     pool.set_threads(before)
 
 
-@pytest.fixture(autouse=True)
-def _environment_as_it_was():
-    """Each test ends with the process environment it started with. distributed's Nanny
-    (a LocalCluster of processes) sets OMP_NUM_THREADS=1 and the like in the *calling*
-    process's os.environ before it spawns a worker, and leaves them there; a later test
-    of the same process would then see another default thread count."""
+def _restoring_environment():
     before = dict(os.environ)
     yield
     if os.environ != before:
         os.environ.clear()
         os.environ.update(before)
+
+
+# Each test, and each module (its module-scoped fixtures: a LocalCluster), ends with the
+# process environment it started with. distributed's Nanny (a LocalCluster of
+# processes) sets OMP_NUM_THREADS=1 and the like in the *calling* process's os.environ
+# before it spawns a worker, and leaves them there; a later test of the same process
+# would then see another default thread count.
+_environment_as_it_was = pytest.fixture(autouse=True)(_restoring_environment)
+_module_environment_as_it_was = pytest.fixture(autouse=True, scope="module")(
+    _restoring_environment)

@@ -118,11 +118,12 @@ class Profile:
                 f"{''.join(rows)}</table></div>")
 
     def plot(self):
-        """A matplotlib Figure: a horizontal bar per row, its exclusive milliseconds."""
-        from ..display import require_matplotlib
+        """A matplotlib Figure: a horizontal bar per row, its exclusive milliseconds (not
+        one of pyplot's figures: end a notebook cell with it to show it)."""
+        from ..display import new_figure
 
-        plt = require_matplotlib()
-        fig, ax = plt.subplots(figsize=(7, 0.4 * len(self.rows) + 1))
+        fig = new_figure((7, 0.4 * len(self.rows) + 1))
+        ax = fig.add_subplot()
         labels = [("  " * r.depth) + (f"parallel {r.label}" if r.kind == "parallel" else r.label)
                   for r in self.rows]
         ax.barh(range(len(self.rows)), [r.seconds * 1e3 for r in self.rows],
@@ -131,8 +132,6 @@ class Profile:
         ax.invert_yaxis()
         ax.set_xlabel("ms per call (exclusive)")
         ax.set_title(f"profile of {self.name} ({self.target})")
-        fig.tight_layout()
-        plt.close(fig)
         return fig
 
 
