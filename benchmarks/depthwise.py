@@ -37,7 +37,7 @@ import tdsl as td
 # (channels, height, width)
 SIZES = {"112x112": (64, 112, 112), "tiny": (5, 9, 13)}
 DEFAULT_SIZE = "112x112"
-VARIANTS = ("best", "auto")
+VARIANTS = ("best", "auto", "tuned")
 EXTRA_VARIANTS = ("default",)  # no schedule (harness.unscheduled_case)
 
 

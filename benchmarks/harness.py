@@ -52,7 +52,9 @@ NAIVE = "gcc-naive"
 NAIVE_FLAGS = ("-O3", "-march=native", "-shared", "-fPIC")
 # the tuning log tune.py writes and the "tuned" variants read
 TUNED_LOG = Path(__file__).resolve().parent / "tuned.jsonl"
-EXTERNAL = ("halide", "tvm")
+# Halide and TVM with hand schedules; Halide's autoschedulers; TVM's MetaSchedule
+HALIDE_AUTO = ("halide-mullapudi2016", "halide-adams2019", "halide-li2018")
+EXTERNAL = ("halide", "tvm", *HALIDE_AUTO, "tvm-ms")
 # what a measurement may report besides "ok" without having failed
 NOT_FAILURES = ("ok", "not installed", "not tuned", "no peer")
 
@@ -226,7 +228,10 @@ def unscheduled_case(module, target: str, variant: str, size: str) -> Case:
         note = "td.autoschedule"
     else:
         def schedule_fn():
-            return td.Schedule.from_log(TUNED_LOG, outputs, target=target)
+            # on a machine the log has no record of, from_log re-measures the best records
+            # of other machines against the auto-scheduler's choice, on these inputs, once
+            # (recorded in the log): what an application shipping the log gets
+            return td.Schedule.from_log(TUNED_LOG, outputs, target=target, arrays=base.inputs)
         note = f"td.Schedule.from_log({TUNED_LOG.name})"
     return Case(base.kernel, schedule_fn, base.inputs, base.reference, base.work, base.unit,
                 base.rtol, base.atol, note)
@@ -276,18 +281,27 @@ def script_name(module) -> str:
 
 def measure_external(module, peer: str, size: str, runs: int, warmup: int,
                      min_seconds: float) -> dict:
-    """Halide or TVM (peer_halide.py, peer_tvm.py) on one kernel, checked against numpy
+    """Halide or TVM (peer_halide.py, peer_tvm.py; Halide's autoschedulers,
+    peer_halide_auto.py; MetaSchedule, peer_tvm_ms.py) on one kernel, checked against numpy
     with the tolerances of the kernel's tdsl case. A missing package is "not
     installed", a kernel the peer module has no pipeline for "no peer"; any
     failure to build or run is reported as "error: ...", not raised."""
     kernel = module.kernel_name(size)
-    if importlib.util.find_spec(peer) is None:
+    package = peer.split("-")[0]
+    if importlib.util.find_spec(package) is None:
         return {"kernel": kernel, "check": "not installed"}
     try:
-        peer_module = importlib.import_module(f"peer_{peer}")
+        name = {"tvm-ms": "peer_tvm_ms"}.get(peer, "peer_halide_auto" if peer in HALIDE_AUTO
+                                                  else f"peer_{peer}")
+        peer_module = importlib.import_module(name)
         if script_name(module) not in peer_module.BUILDERS:
             return {"kernel": kernel, "check": "no peer"}
-        p = peer_module.peer(script_name(module), size)
+        if peer in HALIDE_AUTO:
+            p = peer_module.peer(script_name(module), size, peer)
+        else:
+            p = peer_module.peer(script_name(module), size)
+        if p is None:  # MetaSchedule: not tuned on this machine (benchmarks/tune.py)
+            return {"kernel": kernel, "check": "not tuned"}
         c = module.case("c", "best", size)
         result = measure_peer(p, c.reference(), c.rtol, c.atol, runs, warmup, min_seconds)
     except Exception as e:  # a peer's build or run failing must not end the suite

@@ -28,7 +28,7 @@ import tdsl as td
 
 SIZES = {"4096": (4096, 1024), "tiny": (9, 100)}
 DEFAULT_SIZE = "4096"
-VARIANTS = ("best", "auto")
+VARIANTS = ("best", "auto", "tuned")
 EXTRA_VARIANTS = ("default",)  # no schedule (harness.unscheduled_case)
 EPS = 1e-5
 

@@ -62,9 +62,12 @@ KERNELS = (
     ("jacobi-2d", "jacobi2d", "1300"),
     ("heat-3d", "heat3d", "120"),
 )
-EXTERNAL = ("halide", "tvm")
+EXTERNAL = ("halide", "tvm", "halide-mullapudi2016", "halide-adams2019", "halide-li2018",
+            "tvm-ms")
 BLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
-DISPLAY = {"numpy": "numpy", "halide": "Halide", "tvm": "TVM", "gcc-naive": "naive gcc -O3"}
+DISPLAY = {"numpy": "numpy", "halide": "Halide", "tvm": "TVM", "gcc-naive": "naive gcc -O3",
+           "halide-mullapudi2016": "Halide Mullapudi2016", "halide-adams2019": "Halide Adams2019",
+           "halide-li2018": "Halide Li2018", "tvm-ms": "TVM MetaSchedule"}
 
 
 def display(peer: str) -> str:
@@ -259,6 +262,46 @@ def unscheduled_table(rows: list[dict], markdown: bool) -> str:
                      for cs in [head, *cells])
 
 
+TUNING_TIMES = HERE / "tuning_times.jsonl"
+
+
+def tuning_table(rows: list[dict], markdown: bool) -> str:
+    """Per kernel: the seconds each tuner took on this machine (td.tune and MetaSchedule
+    as benchmarks/tune.py recorded them, with their measured trials; Halide's
+    autoschedulers as their measurement reported: they measure nothing)."""
+    from tdsl.tune.machine import fingerprint_id
+
+    here = fingerprint_id()
+    recorded: dict[tuple[str, str], str] = {}
+    if TUNING_TIMES.exists():
+        for line in TUNING_TIMES.read_text().splitlines():
+            r = json.loads(line)
+            if r.get("machine") == here:
+                recorded[(r["kernel"], r["tuner"])] = f"{r['wall_s']:.0f} s ({r['trials']} trials)"
+    kernels = list(dict.fromkeys(r["kernel"] for r in rows))
+    tuners = ["tdsl-c", "tdsl-llvm", "tvm-ms", "halide-mullapudi2016", "halide-adams2019",
+              "halide-li2018"]
+    head = ("kernel", *(display(t) if t.startswith(("tvm", "halide")) else f"td.tune {t[5:]}"
+                        for t in tuners))
+    cells = []
+    for k in kernels:
+        row = [k]
+        for t in tuners:
+            got = recorded.get((k, t))
+            if got is None:
+                r = next((x for x in rows if x["kernel"] == k and x["peer"] == t), {})
+                got = f"{r['tune_s']:.1f} s" if "tune_s" in r else "-"
+            row.append(got)
+        cells.append(row)
+    if markdown:
+        return "\n".join(["| " + " | ".join(head) + " |", "|---|" + "--:|" * (len(head) - 1)]
+                         + ["| " + " | ".join(c) + " |" for c in cells])
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(head)]
+    return "\n".join(" | ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                                for i, (c, w) in enumerate(zip(cs, widths))).rstrip()
+                     for cs in [head, *cells])
+
+
 def measure_all(args) -> tuple[list[dict], str | None]:
     """Every selected kernel with every peer, `args.rounds` times in alternation: the
     median round of each (kernel, peer), and the numpy peer's BLAS if it said."""
@@ -338,6 +381,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"numpy BLAS: {blas}")
     print()
     print(table(rows, limits, args.markdown))
+    if any(r["peer"] in EXTERNAL[2:] for r in rows):
+        print("\nTuning wall time on this machine (td.tune, MetaSchedule: benchmarks/tune.py; "
+              "Halide's autoschedulers: scheduling and compiling):\n")
+        print(tuning_table(rows, args.markdown))
     naive = unscheduled_table(rows, args.markdown)
     if naive:
         print("\nNo schedule against the textbook loops (ratio: naive gcc time / tdsl time):\n")

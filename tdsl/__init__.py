@@ -8,6 +8,7 @@ polyhedral lowering to C and LLVM.
 
 from . import dtypes
 from .api import build, lower
+from .chunked import ChunkPlan, chunk_plan, map_blocks
 from .compute import abs_ as abs
 from .compute import (
     argmax,
@@ -80,8 +81,11 @@ from .dtypes import (
 from .emit import emit_c
 from .errors import (
     ArgumentError,
+    ChunkingError,
+    ChunkingWarning,
     CompileError,
     DefinitionError,
+    InternalError,
     MissingDependency,
     OutOfBoundsError,
     RuntimeFailure,
@@ -118,14 +122,25 @@ from .schedule import (
     knob,
     schedule,
 )
-from .tune import TuneResult, autoschedule, autotemplate, explore, tune
+from .tune import Machine, TuneResult, autoschedule, autotemplate, explore, tune
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str):
+    """Names that are not here: a schedule primitive (`td.split`) is a method of
+    td.Schedule, and the error says so instead of a bare AttributeError."""
+    if not name.startswith("_") and callable(getattr(Schedule, name, None)):
+        raise AttributeError(
+            f"module 'tdsl' has no attribute {name!r}: {name} is a schedule primitive, a "
+            f"method of td.Schedule: td.schedule(C).{name}(...); help(td.Schedule.{name})",
+            name=name, obj=None)
+    raise AttributeError(f"module 'tdsl' has no attribute {name!r}", name=name, obj=None)
+
 __all__ = [
-    "ArgumentError", "Atomic", "CacheRead", "CacheWrite", "CompileError", "ComputeAt", "ComputeInline", "DefinitionError", "Fuse", "FuseUpdates",
-    "Kernel", "Knob", "Layout", "MissingDependency", "OutOfBoundsError", "Parallel", "Reorder", "RFactor", "RuntimeFailure", "Schedule", "ScheduleError", "Split",
-    "StoreAt", "StoreRoot", "StoreNontemporal", "TdslError", "TuneResult", "TuningError", "Template", "Tile", "Timing", "Unroll", "VectorizationWarning", "Vectorize", "abs", "argmax", "argmin", "atan2", "erf", "exp2", "isinf", "isnan", "log2", "pow", "round", "rsqrt", "saturating_cast", "saturating_add", "saturating_sub", "rounding_shift_right", "rounding_mul_shift_right", "requantize", "autoschedule", "autotemplate", "bool_", "build",
+    "ArgumentError", "Atomic", "CacheRead", "CacheWrite", "ChunkPlan", "ChunkingError", "ChunkingWarning", "chunk_plan", "map_blocks", "CompileError", "ComputeAt", "ComputeInline", "DefinitionError", "Fuse", "FuseUpdates",
+    "InternalError", "Kernel", "Knob", "Layout", "MissingDependency", "OutOfBoundsError", "Parallel", "Reorder", "RFactor", "RuntimeFailure", "Schedule", "ScheduleError", "Split",
+    "Machine", "StoreAt", "StoreRoot", "StoreNontemporal", "TdslError", "TuneResult", "TuningError", "Template", "Tile", "Timing", "Unroll", "VectorizationWarning", "Vectorize", "abs", "argmax", "argmin", "atan2", "erf", "exp2", "isinf", "isnan", "log2", "pow", "round", "rsqrt", "saturating_cast", "saturating_add", "saturating_sub", "rounding_shift_right", "rounding_mul_shift_right", "requantize", "autoschedule", "autotemplate", "bool_", "build",
     "assume_in_range", "cast", "ceil", "clamp", "compute", "cos", "dim", "dims", "dtypes", "emit_c", "evaluate", "exp", "explore",
     "bfloat16", "float16", "float32", "float64", "floor", "input", "int8", "knob", "int16", "int32", "int64", "log", "lower",
     "max", "maximum", "min", "minimum", "num_threads", "set_num_threads", "threads", "mirror", "mirror_interior", "pad", "plot_iteration_space", "prod", "reduce", "schedule", "set_compile_timeout", "sin", "size", "sqrt", "sum",

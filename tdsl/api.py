@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .compute.tensor import Stage
 from .errors import ArgumentError, ScheduleError, VectorizationWarning
 from .lower import finish, ir, lower_schedule, vectors
 from .runtime import Kernel
+from .runtime.profile import set_builder
 from .schedule import Schedule, schedule
 
 if TYPE_CHECKING:
@@ -45,11 +47,32 @@ def lower(s, name: str | None = None, trace: bool = False):
     return lower_schedule(as_schedule(s), name, trace=trace, late=trace)
 
 
+def _build_module(target: str, final: ir.LoweredFunc) -> CModule | LLVMModule:
+    """The backend module of finished loop IR for `target`."""
+    if target == "c":
+        from .backend_c import build as build_c
+
+        return build_c(final)
+    from .backend_llvm import build as build_llvm
+
+    return build_llvm(final)
+
+
+def _builder(target: str) -> Callable[[ir.LoweredFunc], CModule | LLVMModule]:
+    def build_for(final: ir.LoweredFunc) -> CModule | LLVMModule:
+        return _build_module(target, final)
+    return build_for
+
+
+for _target in TARGETS:  # Kernel.profile builds its instrumented kernel with these
+    set_builder(_target, _builder(_target))
+
+
 _BUILT: dict[tuple, tuple[ir.LoweredFunc, CModule | LLVMModule, vectors.VectorReport]] = {}
 _BUILT_LIMIT = 256
 
 
-def build(s, target: str = "c", name: str | None = None) -> Kernel:
+def build(s, target: str = "c", name: str | None = None, *, verify: bool = True) -> Kernel:
     """Compile a schedule into a callable Kernel. target: "c" (default) or "llvm".
 
     Building the same schedule again in one process returns a kernel sharing the
@@ -59,7 +82,11 @@ def build(s, target: str = "c", name: str | None = None) -> Kernel:
     A vectorized loop that cannot run as vector code (an atomic update, a loop with
     bounds that differ between its lanes inside it, ...) is built as a plain loop,
     with a `td.VectorizationWarning` naming the stage, the loop and why;
-    `kernel.vectorization` lists what became of every vectorized loop."""
+    `kernel.vectorization` lists what became of every vectorized loop.
+
+    `verify=False` checks the loop IR once, after the last pass, instead of after every
+    pass: lowering takes about half the time. The tuner's trials, whose outputs are
+    compared with the reference, build this way."""
     sched = as_schedule(s)
     if target not in TARGETS:
         raise ArgumentError(f"unknown target {target!r}; valid targets are {', '.join(TARGETS)}")
@@ -68,16 +95,10 @@ def build(s, target: str = "c", name: str | None = None) -> Kernel:
     key = (sched, target, name)
     hit = _BUILT.get(key)
     if hit is None:
-        func = lower_schedule(sched, name, late=False)  # the loop nest the kernel shows
-        final = finish(func)
-        if target == "c":
-            from .backend_c import build as build_c
-
-            module: CModule | LLVMModule = build_c(final)
-        else:
-            from .backend_llvm import build as build_llvm
-
-            module = build_llvm(final)
+        # the loop nest the kernel shows
+        func = lower_schedule(sched, name, late=False, each=verify)
+        final = finish(func, each=verify)
+        module: CModule | LLVMModule = _build_module(target, final)
         if len(_BUILT) >= _BUILT_LIMIT:
             _BUILT.pop(next(iter(_BUILT)))
         hit = _BUILT[key] = (func, module, vectors.report(final))

@@ -313,6 +313,7 @@ def _positive_int(text: str) -> int:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tdsl", description="tdsl: a tensor DSL with schedules.")
+    p.add_argument("--version", action="version", version=f"tdsl {td.__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     d = sub.add_parser(
         "demo",

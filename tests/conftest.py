@@ -1,5 +1,10 @@
-"""Shared test configuration: hypothesis profiles, golden-file flag, backend fixture,
-and `threads`, which runs parallel loops on a given number of threads.
+"""Shared test configuration: the tiers, hypothesis profiles, golden-file flag, backend
+fixture, and `threads`, which runs parallel loops on a given number of threads.
+
+Tiers are folders (docs/testing.md): unit/ and meta/ are the fast tier for the edit-test
+loop, e2e/ and fuzz/ the rest of the suite. Every test is marked with its folder's name
+(`-m unit`, `-m "not fuzz"`), and the folders are on sys.path so a test module may
+import helpers from another (`from test_emit_c import tool`) whichever tier runs.
 
 Hypothesis profiles: `ci` (bounded, derandomized; the default) and `dev` (many
 more examples). Select one with `--hypothesis-profile=dev` (hypothesis' own
@@ -8,15 +13,41 @@ pytest option) or the environment variable HYPOTHESIS_PROFILE.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import importlib
 import os
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 from tdsl.api import TARGETS
+
+HERE = Path(__file__).resolve().parent
+TIERS = ("unit", "e2e", "meta", "fuzz")
+for _tier in TIERS:
+    if str(HERE / _tier) not in sys.path:
+        sys.path.insert(0, str(HERE / _tier))
+
+
+def pytest_configure(config):
+    for tier in TIERS:
+        config.addinivalue_line("markers", f"{tier}: a test in tests/{tier}/ (docs/testing.md)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark each test with its tier; a test file outside the tier folders is an error."""
+    for item in items:
+        path = Path(str(item.fspath)).resolve()
+        if not path.is_relative_to(HERE):
+            continue  # not one of the suite's files (a doctest of a module, say)
+        rel = path.relative_to(HERE).parts
+        if len(rel) < 2 or rel[0] not in TIERS:
+            raise pytest.UsageError(
+                f"{item.fspath}: test files go in one of tests/{{{','.join(TIERS)}}}/ "
+                "(docs/testing.md says which)")
+        item.add_marker(getattr(pytest.mark, rel[0]))
+
 
 settings.register_profile(
     "ci",
@@ -72,26 +103,35 @@ def backend(request) -> str:
     return target
 
 
-def _libgomp() -> ctypes.CDLL | None:
-    """The OpenMP runtime both backends run parallel loops on, or None if it is missing."""
-    for name in ("libgomp.so.1", ctypes.util.find_library("gomp")):
-        if name:
-            try:
-                return ctypes.CDLL(name)
-            except OSError:
-                pass
-    return None
-
-
 @pytest.fixture
 def threads():
-    """`threads(n)` makes later parallel loops of this test run on n threads (both backends
-    start their parallel regions with libgomp's default team size, which this sets for the
-    calling thread); the previous default is restored afterwards. Races between iterations
-    can only show with two or more threads, whatever the machine's core count."""
-    gomp = _libgomp()
-    if gomp is None:
-        pytest.skip("libgomp is not available, so parallel loops run on one thread")
-    before = gomp.omp_get_max_threads()
-    yield gomp.omp_set_num_threads
-    gomp.omp_set_num_threads(before)
+    """`threads(n)` makes later parallel loops of this test's thread run on n threads
+    (both backends run them on tdsl's thread pool, with the calling thread's setting,
+    `td.set_num_threads`); the previous setting is restored afterwards. Races between
+    iterations can only show with two or more threads, whatever the machine's core
+    count."""
+    from tdsl.backend_c import pool
+
+    if pool.load() is None:
+        pytest.skip(f"tdsl's thread pool is not available ({pool.unavailable()})")
+    before = pool.setting()
+    yield pool.set_threads
+    pool.set_threads(before)
+
+
+def _restoring_environment():
+    before = dict(os.environ)
+    yield
+    if os.environ != before:
+        os.environ.clear()
+        os.environ.update(before)
+
+
+# Each test, and each module (its module-scoped fixtures: a LocalCluster), ends with the
+# process environment it started with. distributed's Nanny (a LocalCluster of
+# processes) sets OMP_NUM_THREADS=1 and the like in the *calling* process's os.environ
+# before it spawns a worker, and leaves them there; a later test of the same process
+# would then see another default thread count.
+_environment_as_it_was = pytest.fixture(autouse=True)(_restoring_environment)
+_module_environment_as_it_was = pytest.fixture(autouse=True, scope="module")(
+    _restoring_environment)

@@ -12,6 +12,15 @@ next to the library (`<key>.c`), which is where a compiler error points. An
 unusable cache directory (read-only, or under a regular file) falls back to a
 temporary directory for the process, with a warning. The compiler runs under
 a time limit (`tdsl.limits.set_compile_timeout`).
+
+A library in the cache is code this process runs, so the cache is used only when
+it is the user's own: the directory is created private (0700), and a directory
+that another user owns, or that group or others may write (or that sits under a
+directory others may rename it in: not owned by root or the user, or writable by
+group or others without the sticky bit), is not read; neither is an entry that
+another user owns or that group or others may write, nor a symbolic link. Such a
+cache falls back to the private temporary directory, with a warning. The size and
+SHA-256 of the `.ref` guard against damage; ownership and modes against tampering.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import os
 import platform
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import uuid
@@ -66,10 +76,12 @@ DEFAULT_FLAGS: tuple[str, ...] = (
     "-fschedule-insns",
     "-fsched-pressure",
     "-fno-predictive-commoning",
-    "-fopenmp",
+    "-fopenmp-simd",
     "-fPIC",
     "-shared",
 )
+# -fopenmp-simd: the `#pragma omp simd` loops, and no OpenMP runtime: parallel loops run
+# on tdsl's thread pool (pool.c), whose symbol the kernel leaves to the dynamic loader.
 # -fno-predictive-commoning: gcc 12's predictive commoning carries a store from one
 # iteration to a later one that stores the same address and writes it back after the
 # loop, together with values it loaded before the loop for iterations that did not run.
@@ -182,17 +194,17 @@ def compile_source(
     cc = find_compiler(compiler)
     key = cache_key(src, cc, flags)
     directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    found = _cached(directory, key)
-    if found is not None:
-        return found
     try:
         _prepare(directory)
+        found = _cached(directory, key)
+        if found is not None:
+            return found
         return _build(src, cc, flags, directory, key, timeout)
     except _Unusable as e:
         warnings.warn(
             f"the tdsl compile cache {directory} is unusable ({e.reason}); building in a "
             f"temporary directory for this process instead (set XDG_CACHE_HOME to a "
-            f"writable directory to keep compiled kernels)",
+            f"writable directory of your own to keep compiled kernels)",
             RuntimeWarning,
             stacklevel=2,
         )
@@ -217,12 +229,68 @@ class _Unusable(Exception):
 
 
 def _prepare(directory: Path) -> None:
+    """Create `directory` (private) if it is missing; refuse it (`_Unusable`) unless it
+    is a directory this process may trust with code it will load (`_distrust`)."""
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as e:
         raise _Unusable(f"{type(e).__name__}: {e.strerror or e}") from None
     if not directory.is_dir():
         raise _Unusable(f"{directory} is not a directory")
+    reason = _distrust(directory)
+    if reason is not None:
+        raise _Unusable(reason)
+
+
+def _distrust(directory: Path) -> str | None:
+    """Why a library in `directory` could be another user's code, or None.
+
+    The directory must belong to this user and be writable by nobody else; every
+    directory above it must belong to root or this user and be writable by nobody
+    else, or have the sticky bit (as /tmp has: others cannot rename what is ours)."""
+    me = os.geteuid()
+    try:
+        real = directory.resolve(strict=True)
+        st = os.stat(real)
+    except OSError as e:
+        return f"{type(e).__name__}: {e.strerror or e}"
+    if st.st_uid != me:
+        return (f"it belongs to another user (uid {st.st_uid}), and a library there would "
+                "run as you")
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return (f"group or others may write to it (mode {stat.S_IMODE(st.st_mode):o}), and "
+                f"could plant a library that runs as you; `chmod go-w {real}` makes it private")
+    for parent in real.parents:
+        try:
+            up = os.stat(parent)
+        except OSError as e:
+            return f"{type(e).__name__}: {e.strerror or e}"
+        if up.st_uid not in (0, me):
+            return f"{parent} above it belongs to another user (uid {up.st_uid})"
+        if up.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not up.st_mode & stat.S_ISVTX:
+            return (f"{parent} above it may be written by group or others without the "
+                    "sticky bit, who could replace the cache")
+    return None
+
+
+def _read_own(path: Path) -> bytes | None:
+    """The bytes of `path` if it is a regular file (not a symbolic link) of this user that
+    group and others may not write; else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid()
+                or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 _FALLBACK: list[Path] = []
@@ -248,19 +316,17 @@ def _cached(directory: Path, key: str) -> str | None:
     `<key>.ref` names the library file (`<key>-<digest>.so`, content-addressed, so
     every process that publishes it writes the same bytes) with its size and SHA-256.
     """
+    raw = _read_own(directory / f"{key}.ref")
     try:
-        ref = (directory / f"{key}.ref").read_text().split()
-    except (OSError, UnicodeDecodeError):
+        ref = raw.decode().split() if raw is not None else []
+    except UnicodeDecodeError:
         return None
     if len(ref) != 3 or not ref[2].startswith(key) or "/" in ref[2]:
         return None
     digest, size, name = ref
     lib = directory / name
-    try:
-        data = lib.read_bytes()
-    except OSError:
-        return None
-    if str(len(data)) != size or hashlib.sha256(data).hexdigest() != digest:
+    data = _read_own(lib)
+    if data is None or str(len(data)) != size or hashlib.sha256(data).hexdigest() != digest:
         return None
     return str(lib)
 
@@ -301,6 +367,7 @@ def _build(src: str, cc: str, flags: tuple[str, ...], directory: Path, key: str,
     digest = hashlib.sha256(data).hexdigest()
     lib = directory / f"{key}-{digest[:16]}.so"
     try:
+        os.chmod(tmp, 0o700)  # the compiler's mode follows the umask; an entry is private
         os.replace(tmp, lib)
         _publish(directory / f"{key}.ref", f"{digest} {len(data)} {lib.name}\n".encode())
     except OSError as e:
@@ -329,6 +396,7 @@ def _publish(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}")
     try:
         tmp.write_bytes(data)
+        os.chmod(tmp, 0o600)
         os.replace(tmp, path)
     except OSError:
         tmp.unlink(missing_ok=True)

@@ -314,6 +314,9 @@ class ExprEmitter:
             name = helpers.bitcast_name(a.dtype, t)
             self.use_helper(name)
             return call(name, self(a))
+        if fn == "clock":
+            self.use_helper(helpers.CLOCK)
+            return call(helpers.CLOCK)
         if fn in _LIBM_2 and t.is_float and len(e.args) == 2:
             self.use_header("math.h")
             return call(f"{fn}{'f' if t.bits == 32 else ''}", *(self(a) for a in e.args))

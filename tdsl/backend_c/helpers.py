@@ -13,7 +13,7 @@ min/max, abs and float32 exp reach the backend as core operations already
 from __future__ import annotations
 
 from ..dtypes import DType
-from ..lower.abi import CHUNKS_PER_THREAD
+from ..lower.abi import PARALLEL_FOR as PARALLEL_FOR_SYMBOL
 
 CTYPE = {
     "float16": "uint16_t",  # 16-bit floats only move (lower.passes.narrow): their bits
@@ -61,12 +61,13 @@ OPS = ("min", "max")
 BLEND = {s: f"blend_{s}" for s in _SUFFIX_CTYPE}
 ALLOC = "alloc_temp"
 MUL_SAT, ADD_SAT = "mul_sat_u64", "add_sat_u64"  # sizing a workspace without overflow
-PAR_CHUNK = "par_chunk"  # the chunk size of a parallel loop's dynamic schedule
+PARALLEL_FOR = PARALLEL_FOR_SYMBOL  # the thread pool's entry point (backend_c/pool.c)
 TO_INT64 = {"f32": "toi64_f32", "f64": "toi64_f64"}  # float -> int64, defined everywhere
 # a float's bits as the int of its width and back: bitcast_i32_f32, bitcast_f32_i32, ...
 BITCASTS = (("f32", "i32"), ("f32", "u32"), ("f64", "i64"), ("f16", "u16"), ("bf16", "u16"))
 BITCAST = frozenset(n for f, i in BITCASTS for n in (f"bitcast_{i}_{f}", f"bitcast_{f}_{i}"))
 STREAM_STORE, STREAM_FENCE = "stream_store", "stream_fence"  # Schedule.store_nontemporal
+CLOCK = "clock_ns"  # the loop IR's clock: a monotonic clock in nanoseconds (Kernel.profile)
 # a block of 32-bit elements copied to its transpose (lower.vectors.transposing_copy), per type
 TRANSPOSE = {s: f"transpose_{s}" for s in ("f32", "i32", "u32")}
 # int32 sums of small-integer products taken in groups (render: lower.vectors.
@@ -88,7 +89,7 @@ DSP_ROTATED = {"sxtb16_ror8": "sxtb16", "uxtb16_ror8": "uxtb16", "sxtab16_ror8":
 DSP_MAC = ("smlad", "smlabb", "smlatt")
 DSP_HELPERS = frozenset(f"dsp_{fn}" for fn in (*DSP_ROTATED, *DSP_MAC))
 NAMES = frozenset({f"{op}_{s}" for op in OPS for s in _SUFFIX_CTYPE if s[0] != "f"}
-                  | {ALLOC, MUL_SAT, ADD_SAT, PAR_CHUNK, STREAM_STORE, STREAM_FENCE, PAIR_MADD,
+                  | {ALLOC, MUL_SAT, ADD_SAT, PARALLEL_FOR, STREAM_STORE, STREAM_FENCE, PAIR_MADD, CLOCK,
                      QUAD_MADD_U8I8, QUAD_MADD_I8U8,
                      *TO_INT64.values(), *TRANSPOSE.values(), *BLEND.values()} | BITCAST
                   | DSP_HELPERS)
@@ -141,8 +142,10 @@ def definition(name: str) -> tuple[str, frozenset[str]]:
         _, dst, src = name.split("_")
         text = _BITCAST.format(name=name, t=_SUFFIX_CTYPE[dst], s=_SUFFIX_CTYPE[src])
         return text.strip() + "\n", frozenset({"stdint.h"})
-    if name == PAR_CHUNK:
-        return _PAR_CHUNK.format(n=CHUNKS_PER_THREAD).strip() + "\n", frozenset({"stdint.h"})
+    if name == CLOCK:
+        return _CLOCK.strip() + "\n", frozenset({"stdint.h", "time.h"})
+    if name == PARALLEL_FOR:
+        return _PARALLEL_FOR.strip() + "\n", frozenset({"stdint.h"})
     if name in _STREAM:
         return _STREAM[name].strip() + "\n", frozenset({"stdint.h", "string.h"})
     if name in _SATURATING:
@@ -270,16 +273,21 @@ static void *alloc_temp(int64_t count, size_t size) {
 }
 """
 
-# Parallel loops are shared out dynamically, in about n chunks per thread
-# (`lower.abi.CHUNKS_PER_THREAD`)
-_PAR_CHUNK = """
-int omp_get_max_threads(void);
+_CLOCK = """
+static inline int64_t clock_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + (int64_t)t.tv_nsec;
+}
+"""
 
-/* The chunk size for a parallel loop of `trips` iterations: about {n} chunks per thread. */
-static inline int64_t par_chunk(int64_t trips) {{
-    int64_t chunk = trips / ({n} * (int64_t)omp_get_max_threads());
-    return chunk > 1 ? chunk : 1;
-}}
+# A parallel loop runs on tdsl's thread pool (`lower.abi.PARALLEL_FOR`), which the
+# dynamic loader binds when the kernel is loaded
+_PARALLEL_FOR = f"""
+/* Runs task(lo, hi, env) on chunks of [lo, hi) on tdsl's thread pool, the calling
+   thread included; 0, or what a failed chunk returned. */
+int {PARALLEL_FOR_SYMBOL}(int (*task)(int64_t, int64_t, void *), void *env, int64_t lo,
+                      int64_t hi);
 """
 
 _SATURATING = {

@@ -7,7 +7,6 @@ alive.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import threading
 from collections.abc import Sequence
@@ -19,8 +18,8 @@ from ..errors import CompileError
 from ..lower.abi import check_call
 from ..lower.ir import For, ForKind, LoweredFunc, Select
 from ..lower.rewrite import stmt_exprs, walk_exprs, walk_stmts
+from . import pool
 from .compile import DEFAULT_FLAGS, LARGE_SOURCE, NO_THREAD_JUMPS, NO_UNSWITCH, compile_source
-from .helpers import ctype
 from .render import auto_simd, entry_name, render, signature
 
 
@@ -32,8 +31,8 @@ class _Library:
     def __init__(self, path: str, prototype: str, name: str):
         self.ffi = cffi.FFI()
         self.ffi.cdef(prototype)
-        # never unmapped: OpenMP worker threads may still be parked in (or returning
-        # through) the kernel's code when the interpreter exits
+        # never unmapped: a kernel's code outlives its last Kernel object cheaply, and
+        # a library unloaded while another thread is in it would crash the process
         try:
             self.lib = self.ffi.dlopen(path, self.ffi.RTLD_NOW | self.ffi.RTLD_NODELETE)
         except OSError as e:
@@ -41,23 +40,16 @@ class _Library:
         self.fn = getattr(self.lib, name)
 
 
-def _keep_openmp_runtime() -> object | None:
-    """Load libgomp once for the whole process, never to be unloaded, before any kernel:
-    kernels built with -fopenmp share it, and unloading it while its worker threads spin
-    (OMP_WAIT_POLICY=active) would crash the interpreter at exit."""
-    try:
-        return ctypes.CDLL("libgomp.so.1", mode=os.RTLD_GLOBAL | os.RTLD_NODELETE)
-    except OSError:
-        return None  # no libgomp here; -fopenmp kernels then fail to build or load clearly
-
-
-_OPENMP = _keep_openmp_runtime()
 _LOADED: dict[str, _Library] = {}
 _LOCK = threading.Lock()
 
 
 def load(path: str, func: LoweredFunc) -> _Library:
-    """The library at `path` (built from `func`), opened once per process."""
+    """The library at `path` (built from `func`), opened once per process, after the
+    thread pool its parallel loops call (`pool`)."""
+    if pool.load() is None:
+        raise CompileError(f"cannot load the compiled kernel {path}: tdsl's thread pool "
+                           f"could not be built ({pool.unavailable()})")
     with _LOCK:
         lib = _LOADED.get(path)
         if lib is None:
@@ -69,7 +61,7 @@ class CModule:
     """A compiled kernel: `.source` (C text), `.path` (shared library), `.name`
     (entry point) and `call(arrays, sizes)`."""
 
-    __slots__ = ("source", "path", "name", "func", "_library", "_fn", "_from_buffer", "_types")
+    __slots__ = ("source", "path", "name", "func", "_library", "entry", "from_buffer")
 
     def __init__(self, func: LoweredFunc, source: str, path: str):
         self.func = func
@@ -78,10 +70,12 @@ class CModule:
         self.name = entry_name(func)
         self._library = load(path, func)
         ffi = self._library.ffi
-        self._fn = self._library.fn
-        self._from_buffer = ffi.from_buffer
-        buffers = (*func.inputs, *func.outputs)
-        self._types = tuple(ffi.typeof(f"{ctype(b.dtype)}[]") for b in buffers)
+        # the entry point with untyped array pointers (the same ABI: a pointer is a
+        # pointer), which cffi fills from an array faster than a typed one
+        arrays = len(func.inputs) + len(func.outputs)
+        params = ", ".join(["void *"] * arrays + ["int64_t"] * len(func.sizes)) or "void"
+        self.entry = ffi.cast(f"int (*)({params})", self._library.fn)
+        self.from_buffer = ffi.from_buffer
 
     def call(self, arrays: Sequence[np.ndarray], sizes: Sequence[int]) -> int:
         """Check the arguments (`abi.check_call`), then run the kernel on (inputs...,
@@ -92,7 +86,7 @@ class CModule:
     def run(self, arrays: Sequence[np.ndarray], sizes: Sequence[int]) -> int:
         """`call` without the check, for arguments checked already (C-contiguous, of
         the exact dtypes, inputs then outputs; sizes in the function's order)."""
-        return self._fn(*map(self._from_buffer, self._types, arrays), *sizes)
+        return self.entry(*map(self.from_buffer, arrays), *sizes)
 
     def __repr__(self) -> str:
         return f"<CModule {self.name} at {self.path}>"

@@ -9,15 +9,17 @@ source with the declarations a header needs. The entry point is
 with inputs, outputs and sizes in the `LoweredFunc`'s order. A flavour
 (`Flavour`) is data: what differs between the two C files tdsl writes.
 
-- "host" (`HOST`): C11 that tdsl compiles and loads itself; OpenMP parallel and
-  simd pragmas, GCC extensions, temporaries on the stack or the heap. A parallel
-  loop's body is a static function of its own with `restrict` pointer parameters
-  (`_Outline`), called once per iteration. The
-  kernel returns 0, or `abi.OUT_OF_MEMORY` when a heap temporary cannot be
-  allocated, unwinding as `lower.abi` states: it frees what it had allocated
-  and never returns from inside an OpenMP parallel region (a failing parallel
-  iteration sets a shared status and skips the rest of itself; the status is
-  checked after the loop).
+- "host" (`HOST`): C11 that tdsl compiles and loads itself; OpenMP simd pragmas,
+  GCC extensions, temporaries on the stack or the heap. A parallel loop runs on
+  tdsl's thread pool as the outline pass made it a task (`ir.Task`): its body is a
+  static function of its own with `restrict` pointer parameters (`_Outline`),
+  called once per iteration by the task's function, which runs a chunk of
+  iterations and reads what the body needs from an environment struct the kernel
+  fills; the kernel calls `abi.PARALLEL_FOR` with both. The kernel returns 0, or
+  `abi.OUT_OF_MEMORY` when a heap temporary cannot be allocated, unwinding as
+  `lower.abi` states: it frees what it had allocated (a failing parallel iteration
+  frees its own and returns 1 from its chunk; the pool starts no chunk after it and
+  reports it; the kernel then unwinds around the loop).
 - "portable" (`PORTABLE`, `td.emit_c`): one C99 translation unit with no
   pragmas, extensions, heap or runtime; parallel and vectorized loops are plain
   loops. Temporaries live in a slot of a caller-provided workspace
@@ -102,7 +104,8 @@ class Flavour:
 
     name: str
     label: str  # names the C in the file's first line
-    openmp: bool  # parallel and simd pragmas
+    openmp: bool  # simd pragmas
+    threads: bool  # parallel loops run as tasks of the thread pool (else serially)
     gnu: bool  # GCC extensions: unroll pragma, aligned attribute, scalar-loop statement
     # products fused with the add or subtract they feed as `fmaf`/`fma` calls, as
     # `lower.contraction` says (compiled with the compiler's own contraction off)
@@ -113,9 +116,9 @@ class Flavour:
     checked_entry: bool
 
 
-HOST = Flavour("host", "host C", openmp=True, gnu=True, fma=True,
+HOST = Flavour("host", "host C", openmp=True, threads=True, gnu=True, fma=True,
                storage=frozenset({Storage.STACK, Storage.HEAP}), checked_entry=False)
-PORTABLE = Flavour("portable", "portable C99", openmp=False, gnu=False, fma=False,
+PORTABLE = Flavour("portable", "portable C99", openmp=False, threads=False, gnu=False, fma=False,
                    storage=frozenset({Storage.STACK, Storage.WORKSPACE}), checked_entry=True)
 FLAVOURS = {f.name: f for f in (HOST, PORTABLE)}
 
@@ -145,7 +148,7 @@ _SCALAR_LOOP_DEFINITION = (
     "   the loop vectorizer, which does not touch a loop containing an asm statement. */\n"
     f"#define {SCALAR_LOOP} __asm__ __volatile__(\"\")\n"
 )
-_HEADER_ORDER = ("math.h", "stddef.h", "stdint.h", "stdlib.h", "string.h")
+_HEADER_ORDER = ("math.h", "stddef.h", "stdint.h", "stdlib.h", "string.h", "time.h")
 # the most bytes of a vectorized loop's streamed stores that go through a stack buffer
 STREAM_STAGE_BYTES = 1024
 
@@ -319,20 +322,18 @@ class _Region:
 class _Outline:
     """A parallel loop's body being written as a function of its own (host C).
 
-    gcc's OpenMP lowering moves a parallel loop's body into a function that reads
-    the kernel's pointers from a struct, and they lose `restrict` there: gcc must
-    then assume a store to an output may change an input, and keeps every
-    intermediate store of a sum accumulated in the output (a depthwise convolution
-    stored its vector ten times per tap row). So the renderer moves the body into
-    a static function whose pointer parameters are `restrict`, called once per
-    iteration (and inlined by gcc, which keeps the restrict information). Its
-    parameters are what the body reads from outside: the names bound in scopes
-    below `boundary`, recorded as `_name_of` finds them."""
+    A task's function reads the kernel's pointers from its environment struct, and
+    pointers read from a struct lose `restrict`: gcc must then assume a store to an
+    output may change an input, and keeps every intermediate store of a sum
+    accumulated in the output (a depthwise convolution stored its vector ten times
+    per tap row, when gcc's OpenMP lowering did the same). So the body is a static
+    function whose pointer parameters are `restrict`, called once per iteration by
+    the task's function (and inlined by gcc, which keeps the restrict information).
+    Its parameters are the task's values and buffers (`ir.Task`); the names it
+    finds in scopes below `boundary` must be among them (`allowed`)."""
 
     boundary: int  # scopes at this level and deeper belong to the function
-    flag: str  # the parameter that points to the kernel's failure status
-    captures: dict[tuple[str, str], str] = field(default_factory=dict)  # key -> C name
-    fails: bool = False  # the body may record a failure
+    allowed: frozenset[tuple[str, str]]  # ("var" | "buf", name) the task captures
 
 
 class _Renderer:
@@ -353,16 +354,15 @@ class _Renderer:
         self.expr.libm_free = not flavour.gnu
         self.regions = [_Region(parallel=False)]
         self.outline: _Outline | None = None
+        self.tasks: list[str] = []  # what the task functions of parallel loops need, as text
         self.buffers = {b.name: b for b in (*func.inputs, *func.outputs)}
         self.buffers.update((x.buffer.name, x.buffer) for x in walk_stmts(func.body)
                             if isinstance(x, Allocate))
         if func.status is not None:
             self.buffers[func.status.name] = func.status
-        self.outlined: list[str] = []  # the functions of outlined loop bodies, as text
         self.ctypes: dict[tuple[object, str], str] = {}  # (key, C name) -> C type of a variable
         self.in_parallel = False
         self.in_simd = False
-        self.status: str | None = None
         self.scalar_loops = False  # a loop was kept out of the loop vectorizer
         in_workspace = any(isinstance(s, Allocate) and s.storage is Storage.WORKSPACE
                            for s in walk_stmts(func.body))
@@ -405,7 +405,6 @@ class _Renderer:
                 self._reject(atom(f"!{valid_fn}({args})"), str(ERR_SIZES))
             if self.layout:
                 self._workspace_prologue()
-            first = len(w.lines)
             status = self.func.status
             if status is None:
                 self.stmt(self.func.body)
@@ -418,8 +417,6 @@ class _Renderer:
                     self._fence_streams()
                     w.line(f"return {name}[0];")
             w.close()
-        if self.status is not None:
-            w.lines.insert(first, f"{w.INDENT}int {self.status} = 0;")
         return f"{proto};"
 
     def _assemble(self, body: str) -> str:
@@ -447,7 +444,7 @@ class _Renderer:
         if plain:
             parts.append("\n".join([f"#if !defined({helpers.DSP_FEATURE})",
                                     *(helpers.definition(h)[0] for h in plain), "#endif", ""]))
-        parts.extend(self.outlined)
+        parts.extend(self.tasks)
         parts.append(body)
         return "\n".join(parts)
 
@@ -461,8 +458,10 @@ class _Renderer:
             what = "buffer" if kind == "buf" else "variable"
             raise ValueError(f"loop IR of {self.func.name} uses {what} {name!r} outside its scope")
         cname, level = found
-        if self.outline is not None and level < self.outline.boundary:
-            self.outline.captures[(kind, name)] = cname
+        if self.outline is not None and level < self.outline.boundary and (
+                kind, name) not in self.outline.allowed:
+            raise ValueError(f"loop IR of {self.func.name}: a parallel loop's body uses {name!r} "
+                             "from outside, which its task does not capture")
         return cname
 
     # ------------------------------------------------------------ statements
@@ -536,7 +535,7 @@ class _Renderer:
         portable C, which runs parallel loops serially: a load and a store."""
         w, t = self.w, ctype(s.buffer.dtype)
         elem = self.expr.element(s.buffer, s.indices)
-        if not (self.in_parallel and self.flavour.openmp):
+        if not (self.in_parallel and self.flavour.threads):
             w.open("")
             with w.binding(("var", ATOMIC_OLD), ATOMIC_OLD) as old:
                 w.line(f"const {t} {old} = {elem};")
@@ -628,6 +627,9 @@ class _Renderer:
         return " | ".join(p if t == 0 else f"{p} << {8 * t}" for t, p in enumerate(parts))
 
     def loop(self, s: For) -> None:
+        if s.kind is ForKind.PARALLEL and self.flavour.threads:
+            self._task(s)
+            return
         auto = None
         if self.flavour.openmp and not self.in_simd:
             auto = _auto_plan(s, self.func.status_name)
@@ -640,10 +642,10 @@ class _Renderer:
         if copy is not None and copy.dst.name not in self.func.nontemporal:
             self._transpose(copy)
             return
-        pragma, parallel, simd = self._pragma(s, auto is not None)
+        pragma, simd = self._pragma(s, auto is not None)
         streamed = self._streamed(s) if simd else {}
         if not streamed:
-            self._loop(s, pragma, parallel, simd)
+            self._loop(s, pragma, simd)
             return
         # the loop's streamed stores go to stack buffers, copied out after it
         w = self.w
@@ -660,7 +662,7 @@ class _Renderer:
             copies.append(f"{helpers.STREAM_STORE}(&{at}, {stage}, "
                           f"{trips * buf.dtype.itemsize});")
         self._use_helper(helpers.STREAM_STORE)
-        self._loop(s, pragma, parallel, simd)
+        self._loop(s, pragma, simd)
         for buf in streamed:
             del self.staged[buf.name]
         for line in copies:
@@ -742,82 +744,132 @@ class _Renderer:
             self._use_helper(helpers.STREAM_FENCE)
             self.w.line(f"{helpers.STREAM_FENCE}();")
 
-    def _loop(self, s: For, pragma: str | None, parallel: bool, simd: bool) -> None:
+    def _loop(self, s: For, pragma: str | None, simd: bool) -> None:
         w = self.w
         start, end = self.expr(s.start), self.expr(s.end)
-        region = self.regions[-1]
         with w.scope():
             v = w.bind(("var", s.var), s.var)
             if pragma:
                 w.line(pragma)
             t = ctype(s.start.dtype)  # int64_t, or int32_t once the index32 pass narrowed
             w.open(f"for ({t} {v} = {start}; {binary('<', atom(v), end)}; {v}++)")
-            if self._scalar(s, simd) and not parallel:  # a parallel loop's body is a call
+            if self._scalar(s, simd):
                 self.scalar_loops = True
                 w.line(f"{SCALAR_LOOP};")
             self.ctypes[(("var", s.var), v)] = t
-            saved = self.in_parallel, self.in_simd, self.expr.blend
+            saved = self.in_simd, self.expr.blend
             self.in_simd = self.in_simd or simd
             # gcc 12 vectorizes a loop around loops of its own only if its body has no
             # control flow outside them: C's `?:` there would keep it scalar. Inside the
             # inner loops `?:` stays (gcc makes a conditional load a masked one there)
             self.expr.blend = simd and _holds_loop(s)
-            if parallel:  # host C only: portable C runs parallel loops serially
-                self.regions.append(_Region(parallel=True))
-                self.in_parallel = True
-                self._outlined_body(s)
-                self.regions.pop()
-            else:
-                self.stmt(s.body)
-            self.in_parallel, self.in_simd, self.expr.blend = saved
+            self.stmt(s.body)
+            self.in_simd, self.expr.blend = saved
             w.close()
-        if parallel and may_fail(s.body):
-            w.open(f"if ({self._status()} != 0)")
-            self._unwind(region)
+
+    def _task(self, s: For) -> None:
+        """Parallel loop `s` as a call of the thread pool (`abi.PARALLEL_FOR`) with its
+        task's function and environment (`ir.Task`); that function calls the body's
+        (`_Outline`) once per iteration. Their text goes before the entry point."""
+        task = s.task
+        if task is None:
+            raise ValueError(f"parallel loop {s.var} of {self.func.name} has no task (targets "
+                             "take loop IR through tdsl.lower.finish, whose outline pass "
+                             "makes one)")
+        w = self.w
+        values = [(v, self._name_of("var", v.name)) for v in task.values]
+        buffers = [(b, self._name_of("buf", b.name)) for b in task.buffers]
+        start, end = self.expr(s.start), self.expr(s.end)
+        body_fn = w.fresh(f"{self.name}_{s.var}_body", level=0)
+        task_fn = w.fresh(f"{self.name}_{task.name}_task", level=0)
+        env_type = w.fresh(f"{self.name}_{task.name}_env", level=0)
+        var, body = self._task_body(s, values, buffers)
+        params = [f"int64_t {var}"] + [f"{ctype(v.dtype)} {c}" for v, c in values] + [
+            f"{self._pointer(b)} *restrict {c}" for b, c in buffers]
+        returns = "static int" if task.fails else "static void"
+        header = _header(body_fn, ", ".join(params), returns=returns)
+        self.tasks.append("\n".join([f"{header} {{", *body, "}", ""]))
+        self.tasks.append(self._task_function(task, var, values, buffers,
+                                              (body_fn, task_fn, env_type)))
+        self._use_helper(helpers.PARALLEL_FOR)
+        w.open("")
+        env = "NULL"
+        if values or buffers:
+            env = w.fresh(f"{task.name}_env")
+            fields = ", ".join(c for _, c in values + buffers)
+            w.line(f"struct {env_type} {env} = {{{fields}}};")
+            env = f"&{env}"
+        run = f"{helpers.PARALLEL_FOR}({task_fn}, {env}, {start}, {end})"
+        if task.fails:
+            w.open(f"if ({run} != 0)")
+            self._unwind(self.regions[-1])
             w.line(f"return {OUT_OF_MEMORY};")
             w.close()
+        else:
+            w.line(f"{run};")
+        w.close()
 
-    def _outlined_body(self, s: For) -> None:
-        """Parallel loop `s`'s body as a call of a static function with `restrict`
-        pointer parameters (see `_Outline`); its text goes before the entry point."""
-        w = self.w
-        fn = w.fresh(f"{self.name}_{s.var}_body", level=0)
+    def _task_body(self, s: For, values: list, buffers: list) -> tuple[str, list[str]]:
+        """(the loop variable's C name, the lines of the body's function, unindented
+        but for the function's own level)."""
+        w, task = self.w, s.task
+        assert task is not None
         start, depth = len(w.lines), w.depth
+        allowed = frozenset([("var", v.name) for v, _ in values]
+                            + [("buf", b.name) for b, _ in buffers])
+        saved = self.outline, self.in_parallel
         with w.scope():
-            outline = _Outline(boundary=w.level, flag=w.fresh("failed"))
-            self.outline = outline
+            w.depth += 1
+            var = w.bind(("var", s.var), s.var)
+            self.ctypes[(("var", s.var), var)] = "int64_t"
+            self.outline, self.in_parallel = _Outline(w.level, allowed), True
+            self.regions.append(_Region(parallel=True))
             try:
                 self.stmt(s.body)
+                if task.fails:
+                    w.line("return 0;")
             finally:
-                self.outline = None
-        body = [line[len(w.INDENT) * (depth - 1):] if line else line for line in w.lines[start:]]
+                self.regions.pop()
+                self.outline, self.in_parallel = saved
+                w.depth -= 1
+        body = [line[len(w.INDENT) * depth:] if line else line for line in w.lines[start:]]
         del w.lines[start:]
-        # the loop's variable, other variables, then buffers in the kernel's order
-        order = {("var", s.var): -1}
-        order.update((("var", v.name), i) for i, v in enumerate(self.func.sizes))
-        order.update((("buf", b), i) for i, b in enumerate(self.buffers))
-        params, args = [], []
-        last = len(self.func.sizes)  # other variables after the sizes
-        for key, cname in sorted(outline.captures.items(), key=lambda kv: (
-                kv[0][0] == "buf", order.get(kv[0], last))):
-            params.append(f"{self._param_type(key, cname)} {cname}")
-            args.append(cname)
-        if outline.fails:
-            params.append(f"int *restrict {outline.flag}")
-            args.append(f"&{self._status()}")
-        header = _header(fn, ", ".join(params) or "void", returns="static void")
-        self.outlined.append("\n".join([f"{header} {{", *body, "}", ""]))
-        w.line(f"{fn}({', '.join(args)});")
+        return var, body
 
-    def _param_type(self, key: tuple[str, str], cname: str) -> str:
-        """The C type of an outlined body's parameter for binding `key`: a buffer's
-        `restrict` pointer (`const` for an input), a variable's value type."""
-        kind, name = key
-        if kind == "var":
-            return self.ctypes.get((key, cname), "int64_t")
-        buf = self.buffers[name]
-        const = "const " if buf.kind == "input" else ""
-        return f"{const}{ctype(buf.dtype)} *restrict"
+    def _task_function(self, task, var: str, values: list, buffers: list,
+                       names: tuple[str, str, str]) -> str:
+        """The task's environment struct and its function `int F(lo, hi, env)`, which
+        runs iterations [lo, hi) and returns 1 when one of them failed."""
+        body_fn, task_fn, env_type = names
+        taken = {c for _, c in values + buffers} | {var, *names}
+        own = CWriter(reserved=helpers.NAMES | taken)
+        lo, hi, arg, env = (own.fresh(x) for x in ("lo", "hi", "arg", "env"))
+        i = CWriter.INDENT
+        lines = []
+        if values or buffers:
+            lines.append(f"struct {env_type} {{")
+            lines += [f"{i}{ctype(v.dtype)} {c};" for v, c in values]
+            lines += [f"{i}{self._pointer(b)} *{c};" for b, c in buffers]
+            lines += ["};", ""]
+        lines.append(f"static int {task_fn}(int64_t {lo}, int64_t {hi}, void *{arg}) {{")
+        if values or buffers:
+            lines.append(f"{i}const struct {env_type} *{env} = {arg};")
+            lines += [f"{i}const {ctype(v.dtype)} {c} = {env}->{c};" for v, c in values]
+            lines += [f"{i}{self._pointer(b)} *restrict {c} = {env}->{c};" for b, c in buffers]
+        else:
+            lines.append(f"{i}(void){arg};")
+        lines.append(f"{i}for (int64_t {var} = {lo}; {var} < {hi}; {var}++) {{")
+        call_ = f"{body_fn}({', '.join([var] + [c for _, c in values + buffers])})"
+        if task.fails:
+            lines += [f"{i * 2}if ({call_} != 0) {{", f"{i * 3}return 1;", f"{i * 2}}}"]
+        else:
+            lines.append(f"{i * 2}{call_};")
+        lines += [f"{i}}}", f"{i}return 0;", "}", ""]
+        return "\n".join(lines)
+
+    def _pointer(self, buf: Buffer) -> str:
+        """The element type a pointer to `buf` has: `const` for an input."""
+        return f"{'const ' if buf.kind == 'input' else ''}{ctype(buf.dtype)}"
 
     def _scalar(self, s: For, simd: bool) -> bool:
         """Whether loop `s` is kept out of the C compiler's loop vectorizer: a host loop
@@ -827,32 +879,27 @@ class _Renderer:
                 and s.kind not in (ForKind.VECTORIZED, ForKind.UNROLLED)
                 and any(_short(x) for x in walk_stmts(s.body)))
 
-    def _pragma(self, s: For, auto: bool) -> tuple[str | None, bool, bool]:
-        """(pragma line, starts a parallel region, starts a simd region); `auto`: `s` is
-        an `auto_simd` loop outside any simd loop.
+    def _pragma(self, s: For, auto: bool) -> tuple[str | None, bool]:
+        """(pragma line, starts a simd region); `auto`: `s` is an `auto_simd` loop
+        outside any simd loop.
 
-        A parallel loop is shared out dynamically in chunks (`helpers.PAR_CHUNK`).
-        Parallel loops nested in a parallel or simd loop run serially, and a
-        loop whose body may fail to allocate is not a simd loop (it must be
-        able to leave an iteration early), nor is a vectorized loop whose plan
+        A loop whose body may fail to allocate is not a simd loop (it must be able
+        to leave an iteration early), nor is a vectorized loop whose plan
         (`lower.vectors.plan`, what `Kernel.vectorization` reports) says it cannot
         run as vector code: gcc 12 compiled such a loop wrong (an inner loop whose
         trip count differs between lanes; fuzz C seed 8201, case 91), and the C
         compiler may still vectorize a plain loop where it proves that safe. A
-        serial loop is a simd loop where `auto_simd` says so."""
+        serial loop is a simd loop where `auto_simd` says so. Parallel loops are
+        tasks (`_task`), in portable C plain loops."""
         fl = self.flavour
-        if s.kind is ForKind.PARALLEL and fl.openmp and not (self.in_parallel or self.in_simd):
-            self._use_helper(helpers.PAR_CHUNK)
-            trips = self.expr(_trips(s))
-            return f"#pragma omp parallel for schedule(dynamic, {helpers.PAR_CHUNK}({trips}))", True, False
         if s.kind is ForKind.VECTORIZED and fl.openmp and not self.in_simd:
             if not may_fail(s.body) and vector_plan(s, self.func.status_name).vectorized:
-                return "#pragma omp simd", False, True
+                return "#pragma omp simd", True
         if auto:
-            return "#pragma omp simd", False, True
+            return "#pragma omp simd", True
         if s.kind is ForKind.UNROLLED and fl.gnu and s.max_extent:
-            return f"#pragma GCC unroll {min(s.max_extent, 65534)}", False, False
-        return None, False, False
+            return f"#pragma GCC unroll {min(s.max_extent, 65534)}", False
+        return None, False
 
     # ------------------------------------------------------------ temporaries
 
@@ -916,27 +963,15 @@ class _Renderer:
     def _fail(self) -> None:
         """Leave after an allocation failed: free this region's temporaries, then
         return OUT_OF_MEMORY, or in a parallel iteration (an outlined body, `_Outline`)
-        record the failure through its flag and return, skipping the rest of the
-        iteration (`lower.abi`'s unwind policy)."""
+        return 1, skipping the rest of the iteration; its task's function returns 1 too
+        and the pool starts no more chunks (`lower.abi`'s unwind policy)."""
         w, region = self.w, self.regions[-1]
         self._unwind(region)
-        if not region.parallel:
-            w.line(f"return {OUT_OF_MEMORY};")
-            return
-        assert self.outline is not None
-        self.outline.fails = True
-        w.line("#pragma omp atomic write")
-        w.line(f"*{self.outline.flag} = 1;")
-        w.line("return;")
+        w.line(f"return {1 if region.parallel else OUT_OF_MEMORY};")
 
     def _unwind(self, region: _Region) -> None:
         for name in reversed(region.live):
             self.w.line(f"free({name});")
-
-    def _status(self) -> str:
-        if self.status is None:
-            self.status = self.w.bind(("status",), "status", level=self.body_level)
-        return self.status
 
     # ------------------------------------------------------------ the portable checks
 

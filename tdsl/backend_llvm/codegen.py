@@ -22,15 +22,13 @@ already allocated has been freed (`abi`'s unwind policy).
   (see jit.py). A loop nest that copies a block to its transpose
   (`lower.vectors.transposing_copy`) is 8 x 8 tiles of shuffles
   (`vector.emit_transposing_copy`) where the host has AVX-512.
-- A PARALLEL loop's body is outlined into `void NAME.VAR.body(i64 lo, i64 hi,
-  ptr env)`, which runs iterations [lo, hi); `env` is a struct
-  `{i64 lo, i64 hi, i64 next, i32 failed, captured values...}` built by the
-  caller. A thunk `void NAME.VAR.omp(ptr env)`, started on every thread
-  through `GOMP_parallel` (see runtime.py), takes chunks of [lo, hi) from the
-  shared counter `next` until none is left (`abi.CHUNKS_PER_THREAD` chunks per
-  thread, as every host target). A failure inside the body frees
-  what the body allocated and sets `failed`, after which no thread takes
-  another chunk; the caller checks the flag after the join.
+- A PARALLEL loop is a task of tdsl's thread pool (the outline pass made it one,
+  `ir.Task`): its body is the function `i32 NAME.TASK.task(i64 lo, i64 hi, ptr
+  env)`, which runs iterations [lo, hi) on the values and buffers of the task,
+  read from the struct `env` the caller fills, and returns 0, or 1 when an
+  iteration failed (after freeing what the iteration allocated). The caller
+  passes both to `abi.PARALLEL_FOR` (see runtime.py), which runs it in chunks on
+  the pool's threads and reports a failure, after which the caller unwinds.
 - Temps, as the allocate pass placed them (`ir.Storage`): one on the stack
   is an `alloca` (align 64) in the entry block of the function that uses it
   (the outlined body for temps inside a parallel loop); one on the heap is
@@ -53,7 +51,7 @@ from types import MappingProxyType
 from llvmlite import ir
 
 from ..dtypes import index, int16
-from ..lower.abi import CHUNKS_PER_THREAD, OUT_OF_MEMORY
+from ..lower.abi import OUT_OF_MEMORY, PARALLEL_FOR
 from ..lower.contraction import chain_step, fused_product
 from ..lower.ir import (
     ATOMIC_OLD,
@@ -90,12 +88,10 @@ from ..lower.vectors import (
 )
 from ..lower.vectors import plan as vector_plan
 from . import ops
-from .captures import all_buffers, free_names
 from .ops import I1, I8, I32, I64, PTR, VOID
 from .vector import emit_transposing_copy, emit_vector_loop
 
 MAX_VECTOR_WIDTH = 64
-ENV_LO, ENV_HI, ENV_NEXT, ENV_FAILED = 0, 1, 2, 3  # fields of a parallel loop's environment
 
 
 class _ArgAttributes(ir.values.ArgumentAttributes):
@@ -120,7 +116,7 @@ _LIBM += " fma sincos hypot erf"
 _RESERVED = frozenset(
     {f"{fn}{suffix}" for fn in _LIBM.split() for suffix in ("", "f")}
     | {"malloc", "aligned_alloc", "free", "memset", "memcpy", "memmove", "memcmp", "bcmp"}
-    | {"GOMP_parallel", "omp_get_num_threads"}
+    | {PARALLEL_FOR}
     | {symbol for symbol, _, _ in _HEAP.values()}
 )
 
@@ -208,9 +204,9 @@ class _ModuleEmitter:
             b.fence("seq_cst")
 
     def unique_base(self, base: str) -> str:
-        """`base`, or `base2`, ...: a prefix no outlined function uses yet."""
+        """`base`, or `base2`, ...: a prefix no task function uses yet."""
         name, n = base, 1
-        while f"{name}.body" in self.module.globals:
+        while f"{name}.task" in self.module.globals:
             n += 1
             name = f"{base}{n}"
         return name
@@ -253,64 +249,45 @@ class _ModuleEmitter:
             self._alias[buffer] = (self.node(self._scopes[buffer]), self.node(*others))
         return self._alias[buffer]
 
-    def outline(
-        self, loop: For, scope: dict[str, ir.Value], ptrs: dict[str, ir.Value], env_ty: ir.Type
-    ) -> ir.Function:
-        """Outline a parallel loop; return its thunk `void (ptr env)`.
-
-        The body sees the variables in `scope` and the buffers in `ptrs`,
-        loaded from the environment's fields after (lo, hi, failed).
-        """
-        base = self.unique_base(f"{self.func.name}.{loop.var}")
-        fn = ops.Function(self.module, ir.FunctionType(VOID, [I64, I64, PTR]), f"{base}.body")
+    def task_function(self, loop: For, env_ty: ir.Type) -> ir.Function:
+        """The function of parallel loop `loop`'s task (`i32 (i64 lo, i64 hi, ptr env)`):
+        iterations [lo, hi) of its body, which reads the task's values and buffers
+        from the fields of `env` in that order; 0, or 1 when an iteration failed."""
+        task = loop.task
+        assert task is not None
+        base = self.unique_base(f"{self.func.name}.{task.name}")
+        fn = ops.Function(self.module, ir.FunctionType(I32, [I64, I64, PTR]), f"{base}.task")
         fn.linkage = "internal"
         fn.attributes.add("nounwind")
         lo, hi, env = fn.args
         lo.name, hi.name, env.name = "lo", "hi", "env"
         em = _FunctionEmitter(self, fn)
-        em.failed_flag = field(em.b, env, env_ty, ENV_FAILED)
-        k = ENV_FAILED
-        for outer, inner in ((scope, em.scope), (ptrs, em.ptrs)):
-            for name, value in outer.items():
-                k += 1
-                inner[name] = em.b.load(field(em.b, env, env_ty, k), name=name, typ=value.type)
+        em.in_task = True
+        k = -1
+        for v in task.values:
+            k += 1
+            em.scope[v.name] = em.b.load(field(em.b, env, env_ty, k), name=v.name,
+                                         typ=env_ty.elements[k])
+        for buf in task.buffers:
+            k += 1
+            em.ptrs[buf.name] = em.b.load(field(em.b, env, env_ty, k), name=buf.name, typ=PTR)
         em.counted_loop(loop.var, lo, hi, loop.body, hints=None)
         self.fence_streams(em.b)
-        em.b.ret_void()
+        em.b.ret(ir.Constant(I32, 0))
         em.finish()
-        return self._thunk(base, fn, env_ty)
-
-    def _thunk(self, base: str, body: ir.Function, env_ty: ir.Type) -> ir.Function:
-        """void BASE.omp(ptr env): run chunks of [lo, hi) taken from the shared
-        counter `next` until it passes hi (dynamic scheduling)."""
-        fn = ops.Function(self.module, ir.FunctionType(VOID, [PTR]), f"{base}.omp")
-        fn.linkage = "internal"
-        fn.attributes.add("nounwind")
-        env = fn.args[0]
-        env.name = "env"
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        lo = b.load(field(b, env, env_ty, ENV_LO), name="lo", typ=I64)
-        hi = b.load(field(b, env, env_ty, ENV_HI), name="hi", typ=I64)
-        threads = b.sext(b.call(ops.declare(self.module, "omp_get_num_threads", I32, []), []), I64)
-        trips = b.sub(hi, lo, flags=("nsw",))
-        share = b.sdiv(trips, b.mul(threads, ir.Constant(I64, CHUNKS_PER_THREAD)))
-        one = ir.Constant(I64, 1)
-        chunk = b.select(b.icmp_signed(">", share, one), share, one, name="chunk")
-        next_ = field(b, env, env_ty, ENV_NEXT)
-        take, run, done = (fn.append_basic_block(n) for n in ("take", "run", "done"))
-        b.branch(take)
-        b.position_at_end(take)
-        start = b.atomic_rmw("add", next_, chunk, "monotonic", name="start")
-        b.cbranch(b.icmp_signed("<", start, hi), run, done)
-        b.position_at_end(run)
-        end = b.add(start, chunk)
-        stop = b.select(b.icmp_signed("<", end, hi), end, hi, name="stop")
-        b.call(body, [start, stop, env])
-        failed = b.load_atomic(field(b, env, env_ty, ENV_FAILED), "monotonic", 4, typ=I32)
-        b.cbranch(b.icmp_unsigned("==", failed, ir.Constant(I32, 0)), take, done)
-        b.position_at_end(done)
-        b.ret_void()
         return fn
+
+
+def all_buffers(func: LoweredFunc) -> list[str]:
+    """Names of the arguments, the function's status, then of the temps in order of
+    allocation."""
+    names = [b.name for b in func.inputs + func.outputs]
+    if func.status is not None:
+        names.append(func.status.name)
+    for s in walk_stmts(func.body):
+        if isinstance(s, Allocate) and s.buffer.name not in names:
+            names.append(s.buffer.name)
+    return names
 
 
 def field(b: ir.IRBuilder, env: ir.Value, env_ty: ir.Type, k: int) -> ir.Value:
@@ -325,8 +302,8 @@ class _FunctionEmitter:
 
     `scope` maps variable names to SSA values, `ptrs` buffer names to
     pointers; `heap` lists the live heap temps' pointers a failure must free.
-    A function with a `failed_flag` (an outlined parallel body) reports
-    failure through it; the entry point returns 1.
+    A task's function (`in_task`, a parallel loop's body) and the entry point
+    both return 1 for a failure.
     """
 
     def __init__(self, mod: _ModuleEmitter, fn: ir.Function):
@@ -338,7 +315,7 @@ class _FunctionEmitter:
         self.scope: dict[str, ir.Value] = {}
         self.ptrs: dict[str, ir.Value] = {}
         self.heap: list[ir.Value] = []
-        self.failed_flag: ir.Value | None = None
+        self.in_task = False
         self.status = mod.func.status_name
 
     def finish(self) -> None:
@@ -383,11 +360,7 @@ class _FunctionEmitter:
         """Free the live heap temps and report failure (terminates the block)."""
         for p in reversed(self.heap):
             self.heap_call("free", p)
-        if self.failed_flag is None:
-            self.b.ret(ir.Constant(I32, OUT_OF_MEMORY))
-        else:
-            self.b.atomic_rmw("or", self.failed_flag, ir.Constant(I32, 1), "monotonic")
-            self.b.ret_void()
+        self.b.ret(ir.Constant(I32, 1 if self.in_task else OUT_OF_MEMORY))
 
     # --------------------------------------------------------- statements
 
@@ -517,7 +490,7 @@ class _FunctionEmitter:
         b, buf = self.b, s.buffer
         ty, align = ops.lltype(buf.dtype), buf.dtype.itemsize
         ptr = self.address(buf, s.indices)
-        if self.failed_flag is None:  # not in a parallel body: nothing runs at once
+        if not self.in_task:  # not in a parallel body: nothing runs at once
             old = self.annotate(b.load(ptr, typ=ty, align=align), buf)
             with self.bind(self.scope, ATOMIC_OLD, old):
                 new = self.typed(s.value, buf.dtype)
@@ -609,26 +582,28 @@ class _FunctionEmitter:
         return [("llvm.loop.vectorize.enable", 1), ("llvm.loop.vectorize.width", width)]
 
     def parallel(self, s: For) -> None:
+        """Parallel loop `s` as a call of the thread pool with its task's function and
+        an environment holding the task's values and buffers."""
+        task = s.task
+        if task is None:
+            raise ValueError(f"parallel loop {s.var} of {self.mod.func.name} has no task "
+                             "(targets take loop IR through tdsl.lower.finish, whose outline "
+                             "pass makes one)")
         b = self.b
-        var_names, buf_names = free_names(s.body, bound={s.var})
-        scope = {name: self.scope[name] for name in var_names}
-        ptrs = {name: self.ptrs[name] for name in buf_names}
-        values = [*scope.values(), *ptrs.values()]
-        env_ty = ir.LiteralStructType([I64, I64, I64, I32] + [v.type for v in values])
-        thunk = self.mod.outline(s, scope, ptrs, env_ty)
+        values = [self.scope[v.name] for v in task.values]
+        values += [self.ptrs[buf.name] for buf in task.buffers]
+        env_ty = ir.LiteralStructType([v.type for v in values] or [I8])
+        fn = self.mod.task_function(s, env_ty)
         lo, hi = self.expr(s.start), self.expr(s.end)
-        env = self.alloca(env_ty, f"{s.var}.env", align=8)
-        run, fail, after = (
-            self.new_block(f"{s.var}.{n}") for n in ("parallel", "failed", "joined")
-        )
-        b.cbranch(b.icmp_signed("<", lo, hi), run, after)
-        self.place(run)
-        for k, v in enumerate([lo, hi, lo, ir.Constant(I32, 0), *values]):
+        env = self.alloca(env_ty, f"{task.name}.env", align=8)
+        for k, v in enumerate(values):
             b.store(v, field(b, env, env_ty, k))
-        gomp = ops.declare(self.mod.module, "GOMP_parallel", VOID, [PTR, PTR, I32, I32])
-        b.call(gomp, [thunk, env, ir.Constant(I32, 0), ir.Constant(I32, 0)])
-        failed = b.load(field(b, env, env_ty, ENV_FAILED), typ=I32, name=f"{s.var}.status")
-        b.cbranch(b.icmp_unsigned("!=", failed, ir.Constant(I32, 0)), fail, after)
+        run = ops.declare(self.mod.module, PARALLEL_FOR, I32, [PTR, PTR, I64, I64])
+        status = b.call(run, [fn, env, lo, hi], name=f"{task.name}.status")
+        if not task.fails:
+            return
+        fail, after = self.new_block(f"{task.name}.failed"), self.new_block(f"{task.name}.joined")
+        b.cbranch(b.icmp_unsigned("!=", status, ir.Constant(I32, 0)), fail, after)
         self.place(fail)
         self.fail_here()
         self.place(after)

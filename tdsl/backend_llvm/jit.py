@@ -147,7 +147,8 @@ class LLVMModule:
         address = engine.get_function_address(entry_symbol(func.name))
         if not address:
             raise CompileError(f"the JIT did not define kernel {func.name!r}", log=source)
-        self._fn = _ffi.cast(f"int (*)({params})", address)
+        self.entry = _ffi.cast(f"int (*)({params})", address)
+        self.from_buffer = _ffi.from_buffer
 
     def call(self, arrays: Sequence[np.ndarray], sizes: Sequence[int]) -> int:
         """Check the arguments (`abi.check_call`), then run the kernel on (inputs...,
@@ -157,10 +158,7 @@ class LLVMModule:
 
     def run(self, arrays: Sequence[np.ndarray], sizes: Sequence[int]) -> int:
         """`call` without the check, for arguments checked already."""
-        outputs = len(self.func.inputs)
-        pointers = [_ffi.from_buffer(a, require_writable=k >= outputs)
-                    for k, a in enumerate(arrays)]
-        return self._fn(*pointers, *sizes)
+        return self.entry(*map(_ffi.from_buffer, arrays), *sizes)
 
     def __repr__(self) -> str:
         return f"<LLVMModule {self.name}>"

@@ -262,7 +262,9 @@ def unary(b: ir.IRBuilder, op: str, dtype: DType, x: ir.Value) -> ir.Value:
 
 def call(b: ir.IRBuilder, fn: str, dtype: DType, *args: ir.Value) -> ir.Value:
     """A math function of arguments of dtype `dtype`; `bitcast` reads the bits of its
-    argument (of another dtype) as a `dtype`."""
+    argument (of another dtype) as a `dtype`; `clock` reads a monotonic clock (ns)."""
+    if fn == "clock":
+        return b.call(_clock(b.module), [])
     if fn == "bitcast":
         to = like(args[0], lltype(dtype))
         return args[0] if args[0].type == to else b.bitcast(args[0], to)
@@ -321,3 +323,30 @@ def truth(b: ir.IRBuilder, x: ir.Value, dtype: DType) -> ir.Value:
     if dtype.is_float:
         return b.fcmp_unordered("!=", x, ir.Constant(x.type, 0.0))
     return b.icmp_unsigned("!=", x, ir.Constant(x.type, 0))
+
+
+CLOCK_GETTIME = "tdsl_clock_gettime"  # the C library's clock_gettime (runtime.load)
+
+
+def _clock(module: ir.Module) -> ir.Function:
+    """`i64 tdsl_clock_ns()`: CLOCK_MONOTONIC in nanoseconds, defined in the module once
+    (internal, inlined where it is called)."""
+    import time
+
+    fn = module.globals.get("tdsl_clock_ns")
+    if isinstance(fn, Function):
+        return fn
+    timespec = ir.LiteralStructType([I64, I64])
+    gettime = declare(module, CLOCK_GETTIME, I32, [I32, timespec.as_pointer()],
+                      attrs=("nounwind",))
+    fn = Function(module, ir.FunctionType(I64, []), "tdsl_clock_ns")
+    fn.linkage = "internal"
+    fn.attributes.add("alwaysinline")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    t = b.alloca(timespec, name="t")
+    b.call(gettime, [ir.Constant(I32, time.CLOCK_MONOTONIC), t])
+    zero = ir.Constant(I32, 0)
+    sec = b.load(b.gep(t, [zero, zero], inbounds=True), name="sec")
+    nsec = b.load(b.gep(t, [zero, ir.Constant(I32, 1)], inbounds=True), name="nsec")
+    b.ret(b.add(b.mul(sec, ir.Constant(I64, 1_000_000_000)), nsec))
+    return fn

@@ -12,6 +12,7 @@ other extent is then evaluated with the bound sizes and checked.
 
 from __future__ import annotations
 
+import ctypes
 import difflib
 import math
 from collections.abc import Callable
@@ -201,6 +202,34 @@ def _bind_sizes(pipeline: Pipeline, kwargs: dict, args: list) -> dict[str, int]:
     return {name: v for name, (v, _) in sorted(bound.items())}
 
 
+def _bind_shapes(pipeline: Pipeline, kwargs: dict, args: list) -> dict[str, int]:
+    """The sizes, bound from the arguments' shapes, once every shape is checked."""
+    sizes = _bind_sizes(pipeline, kwargs, args)
+    for role, t, a in args:
+        _check_shape(role, t, a, sizes)
+    return sizes
+
+
+def _shapes_hint(pipeline: Pipeline, kwargs: dict, args: list) -> str:
+    """What follows a shape error: every array's shape against its declaration, and,
+    when one array with its axes reversed would fit, that it is probably transposed (a
+    size read from the wrong axis of one array made another array look wrong)."""
+    given = "; ".join(f"{t.name} {tuple(a.shape)} for [{', '.join(repr(e) for e in t.shape)}]"
+                      for _, t, a in args)
+    fits = []
+    for n, (role, t, a) in enumerate(args):
+        if a.ndim < 2:
+            continue
+        swapped = args[:n] + [(role, t, a.T)] + args[n + 1:]
+        try:
+            _bind_shapes(pipeline, kwargs, swapped)
+        except ArgumentError:
+            continue
+        fits.append(f"{t.name} with its axes reversed, shape {tuple(a.T.shape)}, would fit: "
+                    f"is {t.name} transposed?")
+    return f". Shapes given: {given}" + (f". {fits[0]}" if len(fits) == 1 else "")
+
+
 def _uses(pipeline: Pipeline, s: Size) -> str:
     uses = []
     for t in pipeline.tensors:
@@ -308,9 +337,10 @@ def bind_arguments(pipeline: Pipeline, kwargs: dict, *, allow_outputs: bool = Tr
     by_name = pipeline.by_name
     args = [("input", by_name[n], a) for n, a in inputs.items()]
     args += [("output", by_name[n], a) for n, a in outputs.items()]
-    sizes = _bind_sizes(pipeline, kwargs, args)
-    for role, t, a in args:
-        _check_shape(role, t, a, sizes)
+    try:
+        sizes = _bind_shapes(pipeline, kwargs, args)
+    except ArgumentError as e:
+        raise ArgumentError(f"{e}{_shapes_hint(pipeline, kwargs, args)}") from None
     _check_extents(pipeline, sizes)
     for name, a in outputs.items():
         _check_output_layout(by_name[name], a)
@@ -322,12 +352,15 @@ def bind_arguments(pipeline: Pipeline, kwargs: dict, *, allow_outputs: bool = Tr
     )
 
 
-def allocate_outputs(pipeline: Pipeline, bound: Bound) -> dict[str, np.ndarray]:
-    """The output arrays by name: those given, and new uninitialised ones for the rest."""
+def allocate_outputs(pipeline: Pipeline, bound: Bound, aligned_from: int = 0
+                     ) -> dict[str, np.ndarray]:
+    """The output arrays by name: those given, and new uninitialised ones for the rest
+    (`allocate`: aligned when of `aligned_from` bytes or more)."""
     out = {}
     for s in pipeline.outputs:
         given = bound.outputs.get(s.name)
-        out[s.name] = given if given is not None else allocate(s, bound.sizes)
+        out[s.name] = given if given is not None else allocate(
+            s, bound.sizes, aligned_from=aligned_from)
     return out
 
 
@@ -343,16 +376,29 @@ def aligned_empty(shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
     raw = np.empty(nbytes + ALIGNMENT, np.uint8)
-    start = -raw.ctypes.data % ALIGNMENT
-    return raw[start:start + nbytes].view(dtype).reshape(shape)
+    # the address through ctypes.addressof: a third of what raw.ctypes.data costs
+    start = -ctypes.addressof(ctypes.c_char.from_buffer(raw.data)) % ALIGNMENT
+    return np.ndarray(shape, dtype, raw, start)
 
 
-def allocate(s: Stage, sizes: dict[str, int], role: str = "output") -> np.ndarray:
-    """An uninitialised array for stage `s`, `ALIGNMENT`-byte aligned; ArgumentError
-    naming it when too large."""
+def new_array(shape: tuple[int, ...], dtype: np.dtype, aligned_from: int = 0) -> np.ndarray:
+    """An uninitialised C-contiguous array, `ALIGNMENT`-byte aligned (`aligned_empty`)
+    when it has `aligned_from` bytes or more, else as numpy allocates it (16-byte
+    aligned: finding the address to align a small array costs more than a kernel's
+    whole work on it)."""
+    if aligned_from and math.prod(shape) * dtype.itemsize < aligned_from:
+        return np.empty(shape, dtype)
+    return aligned_empty(shape, dtype)
+
+
+def allocate(s: Stage, sizes: dict[str, int], role: str = "output",
+             aligned_from: int = 0) -> np.ndarray:
+    """An uninitialised array for stage `s` (`new_array`: `ALIGNMENT`-byte aligned
+    when of `aligned_from` bytes or more, 0: always); ArgumentError naming it when too
+    large."""
     shape = _shape(s, sizes)
     try:
-        return aligned_empty(shape, s.dtype.np)
+        return new_array(shape, s.dtype.np, aligned_from)
     except (ValueError, MemoryError, OverflowError):
         nbytes = int(np.prod(shape, dtype=object)) * s.dtype.np.itemsize
         raise ArgumentError(

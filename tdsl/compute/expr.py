@@ -549,10 +549,53 @@ def binary(op: BinaryOp, a, b) -> Expr:
 
 
 def compare(op: CompareOp, a, b) -> Expr:
+    """`a op b` as numpy 2 compares: exactly, also where numpy's common dtype of the
+    operands would lose precision.
+
+    Two cases differ from comparing in the common dtype. A uint64 against a signed
+    integer has float64 as its common dtype, but numpy compares the two exactly: so does
+    tdsl, as the sign test and the comparison of the non-negative values it stands for.
+    A Python integer outside an integer operand's dtype is compared as the number it is
+    (numpy 2 does not refuse it there, as arithmetic does): the answer is the same for
+    every value of the operand."""
     a, b = _operand(a), _operand(b)
-    _check_scalar_range(a, b)
+    beyond = _scalar_beyond(op, a, b)
+    if beyond is not None:
+        return beyond
     c = common_dtype(a, b)
+    if c.is_float and all(isinstance(x, Expr) and x.dtype.is_int for x in (a, b)):
+        return _unsigned_signed_compare(op, a, b)
     return Compare(op, _coerce(a, c), _coerce(b, c))
+
+
+_SWAPPED: dict[CompareOp, CompareOp] = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le",
+                                        "eq": "eq", "ne": "ne"}
+
+
+def _scalar_beyond(op: CompareOp, a, b) -> Expr | None:
+    """The value of a comparison of an integer expression with a Python integer outside
+    its dtype's range (a constant), or None when the comparison is not one."""
+    for e, s, o in ((a, b, op), (b, a, _SWAPPED[op])):  # o: the op with e on the left
+        if (isinstance(e, Expr) and e.dtype.is_int and isinstance(s, int)
+                and not isinstance(s, bool) and not dt.scalar_fits(s, e.dtype)):
+            below = s < np.iinfo(e.dtype.np).min  # else above the largest value
+            holds = {"eq": False, "ne": True, "gt": below, "ge": below,
+                     "lt": not below, "le": not below}[o]
+            return const(holds)
+    return None
+
+
+def _unsigned_signed_compare(op: CompareOp, a: Expr, b: Expr) -> Expr:
+    """`a op b` for a uint64 and a signed integer, exactly: a negative signed value is
+    below every unsigned one; otherwise both compare as uint64."""
+    if a.dtype.is_signed:
+        return _unsigned_signed_compare(_SWAPPED[op], b, a)
+    s = _coerce(b, dt.int64)
+    negative = Compare("lt", s, const(0, dt.int64))
+    same = Compare(op, _coerce(a, dt.uint64), Cast(s, dt.uint64))
+    if op in ("gt", "ge", "ne"):
+        return Binary("or", negative, same, dt.bool_)
+    return Binary("and", Unary("invert", negative, dt.bool_), same, dt.bool_)
 
 
 def unary(op: UnaryOp, a) -> Expr:

@@ -106,6 +106,15 @@ def _bound(e, what: str) -> Expr:
     return const(e, dt.int64) if isinstance(e, int) else e
 
 
+def _one_dim_hint(key: object) -> str:
+    """For a 1-tuple of a dim: td.dims always returns a tuple, even of one dim."""
+    if isinstance(key, tuple) and len(key) == 1 and isinstance(key[0], Dim):
+        n = key[0].name
+        return (f" but a tuple of one dim: td.dims returns a tuple even for one name; "
+                f"write {n} = td.dim({n!r}) or ({n},) = td.dims({n!r})")
+    return ""
+
+
 def _distinct_names(dims: list, what: str, where: str) -> None:
     """Loops and error messages name dims by name: two dims of one name in one place
     could not be told apart."""
@@ -206,7 +215,8 @@ class Tensor(TensorLike):
             raise DefinitionError(f"{what} {name!r}: shape must be a non-empty dict {{dim: extent}}")
         for d in shape:
             if not isinstance(d, Dim):
-                raise DefinitionError(f"{what} {name!r}: shape key {d!r} is not a td.dim")
+                raise DefinitionError(f"{what} {name!r}: shape key {d!r} is not a td.dim"
+                                      f"{_one_dim_hint(d)}")
         _distinct_names(list(shape), f"{what} {name!r}", "its shape")
         self.dims: tuple[Dim, ...] = tuple(shape)
         self.shape: tuple[Expr, ...] = tuple(
@@ -375,7 +385,7 @@ class Update(_Value):
         axes = []
         for d, ext in over.items():
             if not isinstance(d, Dim):
-                raise DefinitionError(f"{what}: over= key {d!r} is not a td.dim")
+                raise DefinitionError(f"{what}: over= key {d!r} is not a td.dim{_one_dim_hint(d)}")
             if isinstance(ext, tuple):
                 if len(ext) != 2:
                     raise DefinitionError(f"{what}: bounds of {d.name} must be (lo, hi), got {ext!r}")
@@ -662,7 +672,7 @@ def _axes(over, body: Expr, what: str) -> tuple[Axis, ...]:
     axes = []
     for d, ext in over.items():
         if not isinstance(d, Dim):
-            raise DefinitionError(f"{what}: over= key {d!r} is not a td.dim")
+            raise DefinitionError(f"{what}: over= key {d!r} is not a td.dim{_one_dim_hint(d)}")
         if ext is None:
             lo, hi = const(0, dt.int64), _infer_extent(body, d, what)
         elif isinstance(ext, tuple):
@@ -784,11 +794,22 @@ def lift_named(e: Expr, extents: dict[Dim, Expr], what: str,
     """`e` with each named reduction inside it made a stage of its name, read at the
     enclosing dims it uses (`extents`: the dims a named reduction may use, with the
     extent of its stage along each). `writes`: the stage an update writes, which a
-    named reduction may not read (it would be computed before the update)."""
+    named reduction may not read (it would be computed before the update).
+
+    A named reduction that occurs more than once (the helpers that use their operand
+    twice, such as `td.isnan` or `td.argmax`, copy it) is one stage."""
+    lifted: dict[tuple[object, ...], Expr] = {}
 
     def lift(n: Expr) -> Expr | None:
         if not isinstance(n, Reduce) or n.name is None:
             return None
+        key = (n.name, structure(n))
+        if key not in lifted:
+            lifted[key] = _lift(n)
+        return lifted[key]
+
+    def _lift(n: Reduce) -> Expr:
+        assert n.name is not None
         free = [d for d in extents if d in set(free_dims(n))]
         stray = [d.name for d in free_dims(n) if d not in extents]
         if stray:

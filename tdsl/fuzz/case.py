@@ -6,8 +6,12 @@ Outcome classes (`CLASSES`):
 - rejected: tdsl refused the algorithm or the schedule with a `DefinitionError`
   or `ScheduleError` — a legitimate answer, not a failure;
 - exact: every output matches `td.evaluate`, three calls agree bit for bit
-  (with 2 OpenMP threads), and the sanitized builds are clean;
-- wrong: an output differs from the reference, or two calls differ;
+  (with 2 OpenMP threads), no call wrote outside its outputs (each output lies
+  inside guard zones, checked after every call), and the sanitized builds are
+  clean; or td.evaluate refused the data (ArgumentError) or the algorithm's
+  indices (DefinitionError) and the kernel refused them too;
+- wrong: an output differs from the reference, two calls differ, a call wrote
+  into a guard zone, or the kernel returned a result where td.evaluate refused;
 - error: any other exception (an isl or Python traceback, a `CompileError`, an
   `ArgumentError` on valid arguments, a schedule whose JSON does not round-trip);
 - crashed / timed out: decided by the parent (the worker died or overran);
@@ -82,8 +86,8 @@ def prepare(task, send):
         else:
             s, kept = schedgen.apply_ops(s, spec["schedule"], task.get("lenient", False))
             spec = {**spec, "schedule": kept}
-    except td.ScheduleError as e:
-        raise Rejected(f"ScheduleError: {e}") from None
+    except (td.ScheduleError, td.DefinitionError) as e:  # legality proves the accesses too
+        raise Rejected(f"{type(e).__name__}: {e}") from None
     send({"type": "spec", "spec": spec})
     return spec, ns, s, ns["arrays"]
 
@@ -112,18 +116,25 @@ def judge(task, send, res):
     send({"type": "phase", "phase": "evaluate"})
     try:
         want = td.evaluate(outputs, **arrays)
-    except (td.DefinitionError, td.ScheduleError) as e:
+    except td.ScheduleError as e:
         raise Rejected(f"evaluate: {type(e).__name__}: {e}") from None
-    except td.ArgumentError as e:  # an index out of range in the data: the kernel says so too
-        res["checked"] = str(e)
+    except (td.DefinitionError, td.ArgumentError) as e:
+        # an index out of range, in the algorithm (DefinitionError) or in the data
+        # (ArgumentError): the kernel must refuse it too, when built or when called
+        res["checked"] = f"{type(e).__name__}: {e}"
         f = build(task, send, res, s)
         send({"type": "phase", "phase": "call"})
+        guards = Guards({o.name: (render.stage_shape(spec, o.name), o.dtype.np)
+                         for o in outputs})
         try:
-            f(**{k: v for k, v in arrays.items() if k in f.args})
+            f(**{k: v for k, v in arrays.items() if k in f.args}, **guards.outputs)
         except td.ArgumentError:
+            res["class"] = "exact" if guards.intact() else "wrong"
+            if not guards.intact():
+                res["detail"] = f"the call wrote outside an output: {guards.report()}"
             return
-        res.update({"class": "wrong", "detail": f"td.evaluate raised ArgumentError ({e}), "
-                                                "the kernel returned normally"})
+        res.update({"class": "wrong", "detail": f"td.evaluate raised {type(e).__name__} "
+                                                f"({e}), the kernel returned a result"})
         return
     want = want if isinstance(want, tuple) else (want,)
     spec["scale"] = scale(spec, ns, arrays)
@@ -214,26 +225,70 @@ def transposing_copies(source: str) -> int:
     return sum(source.count(c) for c in TRANSPOSE_CALLS)
 
 
+GUARD = 64  # bytes of sentinel before and after every output a trial passes
+
+
+class Guards:
+    """The outputs of one call, each inside guard zones: the middle of a larger buffer
+    whose other bytes hold a sentinel pattern that a write outside the output changes.
+    `fill` is what the outputs hold before the call (the sentinel byte by default)."""
+
+    SENTINEL = 0xA5
+
+    def __init__(self, layout: dict, fill=None):
+        """`layout`: each output's name -> (shape, numpy dtype)."""
+        self.wholes, self.outputs = {}, {}
+        for name, (shape, dtype) in layout.items():
+            dtype = np.dtype(dtype)
+            n = int(np.prod(shape)) * dtype.itemsize
+            whole = np.full(n + 2 * GUARD + dtype.itemsize, self.SENTINEL, np.uint8)
+            start = GUARD + (-(whole.ctypes.data + GUARD)) % dtype.itemsize  # aligned
+            view = whole[start:start + n].view(dtype).reshape(shape)
+            if fill is not None:
+                view[...] = bool(fill) if dtype.kind == "b" else fill
+            self.wholes[name] = (whole, start, n)
+            self.outputs[name] = view
+
+    def intact(self) -> bool:
+        return not self.report()
+
+    def report(self) -> str:
+        """Which guard zones changed, or ''."""
+        bad = []
+        for name, (whole, start, n) in self.wholes.items():
+            before = np.flatnonzero(whole[:start] != self.SENTINEL)
+            after = np.flatnonzero(whole[start + n:] != self.SENTINEL)
+            if before.size:
+                bad.append(f"{name}: {start - before[0]} bytes before its start")
+            if after.size:
+                bad.append(f"{name}: byte {after[-1] + 1} past its end")
+        return "; ".join(bad)
+
+
 def calls(f, args, outputs, want, spec) -> str | None:
-    """Call three times (the last into garbage-filled outputs), and a kernel with a
-    parallel loop more (`repeated`); a mismatch message."""
+    """Call three times (into sentinel-filled, zeroed and 7-filled outputs), and a
+    kernel with a parallel loop more (`repeated`), every output inside guard zones
+    checked after each call; a mismatch message."""
     base = oracle.float_base(spec)
     schedule = f.schedule.to_json()
-    first = as_tuple(f(**args))
+    results = []
+    layout = {o.name: (w.shape, w.dtype) for o, w in zip(outputs, want)}
+    for fill in (None, 0, 7):
+        guards = Guards(layout, fill)
+        got = as_tuple(f(**args, **guards.outputs))
+        if not guards.intact():
+            return f"a call wrote outside an output: {guards.report()}"
+        results.append(got)
+    first = results[0]
     msg = oracle.check_results(outputs, first, want, spec["tol"], base, spec.get("scale", 1.0),
                                oracle.reassociates(schedule))
     if msg:
         return msg
-    again = as_tuple(f(**args))
-    if not same(first, again):
-        return "a second call gave different results: " + str(
-            oracle.check_results(outputs, again, first, 0.0, base))
-    garbage = {o.name: np.full_like(w, 7 if w.dtype.kind != "b" else True)
-               for o, w in zip(outputs, want)}
-    into = as_tuple(f(**args, **garbage))
-    if not same(first, into):
-        return "a call into pre-filled output arrays gave different results: " + str(
-            oracle.check_results(outputs, into, first, 0.0, base))
+    for what, again in (("a second call", results[1]),
+                        ("a call into pre-filled output arrays", results[2])):
+        if not same(first, again):
+            return f"{what} gave different results: " + str(
+                oracle.check_results(outputs, again, first, 0.0, base))
     if oracle.parallel(schedule):
         return repeated(f, args, outputs, first, base)
     return None

@@ -11,17 +11,21 @@ Expression nodes (first element names the node):
     ["c", value, dtype|None]        constant (None: a Python scalar)
     ["d", dim]                      a dim used as a value (int32)
     ["a", tensor, view, [idx...]]   an access; view None | "clamp" | "mirror" |
-                                    "mirror_interior" | "wrap" | ["pad", v]
+                                    "mirror_interior" | "wrap" | "assume_in_range" |
+                                    ["pad", v]
     ["b", op, x, y]                 + - * / // % & | ^ max min
     ["u", op, x]                    neg invert abs
     ["f", fn, x]                    exp log sqrt sin cos tanh floor ceil
     ["cmp", op, x, y]               < <= > >= == !=
     ["w", cond, x, y]               td.where
     ["cast", dtype, x]
-    ["r", op, body, over, dtype]    td.sum/prod/max/min; over [[dim, lo, hi]...]; op
-                                    foldmax/foldmin: the index of a value-and-index
-                                    td.reduce (dtype: the body's)
-                                    (lo None: an extent) or ["infer", dim]
+    ["r", op, body, over, dtype]    td.sum/prod/max/min/argmax/argmin; over
+                                    [[dim, lo, hi]...] (lo None: an extent) or
+                                    ["infer", dim]; op foldmax/foldmin: the index of a
+                                    value-and-index td.reduce (dtype: the body's); a
+                                    sixth element names the reduction (a stage)
+    ["h", helper, x, arg]           isnan isinf (no arg); satcast (arg: the dtype of
+                                    td.saturating_cast); pow (arg: an int exponent)
     ["i", text]                     an affine index/bound written out (y + 1)
 
 A compute stage made by `genexpr.make_grouped` also carries "grouped": the names
@@ -67,6 +71,11 @@ class Gen:
 
     def __init__(self, rng: np.random.Generator, max_stages: int = 5, exclude=()):
         self.rng = rng
+        # the draws of the generator's later corners (edge constants and values, checked
+        # accesses beside affine ones past the edge, mixed-sign comparisons, empty
+        # ranges, argmax, named reductions under helpers) come from a stream of their
+        # own, so that adding them left every other draw of a case as it was
+        self.corners = np.random.default_rng(rng.bit_generator.seed_seq.spawn(1)[0])  # type: ignore[attr-defined]
         self.exclude = set(exclude)
         self.max_stages = max_stages
         self.sizes: dict[str, int] = {}
@@ -85,6 +94,13 @@ class Gen:
 
     def chance(self, p: float) -> bool:
         return bool(self.rng.random() < p)
+
+    def corner(self, p: float) -> bool:
+        """Whether to take one of the later corners (drawn from `corners`)."""
+        return bool(self.corners.random() < p)
+
+    def corner_pick(self, seq):
+        return seq[int(self.corners.integers(len(seq)))]
 
     def ext(self, d: str):
         return self.dims[d]
@@ -162,6 +178,7 @@ class Gen:
             "sizes": self.sizes, "dims": self.dims, "inputs": self.inputs,
             "stages": self.stages, "outputs": outputs,
             "array_seed": int(self.rng.integers(2**31)), "special_values": self.chance(0.2) and "special-values" not in self.exclude,
+            "edge_values": self.corner(0.25),
             "tol": min(self.tol, 1e6), "schedule": [],
         }
 

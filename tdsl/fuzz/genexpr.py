@@ -7,6 +7,8 @@ what "exact" means.
 
 from __future__ import annotations
 
+import numpy as np
+
 from .gen import FLOATS, INTS, NARROW, kind, promote
 
 CMP = ("<", "<=", ">", ">=", "==", "!=")
@@ -38,6 +40,9 @@ def scalar(g, dtype):
         return ["c", bool(g.chance(0.5)), None]
     if k == "f":
         return ["c", float(g.pick((0.5, -1.5, 2.0, 3.0, -0.25))), None]
+    if g.corner(0.08):  # at the dtype's limits (a Python scalar takes its dtype)
+        info = np.iinfo(dtype)
+        return ["c", int(g.corner_pick((info.min, info.max, info.max - 1))), None]
     lo = 0 if k == "u" else -3
     return ["c", int(g.rng.integers(lo, 4)), None]
 
@@ -48,6 +53,8 @@ def leaf(g, ctx):
         return ["d", g.pick(ctx.values())], "int32", True
     if r < 0.22:
         dtype = g.pick(("float32", "int32", "int8", "uint16", "bool", "float64"))
+        if g.corner(0.2):
+            dtype = g.corner_pick(("uint64", "int64"))
         value = scalar(g, dtype)[1]
         return ["c", value, dtype], dtype, True
     return access(g, ctx)
@@ -104,6 +111,14 @@ def access(g, ctx, name=None, view="random"):
             v = "clamp"
         if v != "clamp" and v is not None and "pad-data-index" in g.exclude:
             v = "clamp"
+        if v is None and g.corner(0.25):  # promised in range: Python's % keeps it so
+            v = "assume_in_range"
+            idx[pos] = ["b", "%", idx[pos], ["i", g.ext_code(t["dims"][pos])]]
+        if v in (None, "assume_in_range") and len(idx) > 1 and g.corner(0.3):
+            # an affine index beside it past the edge: refused when built (as td.evaluate
+            # refuses it), or at least reported by the call; never a result
+            other = g.corner_pick([k for k in range(len(idx)) if k != pos])
+            idx[other] = ["i", f"{idx[other][1]} + {int(g.corners.integers(1, 3))}"]
     return ["a", name, v, idx], t["dtype"], t["exact"]
 
 
@@ -246,6 +261,14 @@ def exact_operand(g, ctx, depth):
 
 def compare(g, ctx, depth):
     a, b = fit(exact_operand(g, ctx, depth), exact_operand(g, ctx, depth))
+    if g.corner(0.12) and "bool" not in (a[1], b[1]):
+        # a uint64 against a signed integer: numpy compares them exactly, though their
+        # common dtype is float64
+        signed = g.corner_pick(("int8", "int32", "int64"))
+        a = (["cast", "uint64", safe(a[0], a[1], "uint64")], "uint64", True)
+        b = (["cast", signed, safe(b[0], b[1], signed)], signed, True)
+        if g.corner(0.5):
+            a, b = b, a
     if "bool" in (a[1], b[1]) and a[1] != b[1]:
         b = (scalar(g, a[1]), a[1], True)
         return ["cmp", g.pick(CMP), a[0], b[0]], "bool", True
@@ -281,6 +304,9 @@ def reduce_over(g, ctx, d, k):
     """Bounds of reduction dim k standing in for data dim d (never out of d's range)."""
     ext = g.ext_code(d)
     same = [s for s in ctx.dims if g.ext_code(s) == ext]
+    if g.corner(0.06):  # empty: a sum is 0, a max the lowest value, an argmax the range's end
+        bound = ext if g.corner(0.5) or not same else g.corner_pick(same)
+        return [[k, bound, bound]]
     r = g.rng.random()
     if r < 0.15:
         return ["infer", k]
@@ -307,6 +333,8 @@ def reduction(g, ctx, depth):
         body = binary(g, body, expr(g, inner, depth - 1))
     if g.chance(0.12):  # value and index in one pass (td.reduce): the index, exact
         return ["r", g.pick(("foldmax", "foldmin")), body[0], over, body[1]], "int64", True
+    if g.corner(0.08) and body[2] and over[0] != "infer" and len(over) == 1:
+        return ["r", g.corner_pick(("argmax", "argmin")), body[0], over, None], "int64", True
     op = g.pick(("sum", "sum", "prod", "max", "min"))
     dtype = None
     if body[1] == "bool" and op in ("sum", "prod"):
@@ -317,7 +345,31 @@ def reduction(g, ctx, depth):
     exact = kind(out) != "f" or (op in ("max", "min") and body[2])
     if not exact:
         g.tol *= 1 + g.ext_value(d)
-    return ["r", op, body[0], over, dtype], out, exact
+    node = ["r", op, body[0], over, dtype]
+    if not ctx.subst and g.corner(0.15):  # a stage of its own name, maybe under a helper
+        node.append(f"n{k}")
+        return helper(g, (node, out, exact))
+    return node, out, exact
+
+
+def helper(g, a):
+    """`a` under one of the helpers that use their operand more than once (a named
+    reduction there is still one stage), or `a` itself."""
+    node, d, e = a
+    k = kind(d)
+    choices = ["same", "twice"] + (["isnan", "isinf"] if k == "f" else []) + (
+        ["satcast"] if k in "fiu" else []) + (["pow"] if k in "iu" else [])
+    h = g.corner_pick(choices)
+    if h == "same":
+        return a
+    if h == "twice":  # read twice in one expression
+        return binary(g, a, a)
+    if h in ("isnan", "isinf"):
+        return ["h", h, node], "bool", e
+    if h == "satcast":
+        target = g.corner_pick(("int8", "uint8", "int16", "uint32"))
+        return ["h", "satcast", node, target], target, e
+    return ["h", "pow", node, int(g.corner_pick((2, 3)))], d, e
 
 
 # ---------------------------------------------------------------- stages
@@ -417,7 +469,12 @@ def make_update(g, name, dims, n):
         if g.chance(0.6):  # in range; else an index out of range is an ArgumentError
             node = ["b", "%", node, ["i", g.ext_code(d)]]
         idx[d] = node
-        prev = ["a", name, None, [idx[e] if e == d else ["i", e] for e in dims]]
+        others = [e for e in dims if e != d]
+        if others and g.corner(0.2):  # another index past the edge: refused, never written
+            e = g.corner_pick(others)
+            idx[e] = ["i", f"{e} + {int(g.corners.integers(1, 3))}"]
+        prev = ["a", name, None, [idx[e] if isinstance(idx[e], list) else ["i", idx[e]]
+                                  for e in dims]]
     elif r < 0.7 and len(dims) >= 2:  # a triangle of the first two dims
         d0, d1 = dims[0], dims[1]
         over[1] = [d1, "0", f"td.minimum({d0} + 1, {g.ext_code(d1)})"]

@@ -4,7 +4,7 @@
 what a reproducer shows): it defines `outputs`, `s` (the schedule, without its
 primitives unless `schedule=True`) and `arrays` (the inputs, from a seed).
 `reproducer(spec, finding)` wraps it in a file that runs on its own
-(`python FILE [c|llvm]`) and that `tests/test_fuzz_regressions.py` replays.
+(`python FILE [c|llvm]`) and that `tests/fuzz/test_fuzz_regressions.py` replays.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import re
 from .oracle import float_base
 
 ARRAYS = '''
-def make_array(rng, shape, dtype, special):
-    """Random input data: small values, sometimes extremes, NaN and infinities."""
+def make_array(rng, shape, dtype, special, edges=False):
+    """Random input data: small values, sometimes extremes, NaN and infinities; with
+    `edges`, integers at their dtype's limits in some places."""
     dt = td.dtypes.as_dtype(dtype).np  # (bfloat16: ml_dtypes')
     if dt.kind == "b":
         return rng.integers(0, 2, size=shape).astype(bool)
@@ -29,14 +30,20 @@ def make_array(rng, shape, dtype, special):
         return a
     info = np.iinfo(dt)
     if special or rng.random() < 0.3:
-        return rng.integers(info.min, int(info.max) + 1, size=shape, dtype=dt)
-    lo = 0 if dt.kind == "u" else -6
-    return rng.integers(lo, 7, size=shape).astype(dt)
+        a = rng.integers(info.min, int(info.max) + 1, size=shape, dtype=dt)
+    else:
+        lo = 0 if dt.kind == "u" else -6
+        a = rng.integers(lo, 7, size=shape).astype(dt)
+    if edges and a.size:
+        flat = a.reshape(-1)
+        for v in (info.min, info.max, info.max - 1, info.max // 2 + 1, 0):
+            flat[rng.integers(a.size)] = v
+    return a
 
 
-def make_arrays(seed, special):
+def make_arrays(seed, special, edges=False):
     rng = np.random.default_rng(seed)
-    return {name: make_array(rng, shape, dtype, special)
+    return {name: make_array(rng, shape, dtype, special, edges)
             for name, (shape, dtype) in INPUTS.items()}
 '''
 
@@ -72,8 +79,20 @@ def expr(n) -> str:
             return fold(n)
         case "r":
             dtype = f", dtype={dtype_code(n[4])}" if n[4] else ""
-            return f"td.{n[1]}({expr(n[2])}, over={over(n[3])}{dtype})"
+            name = f", name={n[5]!r}" if len(n) > 5 else ""
+            return f"td.{n[1]}({expr(n[2])}, over={over(n[3])}{dtype}{name})"
+        case "h":
+            return helper(n)
     raise ValueError(f"unknown expression node {n!r}")
+
+
+def helper(n) -> str:
+    """["h", helper, x, arg]: see `gen`."""
+    if n[1] == "satcast":
+        return f"td.saturating_cast({expr(n[2])}, {dtype_code(n[3])})"
+    if n[1] == "pow":
+        return f"({expr(n[2])} ** {n[3]})"
+    return f"td.{n[1]}({expr(n[2])})"
 
 
 def fold(n) -> str:
@@ -97,7 +116,7 @@ def fold(n) -> str:
 def view(name, v) -> str:
     if v is None:
         return name
-    if v in ("clamp", "mirror", "mirror_interior", "wrap"):
+    if v in ("clamp", "mirror", "mirror_interior", "wrap", "assume_in_range"):
         return f"td.{v}({name})"
     return f"td.pad({name}, {v[1]!r})"
 
@@ -214,6 +233,13 @@ def text_names(text: str) -> list[str]:
     return re.findall(r"[A-Za-z_][A-Za-z_0-9]*", text)
 
 
+def stage_shape(spec, name: str) -> tuple[int, ...]:
+    """The shape of compute stage `name` with the spec's sizes."""
+    (st,) = [st for st in spec["stages"] if st["kind"] == "compute" and st["name"] == name]
+    return tuple(spec["sizes"][e] if isinstance(e, str) else e
+                 for e in (spec["dims"][d] for d in st["dims"]))
+
+
 def input_shapes(spec) -> dict:
     def value(e):
         return spec["sizes"][e] if isinstance(e, str) else e
@@ -230,7 +256,8 @@ def program(spec, schedule: bool = False) -> str:
              ARRAYS, *algorithm(spec), "s = td.schedule(outputs)"]
     if schedule:
         lines += [call(op) for op in spec["schedule"]]
-    lines.append(f"arrays = make_arrays({spec['array_seed']}, {spec['special_values']})")
+    edges = ", edges=True" if spec.get("edge_values") else ""  # older specs have none
+    lines.append(f"arrays = make_arrays({spec['array_seed']}, {spec['special_values']}{edges})")
     lines.append(f"arrays.update({used_sizes(spec)!r})  # sizes no input shape may bind")
     return "\n".join(lines) + "\n"
 

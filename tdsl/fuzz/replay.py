@@ -3,7 +3,7 @@
 A reproducer carries its spec (`SPEC = '...'`, JSON); replaying runs that spec
 in a worker, as the campaign did, and prints the outcome. `promote` replays on
 both targets and, when both are exact, copies the file into
-`tests/fuzz_regressions/`, which `tests/test_fuzz_regressions.py` runs.
+`tests/fuzz_regressions/`, which `tests/fuzz/test_fuzz_regressions.py` runs.
 `triage` tells which generator features a finding needs (is it a known bug?).
 """
 

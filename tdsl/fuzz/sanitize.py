@@ -12,6 +12,7 @@ outcome class, "sanitizer"; differing outputs are "wrong".
 
 from __future__ import annotations
 
+import importlib.resources
 import os
 import re
 import subprocess
@@ -59,6 +60,17 @@ def params(source: str, entry: str) -> list[str]:
     if not m:
         raise AssertionError(f"no entry point {entry} in the generated C")
     return [p.split()[-1].lstrip("*") for p in m.group(1).split(",") if p.strip() != "void"]
+
+
+# the thread pool host C kernels call, shipped with tdsl as C source (package data)
+POOL_SOURCE = importlib.resources.files("tdsl.backend_c") / "pool.c"
+# the start of the host C's main: the thread pool (pool.c, compiled in) runs the
+# parallel loops on 2 threads, as the Python process's tests do
+POOL_MAIN = """void tdsl_configure(int default_threads, int cores);
+
+int main(void) {
+    tdsl_configure(2, 2);
+"""
 
 
 def host_entry(source: str) -> str:
@@ -134,7 +146,10 @@ def sanitize(s, f, outputs, args, want, spec) -> dict:
         (d / "host.c").write_text(host)
         entry = host_entry(host)
         main = main_c("host.c", entry, params(host, entry), args, want, outputs, None)
-        res = run_flavour(d, "host", main, ("-fopenmp", "-march=native"), outputs, want, spec,
+        # parallel loops on tdsl's thread pool, built in with 2 threads per call
+        main = main.replace("int main(void) {\n", POOL_MAIN, 1)
+        res = run_flavour(d, "host", main, ("-fopenmp-simd", "-march=native", "-pthread",
+                                            str(POOL_SOURCE)), outputs, want, spec,
                           reassociates)
         if res:
             return res

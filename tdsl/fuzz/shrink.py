@@ -19,7 +19,7 @@ from pathlib import Path
 from . import render
 
 EXPR_CHILDREN = {"b": (2, 3), "u": (2,), "f": (2,), "cmp": (2, 3), "w": (1, 2, 3), "cast": (2,),
-                 "r": (2,)}
+                 "r": (2,), "h": (2,)}
 
 
 def signature(result: dict) -> tuple:

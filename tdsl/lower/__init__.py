@@ -22,7 +22,7 @@ then the loop-IR passes, in this order, each followed by `verify`:
     simplify again, on the copies (their loop variables are constants now)
     unswitch full-tile tests of unrolled edge blocks hoisted out of invariant loops
     fold     loops of at most one iteration become bindings of their variable
-    inbounds every scratch-buffer access proven inside its allocation (isl), or an error
+    inbounds every access of every array proven inside it (isl), or an error
 
 `td.lower(s)` shows the loop nest at this point. Then the late passes
 (`LATE_PASSES`, run by `finish` when a target builds), which write it out for
@@ -31,12 +31,14 @@ the targets:
     flatten  every buffer access one row-major offset
     legalise numpy's operations (floor //, %, NaN-propagating float min/max, abs,
              float32 exp) written out in core operations the targets map one to one
+    outline  every parallel loop a task of the thread pool: what its function
+             receives, whether it may fail; parallel loops inside it made serial
 
 Portable C (`td.emit_c`, lowered with `portable=True`) is for small cores built by
 a compiler tdsl does not control, and its function says so (`LoweredFunc.portable`):
 `convert` leaves inline reductions as loops (no unrolling the schedule did not ask
 for), `partition` cuts every loop where a boundary view's test is decided by its
-variable (not only loops around vectorized ones), and after the late passes it takes
+variable (not only loops around vectorized ones), and between legalise and outline it takes
 `PORTABLE_PASSES`:
 
     dsp      with isa "armv7e-m": grouped int8/int16 products (the x86 path's
@@ -49,6 +51,12 @@ variable (not only loops around vectorized ones), and after the late passes it t
 
 `lower_schedule(s, trace=True)` (`td.lower(s, trace=True)`) returns the IR after
 convert and after each pass, as a `Trace`.
+
+One more pass runs only for `Kernel.profile`, in a second build, on the loop nest
+before the late passes (`PROFILE_PASSES`):
+
+    instrument  clock reads around each stage's loop nest and each parallel loop,
+                added into one more output (`passes.profile`)
 """
 
 from __future__ import annotations
@@ -69,7 +77,9 @@ from .passes.inbounds import check_in_bounds
 from .passes.index32 import narrow_indices
 from .passes.lanes import write_lanes
 from .passes.legalise import legalise
+from .passes.outline import outline
 from .passes.partition import partition
+from .passes.profile import instrument
 from .passes.reassociate import reassociate
 from .passes.simplify import simplify
 from .passes.unroll import unroll
@@ -102,8 +112,9 @@ PASSES: tuple[tuple[str, Pass], ...] = (
 LATE_PASSES: tuple[tuple[str, Pass], ...] = (
     ("flatten", flatten),
     ("legalise", legalise),
+    ("outline", outline),
 )
-# after the late passes, for portable C (`lower_schedule(..., portable=True)`)
+# between legalise and outline, for portable C (`lower_schedule(..., portable=True)`)
 PORTABLE_PASSES: tuple[tuple[str, Pass], ...] = (
     ("dsp", use_dsp),
     ("lanes", write_lanes),
@@ -111,14 +122,32 @@ PORTABLE_PASSES: tuple[tuple[str, Pass], ...] = (
 )
 
 
-def finish(func: ir.LoweredFunc, check: bool = True) -> ir.LoweredFunc:
+# the profiled build's own pass, before LATE_PASSES (Kernel.profile)
+PROFILE_PASSES: tuple[tuple[str, Pass], ...] = (
+    ("instrument", instrument),
+)
+
+
+def late_passes(portable: bool = False) -> tuple[tuple[str, Pass], ...]:
+    """The passes after `PASSES`: `LATE_PASSES`, and for portable C `PORTABLE_PASSES`
+    between legalise and outline (outline takes the names the loop bodies use in the
+    end, after index32 has narrowed them)."""
+    if not portable:
+        return LATE_PASSES
+    cut = [n for n, _ in LATE_PASSES].index("outline")
+    return LATE_PASSES[:cut] + PORTABLE_PASSES + LATE_PASSES[cut:]
+
+
+def finish(func: ir.LoweredFunc, check: bool = True, each: bool = True) -> ir.LoweredFunc:
     """`func` (lowered by `lower_schedule(..., late=False)`, or loop IR built by hand)
-    through the late passes (`LATE_PASSES`: flatten, legalise): the IR a target takes.
+    through the late passes (`LATE_PASSES`: flatten, legalise, outline): the IR a target
+    takes.
     `check=False` skips the verifier after each pass (hand-built IR may leave out what
-    lowering always provides, such as a vectorized loop's `max_extent`)."""
-    for _, run in LATE_PASSES:
+    lowering always provides, such as a vectorized loop's `max_extent`); `each=False`
+    verifies only the result."""
+    for n, (_, run) in enumerate(LATE_PASSES):
         func = run(func)
-        if check:
+        if check and (each or n == len(LATE_PASSES) - 1):
             verify(func)
     return func
 
@@ -176,43 +205,46 @@ class Trace:
 
 @overload
 def lower_schedule(sched: Schedule, name: str | None = None, trace: Literal[False] = False,
-                   workspace: bool = False, late: bool = True,
+                   workspace: bool = False, late: bool = True, each: bool = True,
                    portable: bool = False, isa: ir.Isa = "generic") -> ir.LoweredFunc: ...
 
 
 @overload
 def lower_schedule(sched: Schedule, name: str | None = None, *, trace: Literal[True],
-                   workspace: bool = False, late: bool = True, portable: bool = False,
-                   isa: ir.Isa = "generic") -> Trace: ...
+                   workspace: bool = False, late: bool = True, each: bool = True,
+                   portable: bool = False, isa: ir.Isa = "generic") -> Trace: ...
 
 
 @overload
 def lower_schedule(sched: Schedule, name: str | None = None, trace: bool = False,
-                   workspace: bool = False, late: bool = True,
-                   portable: bool = False, isa: ir.Isa = "generic") -> ir.LoweredFunc | Trace: ...
+                   workspace: bool = False, late: bool = True, each: bool = True,
+                   portable: bool = False, isa: ir.Isa = "generic"
+                   ) -> ir.LoweredFunc | Trace: ...
 
 
 def lower_schedule(sched: Schedule, name: str | None = None, trace: bool = False,
-                   workspace: bool = False, late: bool = True,
-                   portable: bool = False, isa: ir.Isa = "generic") -> ir.LoweredFunc | Trace:
+                   workspace: bool = False, late: bool = True, each: bool = True,
+                   portable: bool = False, isa: ir.Isa = "generic"
+                   ) -> ir.LoweredFunc | Trace:
     """Lower a schedule to a verified loop-IR function named `name`, in a child process
     with a hard time limit (see `budget.bounded`); with `trace`, the `Trace` of every
     step instead. With `workspace`, every temp buffer lives in a workspace the caller
     passes in (for targets without a heap), not on the stack or the heap. With
     `late=False`, the loop nest before the late passes (what `td.lower` shows; `finish`
-    completes it). With `portable`, the function is for portable C (`td.emit_c`), which
-    the passes take into account (`LoweredFunc.portable`), and, with `late`,
-    `PORTABLE_PASSES` run last; `isa` is the instruction set it may use (`ir.ISAS`)."""
+    completes it). `each=False` runs the verifier once, on the result, instead of after
+    every pass (about half the time of lowering; for callers that check the kernel's
+    outputs anyway, as the tuner's trials do). With `portable`, the function is for
+    portable C (`td.emit_c`), which the passes take into account
+    (`LoweredFunc.portable`), and, with `late`, `PORTABLE_PASSES` run after legalise,
+    before outline; `isa` is the instruction set it may use (`ir.ISAS`)."""
     sched._require_current()
     name = name or f"tdsl_{sched.outputs[0].name}"
     what = f"the schedule of {', '.join(o.name for o in sched.outputs)}"
-    passes = PASSES + LATE_PASSES if late else PASSES
-    if late and portable:
-        passes += PORTABLE_PASSES
+    passes = PASSES + late_passes(portable) if late else PASSES
     exprs = [x.expr if isinstance(x, Stage) else x.value for x in sched.pipeline.schedulables]
     if not reads_remapped_stage(exprs):
         steps = bounded(what, lambda: _lower(sched, name, what, trace, workspace, passes,
-                                             portable=portable, isa=isa))
+                                             each=each, portable=portable, isa=isa))
     else:
         # a stage read through a mirror or wrap view: where it is computed inside a loop,
         # its exact region is piecewise and can cost isl far more than a whole-axis one
@@ -222,23 +254,25 @@ def lower_schedule(sched: Schedule, name: str | None = None, trace: bool = False
         try:
             steps = bounded(what, lambda: _lower(
                 sched, name, what, trace, workspace, passes,
-                ops=int(budget.MAX_ISL_OPERATIONS * share), portable=portable, isa=isa),
+                ops=int(budget.MAX_ISL_OPERATIONS * share), each=each, portable=portable,
+                isa=isa),
                 seconds=budget.MAX_ISL_SECONDS * share)
         except AnalysisLimitError:
             def coarse() -> list[tuple[str, ir.LoweredFunc]]:
                 with whole_axis_remaps():
-                    return _lower(sched, name, what, trace, workspace, passes,
+                    return _lower(sched, name, what, trace, workspace, passes, each=each,
                                   portable=portable, isa=isa)
             steps = bounded(what, coarse)
     return Trace(steps) if trace else steps[-1][1]
 
 
 def _lower(sched: Schedule, name: str, what: str, keep: bool, workspace: bool,
-           passes: tuple[tuple[str, Pass], ...], ops: int | None = None,
+           passes: tuple[tuple[str, Pass], ...], ops: int | None = None, each: bool = True,
            portable: bool = False, isa: ir.Isa = "generic"
            ) -> list[tuple[str, ir.LoweredFunc]]:
     """The steps of one lowering (only the last one unless `keep`), each step under
-    `ops` isl operations (default: MAX_ISL_OPERATIONS)."""
+    `ops` isl operations (default: MAX_ISL_OPERATIONS), verified after each step (with
+    `each`) or only at the end."""
     steps: list[tuple[str, ir.LoweredFunc]] = []
     with isl_budget(what, ops):
         with step("bounds inference"):
@@ -252,19 +286,26 @@ def _lower(sched: Schedule, name: str, what: str, keep: bool, workspace: bool,
             ast = build_ast(model, vectors)
             func, temps = convert(model, ast, vectors, name, portable, isa)
             pending = frozenset(b.name for b, _, _ in temps)
-            func = verify(func, pending=pending, placed=False)
+            if each:
+                func = verify(func, pending=pending, placed=False)
         steps.append(("convert", func))
         with step("the reassociate pass"):  # before allocate, which places its buffers
-            func = verify(reassociate(func), pending=pending, placed=False)
+            func = reassociate(func)
+            if each:
+                func = verify(func, pending=pending, placed=False)
         steps.append(("reassociate", func))
         allocate: Pass = lambda f: place_allocations(f, temps, workspace)  # noqa: E731
-        for pass_name, run in (("allocate", allocate), *passes):
+        every = (("allocate", allocate), *passes)
+        for n, (pass_name, run) in enumerate(every):
             with step(f"the {pass_name} pass"):
-                func = verify(run(func))
+                func = run(func)
+                if each or n == len(every) - 1:
+                    func = verify(func)
             steps.append((pass_name, func))
             if not keep:
                 del steps[:-1]
     return steps
 
 
-__all__ = ["LATE_PASSES", "PASSES", "PORTABLE_PASSES", "Trace", "finish", "ir", "lower_schedule"]
+__all__ = ["LATE_PASSES", "PASSES", "PORTABLE_PASSES", "PROFILE_PASSES", "Trace", "finish",
+           "ir", "lower_schedule"]

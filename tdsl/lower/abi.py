@@ -18,16 +18,25 @@ checked them already, as `Kernel` has through the algorithm's binding).
 Unwinding, every target alike. Only a temp buffer on the heap (`ir.Storage.HEAP`,
 see `may_fail`) can fail to be allocated; one on the stack or in a workspace
 cannot. When one fails, the kernel frees every heap buffer it holds, the latest
-allocated first, and returns OUT_OF_MEMORY. A parallel loop never returns from
-inside its region: a failing iteration frees what it allocated, sets a failure
-flag the loop's iterations share and does no more of its own work (C skips the
-rest of the iteration, LLVM takes no more chunks); after the loop, a set flag
-unwinds the code around the loop as above.
+allocated first, and returns OUT_OF_MEMORY. A parallel loop's task never returns
+from the kernel: a failing iteration frees what it allocated and returns 1 from
+its chunk, skipping the rest of it; the pool starts no chunk after it and returns
+1, and the kernel unwinds the code around the loop as above.
 
-Parallel loops are shared out dynamically on every host target, in chunks of
-about trips / (CHUNKS_PER_THREAD * threads) iterations (at least 1): a thread
-whose core is busy with another process then holds up the loop's end by one
-small chunk, not by a static 1/threads share of the work.
+Parallel loops run on tdsl's thread pool (`backend_c/pool.c`), the same for every
+host target: a kernel calls
+
+    int PARALLEL_FOR(int (*task)(int64_t lo, int64_t hi, void *env), void *env,
+                     int64_t lo, int64_t hi)
+
+with the function the outline pass made of the loop (`ir.Task`), which runs
+iterations [lo, hi) of the loop on the values and buffers in `env` and returns 0,
+or 1 when an iteration failed. The pool runs it on chunks of about trips /
+(CHUNKS_PER_THREAD * threads) iterations (at least 1) taken from a shared counter
+by the calling thread and whichever of its workers are free, and returns when every
+chunk taken has finished: a thread whose core is busy with another process holds
+up the loop's end by the one small chunk it holds, and a thread that holds none
+is never waited for. It returns the first failure and starts no chunk after it.
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ from .ir import Allocate, Binary, Buffer, Const, Expr, LoweredFunc, Stmt, Storag
 from .rewrite import walk_stmts
 
 CHUNKS_PER_THREAD = 8
+PARALLEL_FOR = "tdsl_parallel_for"  # the thread pool's entry point, as kernels call it
 OK = 0
 OUT_OF_MEMORY = 1
 INDEX_OUT_OF_RANGE = 3  # 2 is the portable entry point's refusal of a workspace

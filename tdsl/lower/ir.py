@@ -104,12 +104,14 @@ BinaryOp = Literal["add", "sub", "mul", "truediv", "floordiv", "mod", "min", "ma
 CompareOp = Literal["eq", "ne", "lt", "le", "gt", "ge"]
 UnaryOp = Literal["neg", "invert"]  # invert on bool is logical not
 # core, from the legalise pass: copysign (2 args); bitcast (the bits of a float as the
-# int of its width, or back). atan2 and pow take 2 args; round is rint (halves to even)
+# int of its width, or back). atan2 and pow take 2 args; round is rint (halves to even).
+# clock (no args, index): a monotonic clock in nanoseconds, read where it stands (only
+# the profile pass writes it, in a kernel of its own).
 # The fixed-point operations (`compute.fixed_point`) are written out by the legalise pass.
 # The Arm DSP operations (`DSP_CALLS`) come from the dsp pass, only inside the first branch
 # of an `IfFeature("arm_dsp", ...)`
 CallFn = Literal["exp", "log", "sqrt", "sin", "cos", "tanh", "floor", "ceil", "abs",
-                 "exp2", "log2", "round", "erf", "atan2", "pow", "copysign", "bitcast",
+                 "exp2", "log2", "round", "erf", "atan2", "pow", "copysign", "bitcast", "clock",
                  "saturating_add", "saturating_sub", "rounding_shift_right",
                  "rounding_mul_shift_right", "requantize",
                  "sxtb16", "sxtb16_ror8", "uxtb16", "uxtb16_ror8", "sxtab16", "sxtab16_ror8",
@@ -225,9 +227,30 @@ class Reassociation:
 
 
 @_node
+class Task:
+    """A parallel loop made a task of the thread pool (the `outline` pass): its body
+    becomes a function of its own that runs a chunk of the loop's iterations, called
+    by the pool's threads (`abi.PARALLEL_FOR`).
+
+    `name` is unique among the function's tasks (the targets name the task's
+    function after it); the body reads `values` (variables bound outside the loop:
+    sizes, enclosing loop variables, lets, with their dtypes) and `buffers` (arrays,
+    the status and temps allocated outside the loop) from its caller, in that order;
+    `fails` says that an iteration may fail to allocate (`abi.may_fail`), in which
+    case the chunk reports it and no chunk starts after it."""
+
+    name: str
+    values: tuple[Var, ...]
+    buffers: tuple[Buffer, ...]
+    fails: bool
+
+
+@_node
 class For(Stmt):
     """for var in [start, end): body. `max_extent` bounds end - start when known;
-    `reassociate` marks a reduction loop the reassociate pass has yet to rewrite."""
+    `reassociate` marks a reduction loop the reassociate pass has yet to rewrite;
+    `task`, on a parallel loop once the outline pass has run, how it runs on the
+    thread pool."""
 
     var: str
     start: Expr
@@ -236,6 +259,7 @@ class For(Stmt):
     body: Stmt
     max_extent: int | None = None
     reassociate: Reassociation | None = None
+    task: Task | None = None
 
 
 @_node

@@ -12,7 +12,7 @@ from typing import Any
 import islpy as isl
 
 from ..compute.tensor import Pipeline
-from ..display import require_matplotlib
+from ..display import new_figure, require
 from ..errors import ArgumentError
 from ..schedule.state import LFuse, LoopExpr, LOuter
 from .poly.access import functions_map
@@ -51,14 +51,23 @@ def _fixed(x: Any, sizes: Mapping[str, int]) -> Any:
     return x.project_out(isl.dim_type.param, 0, x.dim(isl.dim_type.param))
 
 
-def _points(st: Statement, sizes: Mapping[str, int]) -> list[Point]:
-    """Every instance of `st` with the value of each of its loops there: one enumeration
-    of isl's map from the domain to the band values."""
+def _points(st: Statement, sizes: Mapping[str, int], shown: Sequence[str]) -> list[Point]:
+    """The instances of `st` in the plane of the two `shown` dims (each other dim, in
+    order, at its first value) with the value of each of its loops there: one
+    enumeration of isl's map from the domain to the band values. Only the plane counts
+    towards MAX_POINTS: a matmul's reduction dim, which is not drawn, does not."""
     dom = _fixed(st.domain, sizes)
-    n_pts = dom.count_val().to_python() if dom.is_bounded() else MAX_POINTS + 1
+    if not dom.is_bounded():
+        raise ArgumentError("plot_iteration_space: the domain is unbounded for these sizes")
+    for k, d in enumerate(st.dims):
+        if d.name not in shown and not dom.is_empty():
+            pos = st.n_prefix + k
+            dom = dom.fix_val(isl.dim_type.set, pos, dom.dim_min_val(pos))
+    n_pts = dom.count_val().to_python()
     if n_pts > MAX_POINTS:
-        raise ArgumentError(f"plot_iteration_space: {n_pts} points is more than {MAX_POINTS}; "
-                            "draw a smaller instance of the stage (smaller sizes)")
+        raise ArgumentError(f"plot_iteration_space: {n_pts} points in the plane of "
+                            f"{shown[0]} and {shown[1]} is more than {MAX_POINTS}; draw a "
+                            "smaller instance of the stage (smaller sizes)")
     graph = _fixed(functions_map(st.band_values, st.domain), sizes).intersect_domain(dom).wrap()
     names = [d.name for d in st.dims]
     n_in = st.n_prefix + len(names)
@@ -90,7 +99,7 @@ def iteration_points(schedule: Any, stage: Any, dims: Sequence[str] | None = Non
     if missing:
         raise ArgumentError(f"plot_iteration_space: give the sizes, e.g. "
                             f"{', '.join(f'{n}=16' for n in missing)}")
-    found = _points(st, sizes)
+    found = _points(st, sizes, shown)
     tile_loops = [k for k, b in enumerate(st.bands) if _tile_loop(b.loop.expr)]
     first = {d: min(c[d] for c, _ in found) for d in names if d not in shown}
     plane = [(c, w) for c, w in found if all(c[d] == v for d, v in first.items())]
@@ -121,14 +130,15 @@ def plot_iteration_space(schedule: Any, stage: Any, dims: Sequence[str] | None =
     schedule: a Schedule (or a Template: its defaults). stage: the stage (or its name).
     dims: the two dims drawn (rows, columns), by default the stage's first two; other
     dims are fixed at their first value. sizes: values of symbolic sizes (`N=16`).
-    Refuses domains of more than 4096 points (draw a smaller instance). The figure has
-    one scatter collection per tile, in execution order. Needs matplotlib
-    (`pip install 'tdsl[notebook]'`)."""
-    plt = require_matplotlib()
+    Refuses planes of more than 4096 points (draw a smaller instance). The figure has
+    one scatter collection per tile, in execution order. It is not one of pyplot's
+    figures: end a notebook cell with it (or `display(fig)`) to show it, or
+    `fig.savefig("space.png")`. Needs matplotlib (`pip install 'tdsl[notebook]'`)."""
     shown, pts = iteration_points(schedule, stage, dims, **sizes)
     n_tiles = 1 + max((p[3] for p in pts), default=-1)
-    fig, ax = plt.subplots(figsize=(6, 5))
-    cmap = plt.get_cmap("tab20")
+    fig = new_figure((6, 5))
+    ax = fig.add_subplot()
+    cmap = require("matplotlib", "this plot").colormaps["tab20"]
     centres = []
     for n in range(n_tiles):
         xs = [p[1] for p in pts if p[3] == n]
@@ -147,8 +157,6 @@ def plot_iteration_space(schedule: Any, stage: Any, dims: Sequence[str] | None =
     ax.set_aspect("equal", adjustable="datalim")
     name = stage if isinstance(stage, str) else stage.name
     ax.set_title(f"{name}: {n_tiles} tile{'s' if n_tiles != 1 else ''}, numbered in execution order")
-    fig.tight_layout()
-    plt.close(fig)
     return fig
 
 

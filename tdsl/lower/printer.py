@@ -60,9 +60,10 @@ def expr(e: ir.Expr, prec: int = 0) -> str:
 def _lines(s: ir.Stmt, ind: int, out: list[str], streamed: frozenset[str] = frozenset()) -> None:
     pad = "  " * ind
     match s:
-        case ir.For(var, start, end, kind, body, _, mark):
+        case ir.For(var, start, end, kind, body, _, mark, task):
             tags = ([] if kind is ir.ForKind.SERIAL else [kind.value]) + (
-                [] if mark is None else [f"reassociate {mark.op} into {mark.buffer.name}"])
+                [] if mark is None else [f"reassociate {mark.op} into {mark.buffer.name}"]) + (
+                [] if task is None else [_task(task)])
             tag = f"  # {', '.join(tags)}" if tags else ""
             out.append(f"{pad}for {var} in {expr(start)} .. {expr(end)}:{tag}")
             _lines(body, ind + 1, out, streamed)
@@ -90,6 +91,12 @@ def _lines(s: ir.Stmt, ind: int, out: list[str], streamed: frozenset[str] = froz
             shape = ", ".join(expr(x) for x in buf.shape)
             out.append(f"{pad}allocate {buf.name}[{shape}] {buf.dtype.name}")
             _lines(body, ind, out, streamed)
+
+
+def _task(t: ir.Task) -> str:
+    """`task NAME(values; buffers)`, `may fail` when an iteration may."""
+    names = ", ".join(v.name for v in t.values) + "; " + ", ".join(b.name for b in t.buffers)
+    return f"task {t.name}({names.strip('; ')})" + (", may fail" if t.fails else "")
 
 
 def _arg(b: ir.Buffer) -> str:

@@ -72,8 +72,8 @@ class Rewriter:
         ve, vs = self.visit_expr, self.visit
         new: ir.Stmt
         match s:
-            case ir.For(var, start, end, kind, body, mx, mark):
-                new = ir.For(var, ve(start), ve(end), kind, vs(body), mx, mark)
+            case ir.For(var, start, end, kind, body, mx, mark, task):
+                new = ir.For(var, ve(start), ve(end), kind, vs(body), mx, mark, task)
             case ir.If(c, t, e):
                 new = ir.If(ve(c), vs(t), vs(e) if e is not None else None)
             case ir.Block(stmts):

@@ -8,13 +8,15 @@ shapes the generated code assumes.
 from __future__ import annotations
 
 import heapq
+import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..compute.binding import allocate_outputs, bind_arguments
+from ..compute.binding import aligned_empty, allocate_outputs, bind_arguments
 from ..compute.evaluate import evaluate
 from ..compute.work import flops
 from ..display import code_html, details, escape, rate_text, seconds_text, table
@@ -22,6 +24,13 @@ from ..errors import ArgumentError, RuntimeFailure
 from ..lower import ir
 from ..lower.abi import INDEX_OUT_OF_RANGE, STATUS
 from ..lower.vectors import VectorReport, report
+
+# Handlers of calls whose arrays are not numpy's (dask arrays, xarray objects): each
+# takes (kernel, arrays) and returns the result, or NotImplemented to pass. tdsl.chunked
+# registers one, so that the runtime needs no import of the layers above it.
+FOREIGN: list = []
+# a kernel's page shows its loop nest open when it has at most this many lines
+NEST_OPEN_LINES = 30
 
 
 @dataclass(frozen=True)
@@ -79,6 +88,64 @@ class Timing:
                 f"runs){tail}</div>")
 
 
+# Outputs a call allocates start on a cache line from this many bytes on (smaller ones
+# as numpy allocates them: `binding.new_array`)
+ALIGNED_OUTPUT_BYTES = 4096
+PLANS = 8  # argument signatures a kernel remembers
+
+
+# What a plan's `run(arrays)` returns instead of the outputs: MISS when the arguments do
+# not have its signature (another plan may have it), RECHECK when they have it but a
+# given output may overlap another argument or is read-only (the full check then
+# refuses the call, or allows an overlap-free interleaving np.may_share_memory cannot
+# tell apart).
+MISS, RECHECK = object(), object()
+
+
+def _plan_function(slots: list, signature: dict, given: list[int], sizes: list[int],
+                   outputs: list[int], names: dict) -> Callable:
+    """`run(arrays)` of a plan, written out for its signature and buffers (as
+    `dataclasses` writes its methods): `slots` has per buffer (inputs, then outputs) the
+    argument's name, or the (shape, dtype) of a new output (aligned when of
+    ALIGNED_OUTPUT_BYTES or more); `signature` maps each argument's name to its (type,
+    dtype, shape, strides); `given` lists the buffers that are outputs the caller gave;
+    `names` holds the entry point (`entry`), `from_buffer` (`fb`) and `failed`."""
+    lines, args = ["def run(arrays):", f"    if len(arrays) != {len(signature)}:",
+                   "        return MISS"], []
+    for k, slot in enumerate(slots):
+        if isinstance(slot, str):
+            names[f"name{k}"] = slot
+            kind, dtype, shape, strides = signature[slot]
+            names.update({f"kind{k}": kind, f"dtype{k}": dtype, f"shape{k}": shape,
+                          f"strides{k}": strides})
+            lines.append(f"    b{k} = arrays.get(name{k})")
+            lines.append(f"    if type(b{k}) is not kind{k} or b{k}.shape != shape{k} or "
+                         f"b{k}.strides != strides{k} or (b{k}.dtype is not dtype{k} and "
+                         f"b{k}.dtype != dtype{k}):")
+            lines.append("        return MISS")
+        else:
+            names[f"shape{k}"], names[f"dtype{k}"] = slot
+            nbytes = math.prod(slot[0]) * slot[1].itemsize
+            how = "aligned_empty" if nbytes >= ALIGNED_OUTPUT_BYTES else "empty"
+            lines.append(f"    b{k} = {how}(shape{k}, dtype{k})")
+        args.append(f"b{k}")
+    named = [k for k, slot in enumerate(slots) if isinstance(slot, str)]
+    for k in given:
+        others = " or ".join(f"overlap(b{k}, b{j})" for j in named if j != k)
+        lines.append(f"    if not b{k}.flags.writeable{' or ' + others if others else ''}:")
+        lines.append("        return RECHECK")
+    numbers = ", ".join(str(int(n)) for n in sizes)
+    lines.append(f"    status = entry({', '.join(f'fb({a})' for a in args)}"
+                 f"{', ' if args and sizes else ''}{numbers})")
+    lines.append(f"    if status:\n        failed(status, [{', '.join(args)}], [{numbers}])")
+    result = ", ".join(f"b{k}" for k in outputs)
+    lines.append(f"    return {result}" if len(outputs) == 1 else f"    return ({result},)")
+    names.update(empty=np.empty, aligned_empty=aligned_empty, overlap=np.may_share_memory,
+                 RECHECK=RECHECK, MISS=MISS)
+    exec("\n".join(lines), names)  # the text is built above from ints and names only
+    return names["run"]
+
+
 def _settled(times: list[float], accuracy: float) -> bool:
     """Whether the three fastest of `times` are within `accuracy` of each other."""
     if len(times) < 3:
@@ -113,6 +180,10 @@ class Kernel:
         self._outputs = [b.name for b in func.outputs]
         self._sizes = [v.name for v in func.sizes]
         self._work: dict[tuple[tuple[str, int], ...], float | None] = {}
+        # the plans of the signatures seen last, the latest first (`_remember`)
+        self._plans: tuple[Callable[[dict], object], ...] = ()
+        self._entry = module.entry
+        self._from_buffer = module.from_buffer
 
     @property
     def args(self) -> list[str]:
@@ -143,12 +214,60 @@ class Kernel:
         """The compiled loop nest as text, as `td.lower` prints it."""
         return str(self.lowered)
 
-    def _prepare(self, kwargs) -> tuple[list[np.ndarray], list[int], dict[str, np.ndarray]]:
+    def _prepare(self, kwargs, remember: bool = True
+                 ) -> tuple[list[np.ndarray], list[int], dict[str, np.ndarray]]:
         bound = bind_arguments(self.pipeline, kwargs)
-        outs = allocate_outputs(self.pipeline, bound)
+        outs = allocate_outputs(self.pipeline, bound, ALIGNED_OUTPUT_BYTES)
         arrays = [bound.inputs[n] for n in self._inputs] + [outs[n] for n in self._outputs]
         sizes = [bound.sizes[n] for n in self._sizes]
+        if remember and all(a is kwargs.get(n) for n, a in zip(self._inputs, arrays)):
+            self._remember(kwargs, bound.outputs, arrays, sizes)
         return arrays, sizes, outs
+
+    def _remember(self, kwargs: dict, given: dict, arrays: list[np.ndarray],
+                  sizes: list[int]) -> None:
+        """Keep the plan of this call's signature, its arguments having passed every
+        check and needed no copy: a function that does what the call did for any
+        arguments with the same names, types, dtypes, shapes and strides."""
+        try:
+            signature = {n: (type(v), v.dtype, v.shape, v.strides) for n, v in kwargs.items()}
+        except AttributeError:  # a size given as an int, an output given as None
+            return
+        slots: list[str | tuple] = []
+        for k, name in enumerate(self._inputs + self._outputs):
+            slots.append(name if name in kwargs else (arrays[k].shape, arrays[k].dtype))
+        outputs = list(range(len(self._inputs), len(slots)))
+        mine = [k for k in outputs if given.get(self._outputs[k - len(self._inputs)]) is not None]
+        names = {"entry": self._entry, "fb": self._from_buffer, "failed": self._failed}
+        run = _plan_function(slots, signature, mine, sizes, outputs, names)
+        self._plans = (run, *self._plans[:PLANS - 1])
+
+    def profile(self, *positional, runs: int = 3, **arrays):
+        """Where this kernel's time goes: a `Profile` of the time per call of each stage
+        (exclusive: its producers computed inside it are their own rows) and of each
+        parallel loop (its wall time and how busy its threads were), measured over
+        `runs` calls on these arrays (as for `benchmark`: by name, or one dict).
+
+            p = f.profile(A=a, B=b)
+            print(p)            # a table; in Jupyter, with a bar per row
+            p.by_stage()        # {"C": 0.0021, "Bp": 0.0003, ...} seconds
+            p.plot()            # a matplotlib bar chart
+
+        The times come from a second build of the kernel with clock reads around each
+        stage's loop nest and each parallel loop (made once, on first use); this kernel
+        is not changed, and `p.plain` is its own time for comparison (the clock reads
+        cost a little: `p.total` is the instrumented kernel's time). Inside a parallel
+        loop, the stages share the loop's wall time in proportion to their threads' time.
+        A producer computed inside a loop that runs very many times (more than 32768 per
+        call) is timed together with its consumer, as one row naming both."""
+        from .profile import profile_kernel
+
+        if len(positional) == 1 and isinstance(positional[0], dict) and not arrays:
+            arrays, positional = dict(positional[0]), ()
+        self._positional(positional)
+        if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+            raise ArgumentError(f"profile: runs must be an int >= 1, got {runs!r}")
+        return profile_kernel(self, arrays, runs)
 
     def work(self, **sizes: int) -> float | None:
         """Floating-point operations of one call with these symbolic sizes (None when
@@ -160,10 +279,14 @@ class Kernel:
 
     def _run(self, arrays, sizes) -> None:
         status = self._module.run(arrays, sizes)  # checked by bind_arguments
+        if status:
+            self._failed(status, arrays, sizes)
+
+    def _failed(self, status: int, arrays, sizes) -> None:
+        """Raise the error of a call that returned `status` (not 0)."""
         if status == INDEX_OUT_OF_RANGE:
             raise self._index_error(arrays, sizes)
-        if status:
-            raise RuntimeFailure(
+        raise RuntimeFailure(
                 f"kernel {self.lowered.name} failed: {STATUS.get(status, f'status {status}')}")
 
     def _index_error(self, arrays, sizes) -> ArgumentError:
@@ -189,11 +312,39 @@ class Kernel:
 
     def __call__(self, *args, **arrays):
         """Run the kernel on arrays given by name; returns the output(s). An output not
-        passed by name is allocated, starting on a 64-byte boundary (a cache line: a
-        vector load or store of a row then never straddles two lines; numpy's own
-        arrays are only 16-byte aligned)."""
-        self._positional(args)
-        buffers, sizes, outs = self._prepare(arrays)
+        passed by name is allocated; one of 4 KiB or more (`ALIGNED_OUTPUT_BYTES`)
+        starts on a 64-byte boundary (a cache line: a vector load or store of a row then
+        never straddles two lines; numpy's own arrays are only 16-byte aligned).
+
+        Every argument is checked before native code runs (`bind_arguments`). What
+        depends only on the arguments' names, types, dtypes, shapes and strides (sizes,
+        output shapes, which argument is which) is worked out at the first call with a
+        signature and reused by later calls with the same one (a plan, `_remember`),
+        which still
+        check what can change between them: that given outputs are writeable and share
+        no memory with the other arguments.
+
+        Dask arrays run chunk by chunk and give dask arrays (`td.map_blocks`);
+        `xarray.DataArray`s are matched to the inputs by dim name and give DataArrays."""
+        if args:
+            self._positional(args)
+        plans = self._plans
+        for run in plans:
+            result = run(arrays)
+            if result is MISS:
+                continue
+            if result is RECHECK:
+                break
+            if run is not plans[0]:  # the latest first
+                self._plans = (run, *(p for p in self._plans if p is not run))
+            return result
+        else:
+            result = None
+            for handler in FOREIGN:
+                handled = handler(self, arrays)
+                if handled is not NotImplemented:
+                    return handled
+        buffers, sizes, outs = self._prepare(arrays, remember=result is not RECHECK)
         self._run(buffers, sizes)
         result = tuple(outs[n] for n in self._outputs)
         return result[0] if len(result) == 1 else result
@@ -264,11 +415,18 @@ class Kernel:
             f"<div><b>tdsl kernel</b> <code>{escape(self.lowered.name)}</code> "
             f"(target {escape(self.target)}, built in {self.build_seconds * 1e3:.0f} ms)"
             + details("Arguments", args, True)
-            + details("Loop nest", code_html(self.loop_nest, "nest"), True)
+            + self._nest_html()
             + self._vectorization_html()
             + details(f"Generated {'C' if self.target == 'c' else 'LLVM IR'}",
                       code_html(self.source, "c" if self.target == "c" else "llvm"))
             + "</div>")
+
+    def _nest_html(self) -> str:
+        """The loop nest, open only when it is short (an auto-scheduled kernel's runs to
+        well over a hundred lines)."""
+        lines = self.loop_nest.count("\n") + 1
+        return details(f"Loop nest ({lines} lines)", code_html(self.loop_nest, "nest"),
+                       lines <= NEST_OPEN_LINES)
 
     def _vectorization_html(self) -> str:
         """A section on the vectorized loops, open when one does not run as vector code."""

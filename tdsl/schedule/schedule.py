@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from ..compute import Stage, Update
 from ..compute.tensor import Pipeline
@@ -263,12 +264,21 @@ class Schedule:
         return sched
 
     @classmethod
-    def from_log(cls, path, outputs, target: str = "c", **sizes: int) -> Schedule:
-        """The fastest schedule a tuning log (written by td.tune) records for these
-        outputs, target and symbolic sizes: measured on this machine when the log has
-        such records, else on any machine. An application ships the log and never tunes:
+    def from_log(cls, path, outputs, target: str = "c", **sizes: Any) -> Schedule:
+        """The best schedule a tuning log (written by td.tune) records for these
+        outputs, target and symbolic sizes, as measured on this machine. An application
+        ships the log and never tunes:
 
             s = td.Schedule.from_log("C.tune.jsonl", C, target="c", N=1024)
+
+        On a machine the log has no record of, the best few records of other machines
+        are re-measured here against `td.autoschedule`'s choice, a short bounded step,
+        and one of them is returned only when it is faster beyond noise: a log never
+        makes a kernel slower than no log would. The measurements are appended to the
+        log (or, when it cannot be written, to a companion file in the user's cache
+        directory), so this happens once per machine. `arrays={"A": a, ...}` times on
+        those arrays instead of made-up ones; `transfer=False` returns the best record
+        of any machine without measuring.
 
         Raises td.TuningError, listing what the log does hold, when nothing matches."""
         if _LOG_READER is None:

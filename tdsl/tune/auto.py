@@ -28,8 +28,6 @@ Every rule is applied through the checked primitives, and the result is proven l
 
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass
 from typing import Any
 
 from ..compute.expr import Access, Binary, Dim, Expr, Reduce, Size, free_dims, walk
@@ -38,45 +36,13 @@ from ..compute.work import value
 from ..errors import ScheduleError, TdslError
 from ..schedule import Schedule, Template
 from ..schedule.knob import knob
-from .machine import fingerprint
+from .machine import Machine, machine
 
 _DEFAULT_EXTENT = 1024  # a symbolic size without a hint
 
 
-@dataclass(frozen=True)
-class Machine:
-    """What the rules size things by."""
-
-    vector_bytes: int  # widest vector register
-    registers: int  # vector registers
-    l1: int  # bytes per core
-    l2: int
-    cores: int
-    llc: int = 32 << 20  # the last-level cache, bytes
-
-
-@functools.cache
-def machine() -> Machine:
-    """This machine's vector width, register count, caches and cores (from Linux's /proc
-    and /sys; common values where they cannot be read)."""
-    fp = fingerprint()
-    wide = fp["isa"] == "avx512f"
-    vector = 64 if wide else 32 if fp["isa"] in ("avx2", "avx") else 16
-
-    def cache(index: int, default: int) -> int:
-        try:
-            with open(f"/sys/devices/system/cpu/cpu0/cache/index{index}/size") as f:
-                text = f.read().strip()
-            return int(text[:-1]) * 1024 if text.endswith("K") else int(text)
-        except (OSError, ValueError):
-            return default
-
-    threads = fp["threads"]
-    return Machine(vector, 32 if wide else 16, cache(0, 32 << 10), cache(2, 1 << 20),
-                   threads if isinstance(threads, int) else 1, cache(3, 32 << 20))
-
-
-def autoschedule(outputs, target: str = "c", **sizes: int) -> Schedule:
+def autoschedule(outputs, target: str = "c", *, machine: Machine | None = None,
+                 **sizes: int) -> Schedule:
     """A schedule for `outputs` chosen by rules, without measuring: register tiles and
     packing for contractions, producers computed inside their stencil or row-wise
     consumers, inlined pointwise producers, vectorized unit-stride loops, parallel
@@ -85,27 +51,63 @@ def autoschedule(outputs, target: str = "c", **sizes: int) -> Schedule:
         s = td.autoschedule(C, target="c", N=1024)
         print(s)            # a plain schedule: the Python that rebuilds it
 
-    The result is a plain, legal Schedule (edit it like any other); its choices are
-    the defaults of `td.autotemplate`, which `td.tune` searches."""
-    return autotemplate(outputs, target, **sizes).instantiate()
+        mine = td.schedule(C).parallel(C, "j")
+        s = td.autoschedule(mine)   # keeps parallel(C, "j"); schedules the other stages
+
+    `outputs` may be a Schedule: every primitive in it is kept, and the rules schedule
+    only the stages it does not mention. The rules size tiles, vectors and strips by
+    `machine` (default: this machine's model, `tdsl.tune.machine.machine()`; pass a
+    `Machine` to schedule for another). The result is a plain, legal Schedule (edit it
+    like any other); its choices are the defaults of `td.autotemplate`, which
+    `td.tune` searches."""
+    return autotemplate(outputs, target, machine=machine, **sizes).instantiate()
 
 
-def autotemplate(outputs, target: str = "c", **sizes: int) -> Template:
+def autotemplate(outputs, target: str = "c", *, machine: Machine | None = None,
+                 **sizes: int) -> Template:
     """The auto-scheduler's schedule with its decisions as knobs (tile sizes, vector
     widths, the parallel loop, ...), named "<stage>.<what>"; each knob's default is
-    what `td.autoschedule` chooses. `td.tune(outputs)` searches these knobs."""
+    what `td.autoschedule` chooses. `td.tune(outputs)` searches these knobs.
+
+    `outputs` may be a Schedule: the template starts from it (its primitives are kept
+    as they are, never knobs) and schedules only the stages it does not mention."""
     if target not in ("c", "llvm"):
         raise TdslError(f"unknown target {target!r}; valid targets are c, llvm")
-    base = Schedule(outputs)
+    base = outputs if isinstance(outputs, Schedule) else Schedule(outputs)
     pipeline = base.pipeline
     bad = [n for n in sizes if n not in {s.name for s in pipeline.sizes}]
     if bad:
         valid = ", ".join(s.name for s in pipeline.sizes) or "none"
         raise TdslError(f"autoschedule: {', '.join(bad)} is not a size of this pipeline; "
                         f"its sizes are: {valid}")
-    rules = _Rules(pipeline, sizes, machine(), target)
+    if machine is not None and not isinstance(machine, Machine):
+        raise TdslError(f"autoschedule: machine must be a tdsl.tune.machine.Machine, "
+                        f"got {machine!r}")
+    rules = _Rules(pipeline, sizes, machine or _this_machine(), target, _mentioned(base))
     t = rules.run(Template(base))
     return _legal(t, Template(base))
+
+
+def _this_machine() -> Machine:
+    return machine()
+
+
+# the fields of a primitive that name a stage (or a tensor a restaging primitive reads)
+_STAGE_FIELDS = ("stage", "consumer", "second", "tensor", "consumers", "name")
+
+
+def _mentioned(s: Schedule) -> frozenset[str]:
+    """The names of the stages a schedule's primitives name: the user's, left alone."""
+    names: set[str] = set()
+    for p in s.primitives:
+        for f in _STAGE_FIELDS:
+            v = getattr(p, f, None)
+            for x in v if isinstance(v, (tuple, list)) else (v,):
+                if isinstance(x, str):
+                    names.add(x)
+                elif x is not None and hasattr(x, "name"):
+                    names.add(x.name)
+    return frozenset(names)
 
 
 def _legal(t: Template, plain: Template) -> Template:
@@ -143,21 +145,52 @@ def _base(t) -> Any:
 
 
 class _Rules:
-    def __init__(self, pipeline: Pipeline, sizes: dict[str, int], m: Machine, target: str):
+    def __init__(self, pipeline: Pipeline, sizes: dict[str, int], m: Machine, target: str,
+                 mine: frozenset[str] = frozenset()):
         self.p, self.sizes, self.m, self.target = pipeline, sizes, m, target
-        self.placed: set[str] = set()  # stages computed inside another or inlined
+        # stages computed inside another or inlined, and those the user scheduled
+        self.placed: set[str] = set(mine)
+        self.mine = mine
 
     def extent(self, s: Stage, d: Dim) -> int:
         return extent_value(s.extent(d), self.sizes)
 
     def lanes_of(self, s: Stage) -> int:
-        return max(1, self.m.vector_bytes // max(1, s.dtype.itemsize))
+        """Vector lanes of s's element type: the machine's widest vectors, or 256-bit ones
+        where 512-bit FMAs compute no faster (their operations are split in two, as on
+        Zen 4: half the lanes waste less on tails and tiles)."""
+        width = self.m.vector_bytes
+        if width > 32 and self.m.wide_speedup < 1.3:
+            width = 32
+        return max(1, width // max(1, s.dtype.itemsize))
+
+    def tile_shape(self, rows: list[int], cols: list[int], lanes: int, extent: int
+                   ) -> tuple[int, int]:
+        """(rows, columns) of a register tile: rows x (columns / lanes) vector accumulators,
+        with a vector of the other operand per column and a broadcast, within the
+        machine's registers. Among those, the ones with at least `fma_chains`
+        accumulators (fewer leave FMA units idle, waiting on their latency), then the
+        most FMAs per load (the accumulators over the vectors loaded per step), less
+        the work of a partial last tile of `extent` rows."""
+        best: tuple[tuple[bool, float, int], int, int] | None = None
+        for tu in rows:
+            for tv in cols:
+                nv = max(1, tv // lanes)
+                acc = tu * nv
+                if acc + nv + 1 > self.m.registers and (tu, tv) != (rows[0], cols[0]):
+                    continue
+                waste = -(-max(1, extent) // tu) * tu / max(1, extent)
+                key = (acc >= self.m.fma_chains, acc / (tu + nv) / waste, -acc)
+                if best is None or key > best[0]:
+                    best = (key, tu, tv)
+        assert best is not None
+        return best[1], best[2]
 
     # ---------------------------------------------------------------- the plan
 
     def run(self, t: Template) -> Template:
         for s in self.p.stages:
-            if s not in self.p.outputs and self.inlinable(s):
+            if s not in self.p.outputs and s.name not in self.mine and self.inlinable(s):
                 inlined = _try(t, lambda t, s=s: t.compute_inline(s))
                 if inlined is not t:
                     self.placed.add(s.name)
@@ -167,7 +200,8 @@ class _Rules:
                 continue
             t = _try(t, lambda t, s=s: self.root(t, s))
         for s in self.p.outputs:
-            t = self.stream(t, s)
+            if s.name not in self.mine:
+                t = self.stream(t, s)
         return t
 
     def stream(self, t: Template, s: Stage) -> Template:
@@ -255,17 +289,11 @@ class _Rules:
         others = [d.name for d in s.dims[:-2]]
         acc = f"{s.name}_acc"
         ve, ue = self.extent(s, v), self.extent(s, u)
-        # accumulators: rows x (columns / lanes) vector registers. The register tile each
-        # target's compiler does best with, measured on 16- and 32-register machines
-        # (gcc: 4x4 of 16, 8x2 of 32; LLVM: 6x2 of 16, 4x4 of 32); the tuner searches near
+        # accumulators: rows x (columns / lanes) vector registers, sized by the machine
+        # model (`tile_shape`); the tuner searches near
         tv_choices = [x for x in (lanes, 2 * lanes, 4 * lanes, 8 * lanes) if x <= max(lanes, ve)]
-        wide = self.m.registers >= 32
-        columns = (2 if wide else 4) if self.target == "c" else (4 if wide else 2)
-        tv_default = min(columns * lanes, tv_choices[-1])
         tu_choices = [x for x in (1, 2, 4, 6, 8, 12) if x <= max(1, ue)]
-        budget = self.m.registers if self.target == "c" else self.m.registers * 3 // 4
-        tu_default = max([x for x in tu_choices if x * (tv_default // lanes) <= budget
-                          and x <= 8] or tu_choices[:1])
+        tu_default, tv_default = self.tile_shape(tu_choices, tv_choices, lanes, ue)
         tv = knob(f"{s.name}.tile_{v.name}", tv_choices, default=tv_default)
         tu = knob(f"{s.name}.tile_{u.name}", tu_choices, default=tu_default)
         packed = [a for a in _accesses(r.body) if isinstance(_base(a.tensor), Input)
@@ -344,11 +372,8 @@ class _Rules:
         acc = f"{s.name}_acc"
         ve, ue = self.extent(s, v), self.extent(s, u)
         tv_choices = [x for x in (lanes, 2 * lanes, 4 * lanes, 8 * lanes) if x <= ve]
-        tv_default = 2 * lanes if 2 * lanes in tv_choices else tv_choices[-1]
         tu_choices = [x for x in (2, 4, 6, 7, 8, 14) if x <= ue] or [ue]
-        budget = self.m.registers * 3 // 4
-        fits = [x for x in tu_choices if x * (tv_default // lanes) <= budget] or tu_choices[:1]
-        tu_default = max([x for x in fits if ue % x == 0] or fits)
+        tu_default, tv_default = self.tile_shape(tu_choices, tv_choices, lanes, ue)
         tv = knob(f"{s.name}.tile_{v.name}", tv_choices, default=tv_default)
         tu = knob(f"{s.name}.tile_{u.name}", tu_choices, default=tu_default)
         t = t.cache_write(s, acc).layout(acc, " ".join([*others, u.name, v.name]))
@@ -486,7 +511,9 @@ class _Rules:
         present = [x for x in loops if x in t.loops(s)]
         if not present:
             return t
-        return _try(t, lambda t: t.parallel(s, knob(f"{s.name}.parallel", [*present[:2], None])))
+        # one core: no parallel loop by default (its fork and join would be all it adds)
+        choices = [*present[:2], None] if self.m.cores > 1 else [None, *present[:2]]
+        return _try(t, lambda t: t.parallel(s, knob(f"{s.name}.parallel", choices)))
 
 
 def _try(t: Template, step) -> Template:

@@ -11,7 +11,12 @@ A record:
      "time": 0.00123,             # median seconds per call (null unless ok)
      "message": "",               # why a trial failed
      "schedule": {...},           # the candidate's Schedule.to_json(), as an object
-     "at": "2026-11-24T16:00:00+00:00"}
+     "at": "2026-11-24T16:00:00+00:00",
+     "build_s": 0.31,             # seconds to lower and compile it (ok records)
+     "phase": "search",           # or "confirm" (a leader re-timed), "transfer" (a
+                                  # record of another machine, or the auto-scheduler's
+                                  # choice, measured here by Schedule.from_log)
+     "chosen": true}              # the winner of a confirmation or transfer step
 
 Records are appended and flushed one at a time, so a tuner or worker that dies
 loses no trial already recorded.
@@ -126,11 +131,16 @@ def matching(records: Iterable[dict[str, Any]], key: dict[str, Any]) -> list[dic
 
 def best(records: list[dict[str, Any]], machine: dict[str, object] | None = None
          ) -> dict[str, Any] | None:
-    """The fastest successful record: among those measured on `machine` (this one by
-    default) when there are any, else among all."""
+    """The best successful record: among those measured on `machine` (this one by
+    default) when there are any, else among all; the last one marked chosen (by a
+    confirmation or a transfer step, which re-timed the leaders side by side) when
+    there is one, else the fastest."""
     ok = [r for r in records if r["status"] == "ok"]
     here = [r for r in ok if same_machine(r.get("machine"), machine or fingerprint())]
     pool = here or ok
+    chosen = [r for r in pool if r.get("chosen")]
+    if chosen:
+        return chosen[-1]
     return min(pool, key=lambda r: r["time"]) if pool else None
 
 
@@ -146,9 +156,13 @@ def describe_keys(records: list[dict[str, Any]]) -> str:
     return "; ".join(seen[:8]) + (" ..." if len(seen) > 8 else "") if seen else "none"
 
 
-def schedule_from_log(path, outputs, target: str = "c", **sizes: int):
+def schedule_from_log(path, outputs, target: str = "c", *, transfer: bool = True,
+                      arrays: dict[str, Any] | None = None, **sizes: int):
     """The best recorded schedule for these outputs, target and sizes (see
-    td.Schedule.from_log)."""
+    td.Schedule.from_log). On a machine the log has no record of, with `transfer`, the
+    best records of other machines are re-measured here against the auto-scheduler's
+    choice (on `arrays`, or on made-up inputs of the sizes given) and the faster kept
+    (`tdsl.tune.transfer`)."""
     from ..schedule import Schedule
 
     pipeline = Pipeline(outputs)
@@ -162,9 +176,14 @@ def schedule_from_log(path, outputs, target: str = "c", **sizes: int):
         valid = ", ".join(s.name for s in pipeline.sizes) or "none"
         raise TuningError(f"Schedule.from_log: {', '.join(unknown)} is not a size of this "
                           f"pipeline; its sizes are: {valid}")
+    from . import transfer as tr
+
     records = read(path)
     key = make_key(pipeline, target, sizes)
-    rec = best(matching(records, key))
+    found = matching(records, key) + matching(read(tr.companion(path)), key)
+    rec = best(found)
+    if rec is not None and transfer and not same_machine(rec.get("machine"), fingerprint()):
+        return tr.transfer(path, pipeline.outputs, target, sizes, key, found, arrays)
     if rec is None:
         outs = "/".join(key["outputs"])
         raise TuningError(

@@ -65,7 +65,7 @@ def _measure(task: dict[str, Any], phase) -> dict[str, Any]:
     try:
         with warnings.catch_warnings():  # a candidate is judged by its time
             warnings.simplefilter("ignore", VectorizationWarning)
-            f = build(sched, target=task["target"])
+            f = build(sched, target=task["target"], verify=False)
     except ScheduleError as e:
         return {"status": "illegal", "message": str(e)}
     except CompileError as e:
@@ -85,6 +85,42 @@ def _measure(task: dict[str, Any], phase) -> dict[str, Any]:
     return {"status": "ok", "time": timing.median, "build_s": build_s, "message": ""}
 
 
+def _compare(task: dict[str, Any], phase) -> dict[str, Any]:
+    """Build and check each of `task["schedules"]` (JSON texts), then time the correct ones
+    in `rounds` interleaved rounds (a disturbance of the machine hits them all alike):
+    {"status": "ok", "times": [median of its round medians, or None when it failed],
+    "messages": [...]}."""
+    import statistics
+
+    from ..api import build
+    from ..schedule import Schedule
+
+    kernels: list[Any] = []
+    messages: list[str] = []
+    for n, text in enumerate(task["schedules"]):
+        phase(f"build {n}")
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", VectorizationWarning)
+                f = build(Schedule.from_json(text, task["outputs"]), target=task["target"],
+                          verify=False)
+            mismatch = compare(f(**task["arrays"]), task["reference"])
+        except TdslError as e:
+            f, mismatch = None, f"{type(e).__name__}: {e}"
+        kernels.append(f if mismatch is None else None)
+        messages.append(mismatch or "")
+    rounds: list[list[float]] = [[] for _ in kernels]
+    for r in range(task["rounds"]):
+        phase(f"round {r}")
+        for n, f in enumerate(kernels):
+            if f is not None:
+                t = f.benchmark(runs=task["runs"], warmup=1, min_seconds=task["min_seconds"],
+                                **task["arrays"])
+                rounds[n].append(t.median)
+    times = [statistics.median(ts) if ts else None for ts in rounds]
+    return {"status": "ok", "times": times, "messages": messages}
+
+
 def _send(fd: int, msg: tuple[str, Any]) -> None:
     data = pickle.dumps(msg)
     view = memoryview(struct.pack("<I", len(data)) + data)
@@ -94,7 +130,8 @@ def _send(fd: int, msg: tuple[str, Any]) -> None:
 
 def _child(fd: int, task: dict[str, Any]) -> None:
     try:
-        res = _measure(task, lambda name: _send(fd, ("phase", name)))
+        work = _compare if "schedules" in task else _measure
+        res = work(task, lambda name: _send(fd, ("phase", name)))
     except TdslError as e:
         res = {"status": "error", "message": f"{type(e).__name__}: {e}"}
     except BaseException as e:  # noqa: BLE001 - any failure becomes the trial's record
@@ -146,10 +183,16 @@ def _reap(pid: int, kill: bool) -> int:
 def run_trial(task: dict[str, Any]) -> dict[str, Any]:
     """Build, check and time one candidate in a forked child; never raises for what the
     candidate does. task: outputs, schedule (JSON text), target, arrays, reference,
-    knobs, timeout (seconds for the build, and again for the run), runs, min_seconds,
+    knobs, timeout (seconds for the build, and again for the run), build_timeout
+    (optional: seconds for the build instead), runs, min_seconds,
     and `fault`, a test hook: a picklable callable given the knobs in the child just
     before the run (it may crash or hang the child; returning "wrong" perturbs the
-    output)."""
+    output).
+
+    A task with `schedules` (JSON texts) and `rounds` instead of `schedule` compares
+    them: each built and checked, then timed in interleaved rounds; the result's
+    "times" has a median per schedule (None for one that failed: "messages" says why),
+    each phase (a build, a round) within `timeout`."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: measure, report, and leave without running any cleanup
@@ -170,13 +213,16 @@ def run_trial(task: dict[str, Any]) -> dict[str, Any]:
                 break
             kind, value = msg
             if kind == "phase":
-                phase, deadline = value, time.monotonic() + timeout
+                limit = float(task.get("build_timeout", timeout)) if value == "build" else timeout
+                phase, deadline = value, time.monotonic() + limit
             else:
                 result = value
     except TimeoutError:
         _reap(pid, kill=True)
+        limit = float(task.get("build_timeout", timeout)) if phase == "build" else timeout
+        cut = " (cut early: several times the slowest build so far)" if limit < timeout else ""
         result = {"status": "timeout",
-                  "message": f"the {phase} phase took longer than {timeout:g} s"}
+                  "message": f"the {phase} phase took longer than {limit:g} s{cut}"}
     else:
         status = _reap(pid, kill=result is None)
         if result is None:

@@ -8,7 +8,6 @@ import html
 import itertools
 import json
 import math
-import multiprocessing
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +20,11 @@ from ..schedule import Schedule, Template
 from . import log as tlog
 from .machine import fingerprint, same_machine
 from .measure import run_trial
+from .workers import LocalWorkers
+
+# times a candidate is submitted again after its executor lost it (a worker that died,
+# a broken pool) before td.tune gives up: losing a worker says nothing of the candidate
+_RESUBMITS = 2
 
 # evaluate the reference with td.evaluate up to this many points of work (the product
 # of every stage's domain, reductions included); past it, the unscheduled kernel
@@ -30,13 +34,15 @@ _EVALUATE_LIMIT = 2e7
 class TuneResult:
     """What td.tune found: `.schedule` (the fastest, a plain Schedule), `.time` (its
     median seconds per call), `.knobs` (its knob values), `.history` (every trial's
-    record, in order, including those read from the log), `.plot()`."""
+    record, in order, including those read from the log), `.confirmed` (the leaders
+    re-timed side by side at the end, the chosen one marked), `.plot()`."""
 
     def __init__(self, template: Template, target: str, history: list[dict[str, Any]],
                  best: dict[str, Any]):
         self.template = template
         self.target = target
         self.history = history
+        self.confirmed: list[dict[str, Any]] = []
         self.knobs: dict[str, Any] = dict(best["knobs"])
         self.time: float = best["time"]
         self.schedule: Schedule = Schedule.from_json(json.dumps(best["schedule"]),
@@ -50,14 +56,17 @@ class TuneResult:
         return out
 
     def plot(self):
-        """A matplotlib Figure: each trial's time (failed trials marked along the bottom)
-        and the best time so far."""
-        from ..display import require_matplotlib
+        """A matplotlib Figure: each trial's time, the best time so far, trials that
+        failed (crashed, timed out, wrong, illegal, not built) marked along the bottom,
+        and candidates the template rejected (never built) marked apart from them.
+        Not one of pyplot's figures: end a notebook cell with it to show it."""
+        from ..display import new_figure
 
-        plt = require_matplotlib()
-        fig, ax = plt.subplots(figsize=(7, 3.5))
+        fig = new_figure((7, 3.5))
+        ax = fig.add_subplot()
         ok = [(n, r["time"] * 1e3) for n, r in enumerate(self.history, 1) if r["status"] == "ok"]
-        bad = [n for n, r in enumerate(self.history, 1) if r["status"] != "ok"]
+        bad = [n for n, r in enumerate(self.history, 1) if r["status"] not in ("ok", "rejected")]
+        rejected = [n for n, r in enumerate(self.history, 1) if r["status"] == "rejected"]
         if ok:
             xs, ys = zip(*ok)
             ax.plot(xs, ys, "o", ms=4, label="trial", color="tab:blue")
@@ -70,13 +79,14 @@ class TuneResult:
                     label="best so far")
             if bad:
                 ax.plot(bad, [min(ys)] * len(bad), "x", color="tab:red", label="failed")
+            if rejected:
+                ax.plot(rejected, [min(ys)] * len(rejected), "|", color="0.5",
+                        label="rejected")
         ax.set_xlabel("trial")
         ax.set_ylabel("ms per call")
         ax.set_title(f"tuning {'/'.join(o.name for o in self.template.outputs)} "
                      f"({self.target})")
         ax.legend(loc="upper right")
-        fig.tight_layout()
-        plt.close(fig)
         return fig
 
     def __repr__(self) -> str:
@@ -98,16 +108,32 @@ class TuneResult:
 def tune(outputs_or_template, target: str = "c", trials: int = 64, log=None, executor=None, *,
          timeout: float = 60.0, jobs: int | None = None, runs: int = 5,
          min_seconds: float = 0.05, progress: bool = True, seed: int = 0,
-         _fault=None, **arrays) -> TuneResult:
+         search: str = "model", confirm: int = 3, _fault=None, **arrays) -> TuneResult:
     """Search a template's knobs for the fastest schedule, measuring each candidate.
 
         r = td.tune(C, target="c", trials=64, log="C.tune.jsonl", A=a, B=b)
         r.schedule, r.time, r.history, r.plot()
 
     outputs_or_template: output stage(s), whose auto-scheduler template (its rules'
-    decisions, `td.autotemplate`) is searched, or a `td.Template` (or a Schedule: one
-    candidate). The template's defaults are the first candidate; Optuna's TPE sampler
+    decisions, `td.autotemplate`) is searched; a Schedule, whose primitives every
+    candidate keeps (the auto-scheduler's knobs for the stages it leaves unscheduled
+    are searched; to time exactly one schedule, pass `td.Template(s)`); or a
+    `td.Template`. The template's defaults are the first candidate; Optuna's TPE sampler
     chooses the rest (every combination, when there are no more than `trials`).
+
+    search: "model" (default): the next candidate is the one the cost model
+    (`tdsl.tune.model`: an analytic prior from the machine model, and the effect of each
+    knob value learned from the times measured so far and from other machines' records
+    in the log) predicts fastest; "tpe": Optuna's TPE sampler. Either way, when the
+    template has no more combinations than `trials`, every one is measured.
+
+    confirm: the best `confirm` candidates (distinct schedules) are re-timed at the end,
+    side by side in interleaved rounds with more runs, and the fastest of that is the
+    result (recorded in the log as "chosen"): one lucky measurement does not win.
+
+    A build (lowering and compiling) is cut once it runs past four times the slowest
+    build so far (at least 10 s, at most `timeout`): a schedule that takes that long to
+    lower is seldom the fast one, and it would cost the time of several trials.
 
     Each candidate is built, run, checked and timed in a child process: a crash, a
     build or run phase longer than `timeout` seconds, a build failure, an illegal
@@ -116,9 +142,12 @@ def tune(outputs_or_template, target: str = "c", trials: int = 64, log=None, exe
     status. Trials run on `executor` (any concurrent.futures.Executor; Dask's
     `Client.get_executor()` runs them on a cluster), `jobs` at once (default 1: two
     timings on one machine disturb each other; the default executor is a local pool
-    of that many fresh processes). An executor of your own must not fork this process
-    once it has run a parallel kernel (OpenMP's threads do not survive a fork): give
-    a ProcessPoolExecutor mp_context=multiprocessing.get_context("forkserver").
+    of that many fresh processes, which never import the calling script, so a plain
+    script needs no `if __name__ == "__main__":` guard). An executor of your own may
+    fork this process: a forked child runs parallel kernels on a thread pool of its
+    own (tdsl's pool starts afresh after fork()); fresh processes ("forkserver") copy
+    less memory. A task the executor loses (a worker that dies) is submitted again, up
+    to twice, and is never recorded as a trial; past that td.tune raises TuningError.
 
     log: a JSON-lines file (see tdsl.tune.log) that every trial is appended to as it
     finishes; tuning with an existing log resumes it, measuring no candidate already
@@ -132,45 +161,64 @@ def tune(outputs_or_template, target: str = "c", trials: int = 64, log=None, exe
     key = tlog.make_key(pipeline, target, sizes)
     here = fingerprint()
     past = tlog.matching(tlog.read(log), key) if log is not None else []
-    done = {_knob_key(r["knobs"]): r for r in past if same_machine(r.get("machine"), here)}
+    # this machine's trials (a transfer step's measurements are not trials of a template)
+    done = {_knob_key(r["knobs"]): r for r in past if same_machine(r.get("machine"), here)
+            and r.get("phase") != "transfer"}
     history = list(done.values())
     inputs = {t.name: np.ascontiguousarray(arrays[t.name]) for t in pipeline.inputs}
     base = {"outputs": template.outputs, "target": target, "arrays": inputs, "timeout": timeout,
             "runs": runs, "min_seconds": min_seconds, "fault": _fault,
             "reference": _reference(template.outputs, inputs, sizes)}
-    search = _Search(template, seed, trials, done)
+    if search not in ("model", "tpe"):
+        raise ArgumentError(f"td.tune: search must be 'model' or 'tpe', got {search!r}")
+    if isinstance(confirm, bool) or not isinstance(confirm, int) or confirm < 0:
+        raise ArgumentError(f"td.tune: confirm must be an int >= 0, got {confirm!r}")
+    search_: _Search | _Ranked
+    if search == "model" and template.space_size - len(done) > trials:
+        search_ = _Ranked(template, trials, done, past, here)
+    else:  # Optuna's sampler, or every combination when there are few enough
+        search_ = _Search(template, seed, trials, done)
     own = executor is None
     jobs = jobs or 1
-    # a fresh process (forkserver), not a fork of this one: a fork of a process whose
-    # OpenMP runtime has started threads hangs in its first parallel loop
-    pool = cf.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("forkserver")) \
-        if own else executor
-    bar = _progress(progress, trials)
+    # fresh processes that never import the calling script (a script without a
+    # __main__ guard tunes as a notebook does), not forks of this one (a fork copies
+    # this process's memory, its compiled kernels and caches, page by page)
+    pool = LocalWorkers(jobs) if own else executor
+    bar = _progress(progress, search_.planned, len(done))
+    completed = False
+    confirmed: list[dict[str, Any]] = []
     try:
-        _run(search, pool, jobs, base, key, log, history, bar)
+        _run(search_, pool, jobs, base, key, log, history, bar)
+        if confirm > 1:
+            confirmed = _confirm(pool, base, log, history, here, confirm)
+        completed = True
     finally:
         if bar is not None:
+            if completed:  # the search ended: the bar ends full, even when it ran out early
+                bar.total = bar.n
+                bar.refresh()
             bar.close()
         if own:
             pool.shutdown(wait=True, cancel_futures=True)
-    best = tlog.best(history, here)
+    best = tlog.best(history + confirmed, here)
     if best is None:
         counts = ", ".join(sorted({f"{r['status']}: {r['message'][:200]}" for r in history}))
         raise TuningError(f"no candidate of the {len(history)} tried ran correctly ({counts})")
-    return TuneResult(template, target, history, best)
+    result = TuneResult(template, target, history, best)
+    result.confirmed = confirmed
+    return result
 
 
 def _as_template(x, target: str, arrays: dict[str, Any]) -> Template:
     if isinstance(x, Template):
         return x
-    if isinstance(x, Schedule):
-        return Template(x)
-    if isinstance(x, Stage) or isinstance(x, (tuple, list)) and x and all(
-            isinstance(s, Stage) for s in x):
+    if isinstance(x, Schedule) or isinstance(x, Stage) or isinstance(x, (tuple, list)) and x \
+            and all(isinstance(s, Stage) for s in x):
         from .auto import autotemplate
 
-        sizes = dict(bind_arguments(Pipeline(x), arrays, allow_outputs=False).sizes)
-        return autotemplate(x, target=target, **sizes)
+        outputs = x.outputs if isinstance(x, Schedule) else x
+        sizes = dict(bind_arguments(Pipeline(outputs), arrays, allow_outputs=False).sizes)
+        return autotemplate(x, target, machine=None, **sizes)
     raise TuningError(
         f"td.tune takes output stage(s), a td.Template or a td.Schedule, got {x!r}")
 
@@ -238,6 +286,8 @@ class _Search:
             self.study = _study(template, seed, done)
         self.first: dict[str, Any] | None = dict(template.defaults)
         self.asked: dict[str, Any] = {}
+        # how many candidates this run measures at most: those not in the log
+        self.planned = max(0, min(trials, fresh))
 
     def _every(self) -> Iterator[dict[str, Any]]:
         yield dict(self.template.defaults)
@@ -294,6 +344,60 @@ class _Search:
             self._tell(trial, rec)
 
 
+class _Ranked:
+    """The candidates to try, in order: the defaults, then the one the cost model
+    (`tdsl.tune.model`) predicts fastest among those not measured, refitted after each
+    result. A candidate the template refuses is not counted as a trial."""
+
+    def __init__(self, template: Template, trials: int, done: dict[str, dict],
+                 past: list[dict[str, Any]], here: dict[str, object]):
+        from .auto import _this_machine
+        from .model import Model
+
+        self.template, self.done, self.left, self.here = template, done, trials, here
+        self.model = Model(template, _this_machine())
+        for rec in past:  # this machine's trials and other machines' records
+            if rec["status"] == "ok" and rec.get("phase") != "transfer":
+                self.model.observe(rec["knobs"], rec["time"], rec.get("machine"), here)
+        self.asked: set[str] = set()
+        self.first: dict[str, Any] | None = dict(template.defaults)
+        self.grid = None
+        self.planned = max(0, min(trials, template.space_size - len(done)))
+        self._refused = 0
+
+    def _best(self) -> list[dict[str, Any]]:
+        ok = [r for r in self.done.values() if r["status"] == "ok"]
+        return [min(ok, key=lambda r: r["time"])["knobs"]] if ok else [self.template.defaults]
+
+    def next(self) -> dict[str, Any] | None:
+        """The next candidate's knob values to measure, or None when done."""
+        while self.left > 0 and self._refused < 20 * max(1, len(self.template.knobs)):
+            if self.first is not None and _knob_key(self.first) not in self.done:
+                values, self.first = self.first, None
+            else:
+                self.first = None
+                skip = set(self.done) | self.asked
+                found = self.model.propose(skip, self._best())
+                if found is None:
+                    return None
+                values = found
+            k = _knob_key(values)
+            self.asked.add(k)
+            try:
+                self.template.instantiate(**values)
+            except ScheduleError:
+                self._refused += 1  # recorded as rejected by the caller, not a trial
+                return values
+            self.left -= 1
+            return values
+        return None
+
+    def record(self, values: dict[str, Any], rec: dict[str, Any]) -> None:
+        self.done[_knob_key(values)] = rec
+        if rec["status"] == "ok":
+            self.model.observe(values, rec["time"], self.here, self.here)
+
+
 def _study(template: Template, seed: int, done: dict[str, dict]):
     try:
         import optuna
@@ -318,20 +422,23 @@ def _study(template: Template, seed: int, done: dict[str, dict]):
     return study
 
 
-def _progress(progress: bool, total: int):
+def _progress(progress: bool, total: int, resumed: int):
+    """A tqdm bar over the candidates this run measures (those already in the log are
+    counted in its description, not in its total), or None."""
     if not progress:
         return None
     try:
         from tqdm.auto import tqdm
     except ImportError:
         return None
-    return tqdm(total=total, desc="tuning", unit="trial", leave=True)
+    desc = f"tuning ({resumed} from the log)" if resumed else "tuning"
+    return tqdm(total=total, desc=desc, unit="trial", leave=True)
 
 
-def _run(search: _Search, pool, jobs: int, base: dict[str, Any], key: dict[str, Any], log,
+def _run(search: _Search | _Ranked, pool, jobs: int, base: dict[str, Any], key: dict[str, Any], log,
          history: list[dict[str, Any]], bar) -> None:
     """Keep `jobs` candidates in flight until the search is done; record each result."""
-    running: dict[cf.Future, tuple[dict[str, Any], dict[str, Any]]] = {}
+    running: dict[cf.Future, tuple[dict[str, Any], dict[str, Any], dict[str, Any], int]] = {}
     best = min((r["time"] for r in history if r["status"] == "ok"), default=math.inf)
     while True:
         while len(running) < jobs:
@@ -342,18 +449,27 @@ def _run(search: _Search, pool, jobs: int, base: dict[str, Any], key: dict[str, 
             if rec["status"] == "rejected":
                 _finish(search, values, rec, log, history, bar)
                 continue
-            task = {**base, "schedule": json.dumps(rec["schedule"]), "knobs": values}
-            running[pool.submit(run_trial, task)] = (values, rec)
+            task = {**base, "schedule": json.dumps(rec["schedule"]), "knobs": values,
+                    "build_timeout": _build_limit(history, base["timeout"])}
+            running[_submit(pool, task)] = (values, rec, task, 0)
         if not running:
             return
         finished, _ = cf.wait(list(running), return_when=cf.FIRST_COMPLETED)
         for fut in finished:
-            values, rec = running.pop(fut)
+            values, rec, task, lost = running.pop(fut)
             try:
                 rec.update(fut.result())
-            except Exception as e:  # noqa: BLE001 - a lost worker: the trial failed, not the run
-                rec.update(status="crashed", message=f"the worker was lost: {type(e).__name__}: {e}",
-                           machine=None)
+            except TuningError:
+                raise
+            except Exception as e:  # noqa: BLE001 - the executor lost it: not a trial
+                if lost >= _RESUBMITS:
+                    raise TuningError(
+                        f"the executor lost the trial of {values} {lost + 1} times "
+                        f"(last: {type(e).__name__}: {e}); nothing was recorded for it, and "
+                        "tuning again with the same log resumes from the trials recorded"
+                    ) from e
+                running[_submit(pool, task)] = (values, rec, task, lost + 1)
+                continue
             if rec["status"] == "ok":
                 best = min(best, rec["time"])
             _finish(search, values, rec, log, history, bar)
@@ -361,9 +477,72 @@ def _run(search: _Search, pool, jobs: int, base: dict[str, Any], key: dict[str, 
                 bar.set_postfix_str(f"best {best * 1e3:.3f} ms")
 
 
+def _submit(pool, task: dict[str, Any]) -> cf.Future:
+    try:
+        return pool.submit(run_trial, task)
+    except Exception as e:  # noqa: BLE001 - a shut-down or broken executor
+        raise TuningError(f"td.tune could not submit a trial to its executor: "
+                          f"{type(e).__name__}: {e}") from e
+
+
+# a build is cut past this many times the slowest successful build so far (at least
+# BUILD_FLOOR seconds, at most the timeout)
+BUILD_FACTOR = 4.0
+BUILD_FLOOR = 10.0
+
+
+def _build_limit(history: list[dict[str, Any]], timeout: float) -> float:
+    """Seconds the next candidate's build may take (see tune's docstring)."""
+    builds = [r["build_s"] for r in history if r["status"] == "ok" and r.get("build_s")]
+    if not builds:
+        return timeout
+    return min(timeout, max(BUILD_FLOOR, BUILD_FACTOR * max(builds)))
+
+
+def _confirm(pool, base: dict[str, Any], log, history: list[dict[str, Any]],
+             here: dict[str, object], top: int) -> list[dict[str, Any]]:
+    """Re-time the `top` fastest distinct schedules of this machine side by side
+    (interleaved rounds, more runs) and record each as a "confirm" record, the fastest
+    "chosen"; the records (none when fewer than two ran or the step failed)."""
+    ok = sorted((r for r in history if r["status"] == "ok" and same_machine(r.get("machine"), here)
+                 and r.get("phase") != "transfer"), key=lambda r: r["time"])
+    leaders, seen = [], set()
+    for r in ok:
+        text = json.dumps(r["schedule"], sort_keys=True)
+        if text not in seen:
+            seen.add(text)
+            leaders.append(r)
+        if len(leaders) == top:
+            break
+    if len(leaders) < 2:
+        return []
+    task = {**base, "schedules": [json.dumps(r["schedule"]) for r in leaders], "rounds": 3,
+            "runs": max(10, 2 * base["runs"]), "min_seconds": max(0.1, base["min_seconds"]),
+            "knobs": {}}
+    try:
+        result = _submit(pool, task).result()
+    except Exception:  # noqa: BLE001 - the leaders stay as measured
+        return []
+    if result.get("status") != "ok" or not any(t is not None for t in result["times"]):
+        return []
+    times = result["times"]
+    win = min((t, n) for n, t in enumerate(times) if t is not None)[1]
+    at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    out = []
+    for n, (r, t) in enumerate(zip(leaders, times)):
+        if t is None:
+            continue
+        out.append({**r, "time": t, "phase": "confirm", "chosen": n == win, "at": at,
+                    "machine": result.get("machine", here), "message": ""})
+    if log is not None:
+        tlog.append(log, out)
+    return out
+
+
 def _candidate(template: Template, values: dict[str, Any], key: dict[str, Any]) -> dict[str, Any]:
     rec: dict[str, Any] = {"v": tlog.VERSION, "key": key, "knobs": values, "time": None,
-                           "message": "", "status": "pending", "machine": fingerprint()}
+                           "message": "", "status": "pending", "machine": fingerprint(),
+                           "phase": "search", "chosen": False}
     try:
         sched = template.instantiate(**values)
     except ScheduleError as e:
@@ -373,7 +552,7 @@ def _candidate(template: Template, values: dict[str, Any], key: dict[str, Any]) 
     return rec
 
 
-def _finish(search: _Search, values, rec: dict[str, Any], log, history, bar) -> None:
+def _finish(search: _Search | _Ranked, values, rec: dict[str, Any], log, history, bar) -> None:
     rec["message"] = str(rec.get("message", ""))[:1000]
     rec["at"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     if rec["status"] != "ok":

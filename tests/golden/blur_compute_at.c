@@ -3,14 +3,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-int omp_get_max_threads(void);
-
-/* The chunk size for a parallel loop of `trips` iterations: about 8 chunks per thread. */
-static inline int64_t par_chunk(int64_t trips) {
-    int64_t chunk = trips / (8 * (int64_t)omp_get_max_threads());
-    return chunk > 1 ? chunk : 1;
-}
-
 /* 64-byte aligned storage for `count` elements of `size` bytes, or NULL. */
 static void *alloc_temp(int64_t count, size_t size) {
     if (count < 1) {
@@ -26,19 +18,21 @@ static inline int64_t min_i64(int64_t a, int64_t b) {
     return a < b ? a : b;
 }
 
-static void tdsl_by_y_o_body(
+/* Runs task(lo, hi, env) on chunks of [lo, hi) on tdsl's thread pool, the calling
+   thread included; 0, or what a failed chunk returned. */
+int tdsl_parallel_for(int (*task)(int64_t, int64_t, void *), void *env, int64_t lo,
+                      int64_t hi);
+
+static int tdsl_by_y_o_body(
     int64_t y_o,
     int64_t H,
     int64_t W,
     const float *restrict inp,
-    float *restrict by,
-    int *restrict failed
+    float *restrict by
 ) {
     float *restrict bx = alloc_temp((W - 2) * 10, sizeof(float));
     if (bx == NULL) {
-        #pragma omp atomic write
-        *failed = 1;
-        return;
+        return 1;
     }
     for (int64_t y = 8 * y_o; y < min_i64(H, 8 * y_o + 10); y++) {
         for (int64_t x = 0; x < W - 2; x++) {
@@ -51,16 +45,36 @@ static void tdsl_by_y_o_body(
         }
     }
     free(bx);
+    return 0;
+}
+
+struct tdsl_by_y_o_env {
+    int64_t H;
+    int64_t W;
+    const float *inp;
+    float *by;
+};
+
+static int tdsl_by_y_o_task(int64_t lo, int64_t hi, void *arg) {
+    const struct tdsl_by_y_o_env *env = arg;
+    const int64_t H = env->H;
+    const int64_t W = env->W;
+    const float *restrict inp = env->inp;
+    float *restrict by = env->by;
+    for (int64_t y_o = lo; y_o < hi; y_o++) {
+        if (tdsl_by_y_o_body(y_o, H, W, inp, by) != 0) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
 int tdsl_by(const float *restrict inp, float *restrict by, int64_t H, int64_t W) {
-    int status = 0;
-    #pragma omp parallel for schedule(dynamic, par_chunk((H - 3) / 8 + 1))
-    for (int64_t y_o = 0; y_o < (H - 3) / 8 + 1; y_o++) {
-        tdsl_by_y_o_body(y_o, H, W, inp, by, &status);
-    }
-    if (status != 0) {
-        return 1;
+    {
+        struct tdsl_by_y_o_env y_o_env = {H, W, inp, by};
+        if (tdsl_parallel_for(tdsl_by_y_o_task, &y_o_env, 0, (H - 3) / 8 + 1) != 0) {
+            return 1;
+        }
     }
     return 0;
 }

@@ -7,17 +7,14 @@
    the loop vectorizer, which does not touch a loop containing an asm statement. */
 #define TDSL_SCALAR_LOOP __asm__ __volatile__("")
 
-int omp_get_max_threads(void);
-
-/* The chunk size for a parallel loop of `trips` iterations: about 8 chunks per thread. */
-static inline int64_t par_chunk(int64_t trips) {
-    int64_t chunk = trips / (8 * (int64_t)omp_get_max_threads());
-    return chunk > 1 ? chunk : 1;
-}
-
 static inline int64_t min_i64(int64_t a, int64_t b) {
     return a < b ? a : b;
 }
+
+/* Runs task(lo, hi, env) on chunks of [lo, hi) on tdsl's thread pool, the calling
+   thread included; 0, or what a failed chunk returned. */
+int tdsl_parallel_for(int (*task)(int64_t, int64_t, void *), void *env, int64_t lo,
+                      int64_t hi);
 
 static void tdsl_C_i_o_body(
     int64_t i_o,
@@ -49,10 +46,29 @@ static void tdsl_C_i_o_body(
     }
 }
 
-int tdsl_C(const float *restrict A, const float *restrict B, float *restrict C, int64_t N) {
-    #pragma omp parallel for schedule(dynamic, par_chunk((N - 1) / 32 + 1))
-    for (int64_t i_o = 0; i_o < (N - 1) / 32 + 1; i_o++) {
+struct tdsl_C_i_o_env {
+    int64_t N;
+    const float *A;
+    const float *B;
+    float *C;
+};
+
+static int tdsl_C_i_o_task(int64_t lo, int64_t hi, void *arg) {
+    const struct tdsl_C_i_o_env *env = arg;
+    const int64_t N = env->N;
+    const float *restrict A = env->A;
+    const float *restrict B = env->B;
+    float *restrict C = env->C;
+    for (int64_t i_o = lo; i_o < hi; i_o++) {
         tdsl_C_i_o_body(i_o, N, A, B, C);
+    }
+    return 0;
+}
+
+int tdsl_C(const float *restrict A, const float *restrict B, float *restrict C, int64_t N) {
+    {
+        struct tdsl_C_i_o_env i_o_env = {N, A, B, C};
+        tdsl_parallel_for(tdsl_C_i_o_task, &i_o_env, 0, (N - 1) / 32 + 1);
     }
     return 0;
 }

@@ -14,18 +14,15 @@ static inline int64_t max_i64(int64_t a, int64_t b) {
     return a > b ? a : b;
 }
 
-int omp_get_max_threads(void);
-
-/* The chunk size for a parallel loop of `trips` iterations: about 8 chunks per thread. */
-static inline int64_t par_chunk(int64_t trips) {
-    int64_t chunk = trips / (8 * (int64_t)omp_get_max_threads());
-    return chunk > 1 ? chunk : 1;
-}
+/* Runs task(lo, hi, env) on chunks of [lo, hi) on tdsl's thread pool, the calling
+   thread included; 0, or what a failed chunk returned. */
+int tdsl_parallel_for(int (*task)(int64_t, int64_t, void *), void *env, int64_t lo,
+                      int64_t hi);
 
 static void tdsl_out_x_body(
     int64_t x,
-    int64_t y,
     int64_t x_o,
+    int64_t y,
     int32_t *restrict s2,
     int32_t *restrict s0
 ) {
@@ -46,10 +43,29 @@ static void tdsl_out_x_body(
     s2[(y - 8) * 3 + x - 2 * x_o] = (int32_t)((uint32_t)s1[(min_i64(y + 1, 12) - y) * 2 + max_i64(x - 1, 0) - (((x_o == 0) & (x == 0)) ? 0 : x - 1)] + (uint32_t)s1[x - (((x_o == 0) & (x == 0)) ? 0 : x - 1)]);
 }
 
+struct tdsl_out_x_env {
+    int64_t x_o;
+    int64_t y;
+    int32_t *s2;
+    int32_t *s0;
+};
+
+static int tdsl_out_x_task(int64_t lo, int64_t hi, void *arg) {
+    const struct tdsl_out_x_env *env = arg;
+    const int64_t x_o = env->x_o;
+    const int64_t y = env->y;
+    int32_t *restrict s2 = env->s2;
+    int32_t *restrict s0 = env->s0;
+    for (int64_t x = lo; x < hi; x++) {
+        tdsl_out_x_body(x, x_o, y, s2, s0);
+    }
+    return 0;
+}
+
 static void tdsl_out_x_body_1(
     int64_t x,
-    int64_t y,
     int64_t x_o,
+    int64_t y,
     int32_t *restrict s2,
     int32_t *restrict s0
 ) {
@@ -70,10 +86,29 @@ static void tdsl_out_x_body_1(
     s2[(y - 3) * 3 + x - 2 * x_o] = (int32_t)((uint32_t)s1[2 + max_i64(x - 1, 0) - (((x_o == 0) & (x == 0)) ? 0 : x - 1)] + (uint32_t)s1[x - (((x_o == 0) & (x == 0)) ? 0 : x - 1)]);
 }
 
+struct tdsl_out_x_2_env {
+    int64_t x_o;
+    int64_t y;
+    int32_t *s2;
+    int32_t *s0;
+};
+
+static int tdsl_out_x_2_task(int64_t lo, int64_t hi, void *arg) {
+    const struct tdsl_out_x_2_env *env = arg;
+    const int64_t x_o = env->x_o;
+    const int64_t y = env->y;
+    int32_t *restrict s2 = env->s2;
+    int32_t *restrict s0 = env->s0;
+    for (int64_t x = lo; x < hi; x++) {
+        tdsl_out_x_body_1(x, x_o, y, s2, s0);
+    }
+    return 0;
+}
+
 static void tdsl_out_x_body_2(
     int64_t x,
-    int64_t y,
     int64_t x_o,
+    int64_t y,
     int32_t *restrict s2,
     int32_t *restrict s0
 ) {
@@ -92,6 +127,25 @@ static void tdsl_out_x_body_2(
         }
     }
     s2[y * 3 + x - 2 * x_o] = (int32_t)((uint32_t)s1[2 + max_i64(x - 1, 0) - (((x_o == 0) & (x == 0)) ? 0 : x - 1)] + (uint32_t)s1[x - (((x_o == 0) & (x == 0)) ? 0 : x - 1)]);
+}
+
+struct tdsl_out_x_3_env {
+    int64_t x_o;
+    int64_t y;
+    int32_t *s2;
+    int32_t *s0;
+};
+
+static int tdsl_out_x_3_task(int64_t lo, int64_t hi, void *arg) {
+    const struct tdsl_out_x_3_env *env = arg;
+    const int64_t x_o = env->x_o;
+    const int64_t y = env->y;
+    int32_t *restrict s2 = env->s2;
+    int32_t *restrict s0 = env->s0;
+    for (int64_t x = lo; x < hi; x++) {
+        tdsl_out_x_body_2(x, x_o, y, s2, s0);
+    }
+    return 0;
 }
 
 int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
@@ -163,9 +217,9 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                 for (int64_t y = 8; y < 13; y++) {
                     TDSL_SCALAR_LOOP;
                     if (x_o <= 7) {
-                        #pragma omp parallel for schedule(dynamic, par_chunk(3))
-                        for (int64_t x = 2 * x_o; x < 2 * x_o + 3; x++) {
-                            tdsl_out_x_body(x, y, x_o, s2, s0);
+                        {
+                            struct tdsl_out_x_env x_env = {x_o, y, s2, s0};
+                            tdsl_parallel_for(tdsl_out_x_task, &x_env, 2 * x_o, 2 * x_o + 3);
                         }
                     } else {
                         int32_t s1_storage[4] __attribute__((aligned(64)));
@@ -183,9 +237,9 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                 for (int64_t y = 3; y < 11; y++) {
                     TDSL_SCALAR_LOOP;
                     if (x_o <= 7) {
-                        #pragma omp parallel for schedule(dynamic, par_chunk(3))
-                        for (int64_t x = 2 * x_o; x < 2 * x_o + 3; x++) {
-                            tdsl_out_x_body_1(x, y, x_o, s2, s0);
+                        {
+                            struct tdsl_out_x_2_env x_2_env = {x_o, y, s2, s0};
+                            tdsl_parallel_for(tdsl_out_x_2_task, &x_2_env, 2 * x_o, 2 * x_o + 3);
                         }
                     } else {
                         int32_t s1_storage[4] __attribute__((aligned(64)));
@@ -203,9 +257,9 @@ int tdsl_out(const int32_t *restrict a, int32_t *restrict out) {
                 for (int64_t y = 0; y < 6; y++) {
                     TDSL_SCALAR_LOOP;
                     if (x_o <= 7) {
-                        #pragma omp parallel for schedule(dynamic, par_chunk(3))
-                        for (int64_t x = 2 * x_o; x < 2 * x_o + 3; x++) {
-                            tdsl_out_x_body_2(x, y, x_o, s2, s0);
+                        {
+                            struct tdsl_out_x_3_env x_3_env = {x_o, y, s2, s0};
+                            tdsl_parallel_for(tdsl_out_x_3_task, &x_3_env, 2 * x_o, 2 * x_o + 3);
                         }
                     } else {
                         int32_t s1_storage[4] __attribute__((aligned(64)));

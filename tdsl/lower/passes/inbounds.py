@@ -1,18 +1,24 @@
-"""Scratch-buffer accesses proven inside their allocations.
+"""Every access proven inside its array: tdsl's memory-safety invariant.
 
 Walks the loop IR keeping, as an isl set over every variable in scope (sizes,
 loop variables, lets), what is known where each statement runs: loop bounds,
-let values, branch conditions. Every load and store of a temp buffer must
-then have each index in [0, extent) at every point of that set; the extents
-are the buffer's own (expressions of the sizes). Index expressions are
+let values, branch conditions. Every load and store of every buffer (inputs,
+outputs and temp buffers alike) must then have each index in [0, extent) at
+every point of that set; the extents are the buffer's own (expressions of the
+sizes). Index expressions are
 quasi-affine (+, -, * by a constant, floor division and remainder by a
 constant, min, max, select); anything else (a data-dependent index, a float
 condition) is an unconstrained unknown, so a clamp of it still proves.
 
+Data-dependent indices are clamped by the lowering (and reported out of range
+by the kernel), boundary views clamp or remap theirs, and affine indices of the
+algorithm are proven in range before lowering (`poly.access.check_accesses`): so
+every access proves, and a failure here is a bug of the lowering.
+
 Guarantees: the function is returned unchanged; when an access can leave its
 buffer, `OutOfBoundsError` names the buffer, the index and one point (values
-of the sizes and loop variables) where it does. That is a bug of the
-lowering, found at build time instead of as a write outside the buffer.
+of the sizes and loop variables) where it does, found at build time instead of
+as a read or write outside the array.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import islpy as isl
 
 from ...errors import OutOfBoundsError
 from .. import ir
+from ..poly.affine import val
 from ..printer import expr as expr_text
 from ..rewrite import expr_children
 
@@ -62,7 +69,7 @@ class Terms:
             sp = isl.Space.create_from_names(_CTX, set=[], params=[])
             zero = isl.Aff.zero_on_domain(isl.LocalSpace.from_space(sp))
             pa = self.consts[n] = isl.PwAff.from_aff(zero.set_constant_val(
-                isl.Val.int_from_si(_CTX, int(n))))
+                val(n)))
         return pa
 
     def term(self, e: ir.Expr) -> isl.PwAff:
@@ -98,7 +105,7 @@ class Terms:
         if op in ("floordiv", "pdiv", "mod", "pmod"):
             if not (isinstance(b, ir.Const) and isinstance(b.value, int) and b.value > 0):
                 return self.unknown()
-            d = isl.Val.int_from_si(_CTX, b.value)
+            d = val(b.value)
             return ta.scale_down_val(d).floor() if op in ("floordiv", "pdiv") else ta.mod_val(d)
         tb = self.term(b)
         if op == "mul":
@@ -192,10 +199,11 @@ class _Checker(Terms):
             self.exprs(expr_children(e), ctx)
 
     def access(self, buf: ir.Buffer, idx: tuple[ir.Expr, ...], ctx: isl.Set, what: str) -> None:
-        if buf.kind != "temp":
-            return
+        exts = self.extents.get(buf.name)
+        if exts is None:  # an argument: its extents are expressions of the sizes
+            exts = self.extents[buf.name] = [self.term(e) for e in buf.shape]
         outside = [self.term(i).lt_set(self.const(0)) | self.term(i).ge_set(ext)
-                   for i, ext in zip(idx, self.extents[buf.name])]
+                   for i, ext in zip(idx, exts)]
         every = outside[0]
         for o in outside[1:]:
             every = every | o
@@ -221,7 +229,7 @@ def _point(bad: isl.Set) -> str:
 
 
 def check_in_bounds(func: ir.LoweredFunc) -> ir.LoweredFunc:
-    """Prove every temp-buffer access of `func` in bounds (raise OutOfBoundsError if not)."""
+    """Prove every access of `func` in bounds (raise OutOfBoundsError if not)."""
     c = _Checker(func)
     c.stmt(func.body, c.entry(func))
     return func

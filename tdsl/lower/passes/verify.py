@@ -15,7 +15,10 @@ Literal types and `ForKind` of the loop IR), so a misspelt one is refused here
 naming the valid ones instead of reaching a backend; the Arm DSP operations and
 packed loads appear only where an `IfFeature` tests for them; every allocation has
 its storage once the allocate pass has run, and one on the stack has a
-constant size within `ir.STACK_LIMIT`.
+constant size within `ir.STACK_LIMIT`; a loop with a task (`ir.Task`, from the
+outline pass) is a parallel loop outside any other parallel loop, its task's
+values and buffers are exactly what its body uses from outside, and task names
+are unique.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import get_args
 from ... import dtypes as dt
 from .. import ir
 from ..rewrite import ScopedVisitor, stmt_exprs, walk_exprs, walk_stmts
+from .outline import captures
 
 
 class VerifyError(AssertionError):
@@ -42,7 +46,7 @@ _BUFFER_KINDS = _vocabulary(ir.BufferKind)
 _FEATURES = _vocabulary(ir.Feature)
 
 
-_ARITY = {"copysign": 2, "atan2": 2, "pow": 2, "saturating_add": 2, "saturating_sub": 2,
+_ARITY = {"copysign": 2, "atan2": 2, "pow": 2, "clock": 0, "saturating_add": 2, "saturating_sub": 2,
           "rounding_shift_right": 2, "rounding_mul_shift_right": 3, "requantize": 3,
           "sxtab16": 2, "sxtab16_ror8": 2, "uxtab16": 2, "uxtab16_ror8": 2, "smlad": 3,
           "smlabb": 3, "smlatt": 3, "ssat": 2, "usat": 2}
@@ -60,6 +64,8 @@ def _operation(e: ir.Binary | ir.Call) -> None:
         return
     if _ARITY.get(e.fn, 1) != len(e.args):
         raise VerifyError(f"call {e.fn} of {len(e.args)} arguments")
+    if e.fn == "clock" and e.dtype != dt.index:
+        raise VerifyError(f"clock of {e.dtype!r}: index only")
     if e.fn == "bitcast":
         src = e.args[0].dtype
         if (src.bits != e.dtype.bits or src.is_float == e.dtype.is_float
@@ -200,6 +206,41 @@ def _dsp_placed(func: ir.LoweredFunc) -> None:
                                       "first branch of an IfFeature('arm_dsp')".replace("  ", " "))
 
 
+def _tasks(s: ir.Stmt, inside: str | None = None, names: set[str] | None = None) -> None:
+    """Tasks on outermost parallel loops only, each with the captures of its body."""
+    names = set() if names is None else names
+    match s:
+        case ir.For(var=var, kind=kind, task=task, body=body):
+            if task is not None:
+                if kind is not ir.ForKind.PARALLEL:
+                    raise VerifyError(f"{kind.value} loop {var} has a task")
+                if task.name in names:
+                    raise VerifyError(f"two tasks are named {task.name}")
+                names.add(task.name)
+                values, buffers = captures(s)
+                if set(values) != set(task.values) or set(buffers) != set(task.buffers):
+                    raise VerifyError(f"the task of loop {var} does not capture what its body "
+                                      "uses from outside")
+            if kind is ir.ForKind.PARALLEL and inside is not None:
+                raise VerifyError(f"parallel loop {var} is inside parallel loop {inside}, "
+                                  "whose task runs it")
+            if task is not None:
+                inside = var
+            _tasks(body, inside, names)
+        case ir.Let(body=body) | ir.Allocate(body=body):
+            _tasks(body, inside, names)
+        case ir.IfFeature(then=then, else_=other):
+            _tasks(then, inside, names)
+            _tasks(other, inside, names)
+        case ir.If(then=then, else_=other):
+            _tasks(then, inside, names)
+            if other is not None:
+                _tasks(other, inside, names)
+        case ir.Block(stmts=stmts):
+            for x in stmts:
+                _tasks(x, inside, names)
+
+
 def verify(func: ir.LoweredFunc, pending: frozenset[str] = frozenset(),
            placed: bool = True) -> ir.LoweredFunc:
     """`func`, once its invariants are checked (VerifyError otherwise). Before the
@@ -215,4 +256,5 @@ def verify(func: ir.LoweredFunc, pending: frozenset[str] = frozenset(),
             v.visit_expr(e)
     v.visit(func.body)
     _dsp_placed(func)
+    _tasks(func.body)
     return func

@@ -160,19 +160,27 @@ def _remapped(mode: str, f: isl.PwAff, n: isl.PwAff, vs: Vars) -> isl.Map:
 
 def reads(e: cx.Expr, tensor: Tensor | None = None) -> list[Scoped]:
     """The accesses of `tensor` (of any tensor, when None) in `e`, each with the axes of
-    the reductions inside `e` that enclose it."""
+    the reductions inside `e` whose loops enclose it in the code.
+
+    A reduction inside another runs inside the step of the innermost enclosing reduction
+    whose dims it uses, and before all of them when it uses none (`from_ast`,
+    `_StmtWriter.reduction`): its reads happen even where an enclosing reduction it does
+    not use has an empty range, so that reduction's axes are not among theirs."""
     out: list[Scoped] = []
 
-    def visit(n: cx.Expr, axes: tuple[cx.Axis, ...]) -> None:
+    def visit(n: cx.Expr, scopes: tuple[tuple[cx.Axis, ...], ...]) -> None:
         if isinstance(n, cx.Access):
             t = n.tensor.tensor if isinstance(n.tensor, BoundaryView) else n.tensor
             if tensor is None or t is tensor:
-                out.append(Scoped(n, axes))
+                out.append(Scoped(n, tuple(ax for axes in scopes for ax in axes)))
         if isinstance(n, cx.Reduce):
-            visit(n.body, axes + n.axes)
+            free = set(cx.free_dims(n))
+            level = max((k + 1 for k, axes in enumerate(scopes)
+                         if any(ax.dim in free for ax in axes)), default=0)
+            visit(n.body, scopes[:level] + (n.axes,))
             return
         for c in cx.children(n):
-            visit(c, axes)
+            visit(c, scopes)
 
     visit(e, ())
     return out
@@ -194,11 +202,22 @@ def _declared_tensor(t: Tensor, vs: Vars) -> isl.Set:
 
 def check_accesses(stmt_decl: Statement, expr: cx.Expr, context: isl.Set,
                    params: list[str]) -> None:
-    """Every affine read of a plain tensor stays inside it, for every size."""
+    """Every affine index of an access to a plain tensor (or through a
+    `td.assume_in_range` view, whose promise covers data-dependent indices only) stays
+    inside the tensor, for every size. An access that mixes affine and data-dependent
+    indices is checked on its affine axes: the data-dependent ones map anywhere along
+    their axes (`_anywhere`, in range by construction) and are tested when the kernel
+    runs."""
     for r in reads(expr):
         n = r.access
-        if isinstance(n.tensor, BoundaryView) or not all(is_affine_index(i) for i in n.indices):
+        if isinstance(n.tensor, BoundaryView):
+            if n.tensor.mode != "assume_in_range":
+                continue
+            n = cx.Access(n.tensor.tensor, n.indices)
+            r = Scoped(n, r.axes)
+        if not any(is_affine_index(i) for i in n.indices):
             continue
+        assert isinstance(n.tensor, Tensor)  # a plain access, after the views above
         img = access_map(stmt_decl, r).intersect_params(context).range()
         bad = img - tensor_set(n.tensor, params)
         if not bad.is_empty():

@@ -28,8 +28,12 @@ def space(tuple_name: str | None, names: list[str], params: list[str]) -> isl.Sp
 
 
 def val(n: int | float) -> isl.Val:
-    """The isl integer value of the constant `n` (truncated to an int)."""
-    return isl.Val.int_from_si(CTX, int(n))
+    """The isl integer value of the constant `n` (truncated to an int), of any size (a
+    uint64 constant is beyond the C long that `Val.int_from_si` takes)."""
+    n = int(n)
+    if -2**63 <= n < 2**63:
+        return isl.Val.int_from_si(CTX, n)
+    return isl.Val.read_from_str(CTX, str(n))
 
 
 class Vars:

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, TypeVar, cast
 
 import islpy as isl
 
-from ...errors import ScheduleError, TdslError
+from ...errors import InternalError, ScheduleError, TdslError
 
 if TYPE_CHECKING:
     from .model import Statement
@@ -141,13 +141,16 @@ def isl_budget(what: str, limit: int | None = None) -> Iterator[None]:
         ctx.reset_operations()
         _RUN[0] += 1
         timer = _Watchdog(ctx, _RUN[0], max(MAX_ISL_SECONDS - HARD_SLACK_SECONDS, 0.5 * MAX_ISL_SECONDS))
-        spent = None
+        spent = failed = None
         try:
             yield
         except Exception as e:
-            if isinstance(e, ScheduleError) or not _exhausted(ctx):
+            if isinstance(e, isl.Error) and not _exhausted(ctx):
+                failed = e  # isl refused what tdsl asked of it: a bug, named below
+            elif isinstance(e, ScheduleError) or not _exhausted(ctx):
                 raise
-            spent = _what_ran_out(ctx, limit)
+            else:
+                spent = _what_ran_out(ctx, limit)
         finally:
             _RUN[0] += 1
             timer.cancel()
@@ -156,6 +159,11 @@ def isl_budget(what: str, limit: int | None = None) -> Iterator[None]:
             ctx.reset_operations()
             where = _FAILED_IN[0] if _FAILED_IN else what
             _FAILED_IN.clear()
+        if failed is not None:
+            raise InternalError(
+                f"internal error: lowering {what}, isl failed in {where}: {failed}; please "
+                "report this schedule (another split, tile or compute_at may avoid it)"
+            ) from None
         if spent:  # raised here, without the isl error as its context
             raise AnalysisLimitError(
                 f"lowering {what}: the polyhedral analysis of {where} exceeded {spent}; "

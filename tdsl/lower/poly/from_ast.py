@@ -800,6 +800,9 @@ def _extent(pa: isl.PwAff, sizes: Mapping[str, ir.Expr]) -> ir.Expr:
     (1 for a stage no iteration needs, e.g. one read only by an empty reduction)."""
     if pa.domain().is_empty():
         return ir.index_const(1)
+    # an extent is integral, but isl may write it with a rational coefficient on a piece
+    # where a congruence makes it one ((M + 1)/2 where M is odd), which max_val refuses
+    pa = pa.floor()
     bound = pa.max_val()
     if bound.is_int():
         return ir.index_const(bound.to_python())

@@ -1,0 +1,122 @@
+"""The tuner's cost model, its confirmation phase and its early cut of long builds."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+import tdsl as td
+from tdsl.tune import tuner
+from tdsl.tune.machine import Machine
+from tdsl.tune.measure import run_trial
+from tdsl.tune.model import Model, _tile_knobs
+
+RNG = np.random.default_rng(8)
+A_ = RNG.standard_normal((64, 48), dtype=np.float32)
+B_ = RNG.standard_normal((48, 96), dtype=np.float32)
+
+
+def matmul():
+    i, j, k = td.dims("i j k")
+    A = td.input("A", {i: 64, k: 48}, td.float32)
+    B = td.input("B", {k: 48, j: 96}, td.float32)
+    return td.compute("C", {i: 64, j: 96}, td.sum(A[i, k] * B[k, j], over=k))
+
+
+def synthetic_template():
+    C = matmul()
+    return td.schedule(C).split(C, "i", td.knob("a", [1, 2, 4, 8, 16, 32])).split(
+        C, "j", td.knob("b", [4, 8, 16, 32])).parallel(C, td.knob("p", ["i_o", None]))
+
+
+def cost(v):
+    """A made-up time: additive effects in the log, the best at a=8, b=16, p=i_o."""
+    return math.exp(0.3 * abs(math.log2(v["a"]) - 3) + 0.5 * abs(math.log2(v["b"]) - 4)
+                    + (0.0 if v["p"] == "i_o" else 0.4))
+
+
+def search(model, budget):
+    measured = {}
+    first = dict(model.template.defaults)
+    for n in range(budget):
+        values = first if n == 0 else model.propose(set(measured), [min(
+            measured.values(), key=lambda x: x[1])[0]])
+        measured[json.dumps(values, sort_keys=True)] = (values, cost(values))
+        model.observe(values, cost(values), {"me": 1}, {"me": 1})
+    return min(t for _, t in measured.values())
+
+
+def test_the_model_finds_the_optimum_of_an_additive_space_in_few_trials():
+    t = synthetic_template()
+    best = min(cost(dict(zip(t.knobs, c))) for c in __import__("itertools").product(
+        *t.knobs.values()))
+    assert t.space_size == 48
+    assert search(Model(t, Machine.avx2()), 10) == pytest.approx(best)
+
+
+def test_other_machines_records_steer_the_first_proposals():
+    t = synthetic_template()
+    m = Model(t, Machine.avx2())
+    for values in ({"a": 8, "b": 16, "p": "i_o"}, {"a": 1, "b": 4, "p": None},
+                   {"a": 32, "b": 32, "p": None}, {"a": 8, "b": 4, "p": "i_o"}):
+        m.observe(values, 10 * cost(values), {"other": 1}, {"me": 1})  # slower, same shape
+    assert m.propose(set(), [t.defaults]) == {"a": 8, "b": 16, "p": "i_o"}
+
+
+def test_the_prior_ranks_register_tiles_that_spill_or_starve_last():
+    t = td.autotemplate(matmul(), machine=Machine.avx2())
+    rows, cols = _tile_knobs(t)[0]
+    assert (rows, cols) == ("C.tile_i", "C.tile_j")
+    m = Model(t, Machine.avx2())
+    d = t.defaults
+    fits = m.prior({**d, rows: 6, cols: 16})  # 12 accumulators of 16 registers
+    spills = m.prior({**d, rows: 8, cols: 32})  # 32 accumulators
+    starves = m.prior({**d, rows: 1, cols: 8})  # one accumulator: waits on the latency
+    assert fits < spills and fits < starves
+
+
+def test_tuning_with_the_model_confirms_the_leaders_and_from_log_reads_the_chosen(tmp_path):
+    C = matmul()
+    log = tmp_path / "C.jsonl"
+    r = td.tune(C, target="c", trials=5, log=str(log), progress=False, runs=2, A=A_, B=B_)
+    recs = [json.loads(x) for x in log.read_text().splitlines()]
+    assert [x["phase"] for x in recs].count("search") == len(r.history) >= 5
+    confirmed = [x for x in recs if x["phase"] == "confirm"]
+    assert len(confirmed) == 3 and sum(x["chosen"] for x in confirmed) == 1
+    chosen = next(x for x in confirmed if x["chosen"])
+    assert r.time == chosen["time"] == min(x["time"] for x in confirmed)
+    assert r.confirmed == confirmed
+    leaders = sorted((h for h in r.history if h["status"] == "ok"), key=lambda h: h["time"])[:3]
+    assert {json.dumps(x["knobs"], sort_keys=True) for x in confirmed} == {
+        json.dumps(h["knobs"], sort_keys=True) for h in leaders}
+    s = td.Schedule.from_log(log, C, target="c")
+    assert s == r.schedule
+    np.testing.assert_allclose(td.build(s)(A=A_, B=B_), A_ @ B_, rtol=1e-5, atol=1e-5)
+
+
+def test_the_tpe_search_is_still_there_and_a_bad_search_is_refused():
+    C = matmul()
+    r = td.tune(C, trials=3, progress=False, search="tpe", confirm=0, A=A_, B=B_)
+    assert len(r.history) == 3
+    with pytest.raises(td.ArgumentError, match="search must be"):
+        td.tune(C, trials=3, progress=False, search="random", A=A_, B=B_)
+    with pytest.raises(td.ArgumentError, match="confirm must be"):
+        td.tune(C, trials=3, progress=False, confirm=-1, A=A_, B=B_)
+
+
+def test_a_build_past_its_limit_is_cut_early():
+    assert tuner._build_limit([], 60) == 60
+    hist = [{"status": "ok", "build_s": 0.5}, {"status": "ok", "build_s": 4.0},
+            {"status": "timeout"}]
+    assert tuner._build_limit(hist, 60) == 16.0  # four times the slowest build
+    assert tuner._build_limit(hist[:1], 60) == tuner.BUILD_FLOOR
+    assert tuner._build_limit(hist, 12) == 12
+    C = matmul()
+    s = td.autoschedule(C, target="c")
+    task = {"outputs": [C], "schedule": s.to_json(), "target": "c", "arrays": {"A": A_, "B": B_},
+            "reference": A_ @ B_, "knobs": {}, "timeout": 60, "build_timeout": 0.001,
+            "runs": 1, "min_seconds": 0}
+    res = run_trial(task)
+    assert res["status"] == "timeout" and "cut early" in res["message"]
+    assert "build" in res["message"]
