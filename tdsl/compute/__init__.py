@@ -1,5 +1,6 @@
 """The algorithm language: named dims, tensors, stages and index expressions."""
 
+from .definitions import Input, Stage, Tensor, Update, compute, input, update
 from .expr import (
     Access,
     Axis,
@@ -46,34 +47,10 @@ from .fixed_point import (
     saturating_add,
     saturating_sub,
 )
-from .tensor import (
-    BoundaryView,
-    Input,
-    Pipeline,
-    Stage,
-    Tensor,
-    Update,
-    argmax,
-    argmin,
-    assume_in_range,
-    clamp,
-    compute,
-    dim,
-    dims,
-    identity,
-    input,
-    max,
-    min,
-    mirror,
-    mirror_interior,
-    pad,
-    prod,
-    reduce,
-    size,
-    sum,
-    update,
-    wrap,
-)
+from .naming import dim, dims, size
+from .pipeline import Pipeline
+from .reductions import argmax, argmin, identity, max, min, prod, reduce, sum
+from .views import BoundaryView, assume_in_range, clamp, mirror, mirror_interior, pad, wrap
 
 __all__ = [
     "Access", "Axis", "Binary", "BoundaryView", "Call", "Cast", "Compare", "Const", "Dim", "Expr",

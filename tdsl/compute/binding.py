@@ -22,8 +22,9 @@ import numpy as np
 
 from ..dtypes import DType
 from ..errors import ArgumentError, DefinitionError
+from .definitions import Stage, Tensor
 from .expr import Binary, Call, Cast, Compare, Const, Expr, Select, Size, Unary, sizes_in
-from .tensor import Pipeline, Stage, Tensor
+from .pipeline import Pipeline
 
 _INT32_MAX = 2**31 - 1
 

@@ -61,6 +61,7 @@ from ..dtypes import astype
 from ..errors import ArgumentError, DefinitionError
 from . import fixed_point, periods
 from .binding import allocate, allocate_outputs, bind_arguments, eval_extent
+from .definitions import Stage, Tensor, Update
 from .expr import (
     NUMPY_BINARY,
     NUMPY_CALL,
@@ -83,9 +84,12 @@ from .expr import (
     Unary,
     erf_values,
     free_dims,
+    is_affine_index,
     walk,
 )
-from .tensor import BoundaryView, Pipeline, Stage, Tensor, Update, identity, is_affine_index
+from .pipeline import Pipeline
+from .reductions import identity
+from .views import BoundaryView
 
 _COMBINE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 # exact integer arithmetic on Python ints and int64 arrays, for affine indices

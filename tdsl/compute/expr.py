@@ -21,7 +21,8 @@ from ..dtypes import DType
 from ..errors import DefinitionError
 
 if TYPE_CHECKING:
-    from .tensor import BoundaryView, Tensor
+    from .definitions import Tensor
+    from .views import BoundaryView
 
 Scalar = int | float | bool
 _ids = itertools.count()
@@ -925,3 +926,26 @@ def free_dims(e: Expr) -> list[Dim]:
 
 def sizes_in(e: Expr) -> list[Size]:
     return list(dict.fromkeys(n for n in walk(e) if isinstance(n, Size)))
+
+
+def is_affine_index(e: Expr) -> bool:
+    """True when `e` is quasi-affine in dims and sizes, or a min/max of such (what isl
+    models exactly, as piecewise affine functions)."""
+    match e:
+        case Const(v, d):
+            return d.is_int
+        case Dim() | Size():
+            return True
+        case Cast(a, d):
+            return d.is_int and d.bits >= 32 and is_affine_index(a)
+        case Unary("neg", a):
+            return is_affine_index(a)
+        case Binary("add" | "sub" | "min" | "max", a, b):
+            return is_affine_index(a) and is_affine_index(b)
+        case Binary("mul", a, b):
+            return (is_affine_index(a) and isinstance(b, Const)) or (
+                isinstance(a, Const) and is_affine_index(b)
+            )
+        case Binary("floordiv" | "mod", a, Const(v)):
+            return is_affine_index(a) and v > 0
+    return False

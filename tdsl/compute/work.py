@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from .definitions import Stage, Update
 from .expr import Access, Binary, Call, Const, Dim, Expr, Reduce, Size, Unary, children
-from .tensor import Pipeline, Stage, Update
+from .pipeline import Pipeline
 
 _ARITH = {"add", "sub", "mul", "truediv", "min", "max"}
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import islpy as isl
 
-from ..compute.tensor import Pipeline
+from ..compute.pipeline import Pipeline
 from ..display import new_figure, require
 from ..errors import ArgumentError
 from ..schedule.state import LFuse, LoopExpr, LOuter

@@ -12,8 +12,8 @@ from dataclasses import Field, dataclass, fields
 from typing import TYPE_CHECKING, ClassVar
 
 from ..compute import Dim, Stage, Update
+from ..compute.definitions import Tensor, read_modify_write
 from ..compute.expr import structure, substitute
-from ..compute.tensor import Tensor, read_modify_write
 from ..errors import ScheduleError
 from .state import LFuse, LInner, Loop, LoopKind, LOuter, Placement, State, with_kind
 

@@ -14,15 +14,11 @@ from typing import ClassVar, cast
 from .. import dtypes as dt
 from ..compute import Dim, Stage, Update
 from ..compute import expr as cx
-from ..compute.tensor import (
-    Input,
-    Pipeline,
-    ReduceOp,
-    Tensor,
-    _check_name,
-    identity,
-    read_modify_write,
-)
+from ..compute.definitions import Input, Tensor, read_modify_write
+from ..compute.expr import ReduceOp
+from ..compute.naming import check_name
+from ..compute.pipeline import Pipeline
+from ..compute.reductions import identity
 from ..errors import DefinitionError
 from .primitives import Primitive, StageRef, _err, _stage
 from .restage import new_stage, restage, retarget
@@ -31,7 +27,7 @@ from .state import ROOT, State, initial_loops
 
 def _fresh_stage_name(prim: Primitive, st: State, name) -> str:
     try:
-        _check_name(name, "stage")
+        check_name(name, "stage")
     except DefinitionError as e:
         raise _err(prim, str(e)) from None
     if name in st.pipeline.by_name:

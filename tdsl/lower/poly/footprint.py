@@ -32,7 +32,8 @@ from dataclasses import dataclass
 import islpy as isl
 
 from ...compute import expr as cx
-from ...compute.tensor import Pipeline, Stage, Tensor, Update
+from ...compute.definitions import Stage, Tensor, Update
+from ...compute.pipeline import Pipeline
 from ...errors import ChunkingError
 from .access import Scoped, access_map, reads
 from .affine import Vars, pwaff, space

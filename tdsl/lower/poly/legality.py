@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from ...compute import expr as cx
-from ...compute.tensor import Stage, Update
+from ...compute.definitions import Stage, Update
 from ...errors import ScheduleError
 from ...schedule import Parallel, Schedule, Vectorize
 from .access import access_map, functions_map, reads

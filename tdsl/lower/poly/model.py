@@ -33,7 +33,9 @@ from typing import Literal
 import islpy as isl
 
 from ...compute import expr as cx
-from ...compute.tensor import Pipeline, Stage, Tensor, Update, is_affine_index
+from ...compute.definitions import Stage, Tensor, Update
+from ...compute.expr import is_affine_index
+from ...compute.pipeline import Pipeline
 from ...errors import DefinitionError, ScheduleError
 from ...schedule import Loop, Schedule
 from ...schedule.state import (

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import islpy as isl
 
-from ...compute.tensor import Stage
+from ...compute.definitions import Stage
 from ...errors import ScheduleError
 
 if TYPE_CHECKING:
