@@ -40,8 +40,8 @@ from .. import dtypes as dt
 from ..compute import expr as cx
 from ..compute import periods
 from ..compute.definitions import Input, Stage, Tensor, Update
-from ..compute.expr import is_affine_index
 from ..compute.pipeline import Pipeline
+from ..compute.traversal import is_affine_index
 from ..compute.views import BoundaryView, clamp
 from ..errors import ChunkingError
 

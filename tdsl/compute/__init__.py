@@ -1,25 +1,17 @@
 """The algorithm language: named dims, tensors, stages and index expressions."""
 
 from .definitions import Input, Stage, Tensor, Update, compute, input, update
-from .expr import (
-    Access,
-    Axis,
-    Binary,
-    Call,
-    Cast,
-    Compare,
-    Const,
-    Dim,
-    Expr,
-    Reduce,
-    Select,
-    Size,
-    Unary,
+from .fixed_point import (
+    requantize,
+    rounding_mul_shift_right,
+    rounding_shift_right,
+    saturating_add,
+    saturating_sub,
+)
+from .functions import (
     abs_,
     atan2,
-    cast,
     ceil,
-    const,
     cos,
     erf,
     exp,
@@ -40,14 +32,24 @@ from .expr import (
     tanh,
     where,
 )
-from .fixed_point import (
-    requantize,
-    rounding_mul_shift_right,
-    rounding_shift_right,
-    saturating_add,
-    saturating_sub,
-)
 from .naming import dim, dims, size
+from .nodes import (
+    Access,
+    Axis,
+    Binary,
+    Call,
+    Cast,
+    Compare,
+    Const,
+    Dim,
+    Expr,
+    Reduce,
+    Select,
+    Size,
+    Unary,
+    cast,
+    const,
+)
 from .pipeline import Pipeline
 from .reductions import argmax, argmin, identity, max, min, prod, reduce, sum
 from .views import BoundaryView, assume_in_range, clamp, mirror, mirror_interior, pad, wrap

@@ -23,8 +23,9 @@ import numpy as np
 from ..dtypes import DType
 from ..errors import ArgumentError, DefinitionError
 from .definitions import Stage, Tensor
-from .expr import Binary, Call, Cast, Compare, Const, Expr, Select, Size, Unary, sizes_in
+from .nodes import Binary, Call, Cast, Compare, Const, Expr, Select, Size, Unary
 from .pipeline import Pipeline
+from .traversal import sizes_in
 
 _INT32_MAX = 2**31 - 1
 

@@ -24,24 +24,10 @@ from typing import TYPE_CHECKING, cast
 from .. import dtypes as dt
 from ..dtypes import DType
 from ..errors import DefinitionError
-from .expr import (
-    Access,
-    Axis,
-    Binary,
-    Const,
-    Dim,
-    Expr,
-    Reduce,
-    _coerce,
-    children,
-    const,
-    free_dims,
-    structure,
-    transform,
-    walk,
-)
 from .naming import check_name, checked_bound, checked_extent, distinct_names, one_dim_hint
+from .nodes import Access, Axis, Binary, Const, Dim, Expr, Reduce, _coerce, const
 from .sealed import Sealed
+from .traversal import children, free_dims, structure, transform, walk
 
 if TYPE_CHECKING:
     from .views import BoundaryView

@@ -62,10 +62,7 @@ from ..errors import ArgumentError, DefinitionError
 from . import fixed_point, periods
 from .binding import allocate, allocate_outputs, bind_arguments, eval_extent
 from .definitions import Stage, Tensor, Update
-from .expr import (
-    NUMPY_BINARY,
-    NUMPY_CALL,
-    NUMPY_COMPARE,
+from .nodes import (
     Acc,
     Access,
     Binary,
@@ -82,13 +79,11 @@ from .expr import (
     Select,
     Size,
     Unary,
-    erf_values,
-    free_dims,
-    is_affine_index,
-    walk,
 )
+from .ops import NUMPY_BINARY, NUMPY_CALL, NUMPY_COMPARE, erf_values
 from .pipeline import Pipeline
 from .reductions import identity
+from .traversal import free_dims, is_affine_index, walk
 from .views import BoundaryView
 
 _COMBINE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}

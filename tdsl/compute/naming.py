@@ -9,7 +9,8 @@ import keyword
 
 from .. import dtypes as dt
 from ..errors import DefinitionError
-from .expr import Access, Dim, Expr, Reduce, Size, const, walk
+from .nodes import Access, Dim, Expr, Reduce, Size, const
+from .traversal import walk
 
 Extent = int | Size | Expr
 

@@ -8,8 +8,9 @@ from collections.abc import Mapping
 
 from ..errors import DefinitionError
 from .definitions import Input, Stage, Tensor, Update, tensors_read
-from .expr import Size, sizes_in
+from .nodes import Size
 from .sealed import Sealed
+from .traversal import sizes_in
 
 
 def stage_reads(stage: Stage, updates: tuple[Update, ...]) -> list[Tensor]:

@@ -13,26 +13,11 @@ import numpy as np
 from .. import dtypes as dt
 from ..dtypes import DType
 from ..errors import DefinitionError
-from .expr import (
-    Acc,
-    Access,
-    Axis,
-    Dim,
-    Expr,
-    Item,
-    Pack,
-    Reduce,
-    ReduceOp,
-    Unary,
-    _coerce,
-    binary,
-    const,
-    free_dims,
-    substitute,
-    walk,
-    where,
-)
+from .functions import where
 from .naming import check_name, checked_bound, checked_extent, one_dim_hint
+from .nodes import Acc, Access, Axis, Dim, Expr, Item, Pack, Reduce, Unary, _coerce, binary, const
+from .ops import ReduceOp
+from .traversal import free_dims, substitute, walk
 from .views import BoundaryView
 
 _IDENTITY = {"sum": 0, "prod": 1}

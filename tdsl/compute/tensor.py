@@ -18,10 +18,10 @@ from .definitions import (
     tensors_read,
     update,
 )
-from .expr import is_affine_index
 from .naming import Extent, dim, dims, size
 from .pipeline import Pipeline, stage_reads
 from .reductions import argmax, argmin, identity, max, min, prod, reduce, sum
+from .traversal import is_affine_index
 from .views import (
     REMAPPING_VIEWS,
     BoundaryView,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from .. import dtypes as dt
 from ..errors import DefinitionError
 from .definitions import Tensor, TensorLike
-from .expr import Cast, Const, _coerce, const
+from .nodes import Cast, Const, _coerce, const
 
 # the views that read another element of the tensor for an index out of range (`pad`
 # reads its value instead)

@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .definitions import Stage, Update
-from .expr import Access, Binary, Call, Const, Dim, Expr, Reduce, Size, Unary, children
+from .nodes import Access, Binary, Call, Const, Dim, Expr, Reduce, Size, Unary
 from .pipeline import Pipeline
+from .traversal import children
 
 _ARITH = {"add", "sub", "mul", "truediv", "min", "max"}
 

@@ -18,8 +18,8 @@ import islpy as isl
 
 from ...compute import expr as cx
 from ...compute.definitions import Stage, Tensor
-from ...compute.expr import is_affine_index
 from ...compute.periods import ONE_PERIOD, Form
+from ...compute.traversal import is_affine_index
 from ...compute.views import BoundaryView
 from ...errors import DefinitionError
 from .affine import Vars, pwaff, space

@@ -34,8 +34,8 @@ import islpy as isl
 
 from ...compute import expr as cx
 from ...compute.definitions import Stage, Tensor, Update
-from ...compute.expr import is_affine_index
 from ...compute.pipeline import Pipeline
+from ...compute.traversal import is_affine_index
 from ...errors import DefinitionError, ScheduleError
 from ...schedule import Loop, Schedule
 from ...schedule.state import (
