@@ -25,7 +25,7 @@ from ...errors import DefinitionError
 from .affine import Vars, pwaff, space
 
 if TYPE_CHECKING:
-    from .model import Statement
+    from .nest import Statement
 
 _REMAPPED = ("mirror", "mirror_interior", "wrap")
 # whether `access_map(..., remap=True)` maps mirror and wrap reads within one period

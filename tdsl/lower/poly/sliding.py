@@ -38,7 +38,7 @@ from ...compute.definitions import Stage
 from ...errors import ScheduleError
 
 if TYPE_CHECKING:
-    from .model import Band
+    from .nest import Band
 
 
 @dataclass(frozen=True)
