@@ -61,7 +61,7 @@ def compare_child(script: str, size: str, target: str, schedules: list[str]) -> 
     outputs = outputs if isinstance(outputs, (tuple, list)) else [outputs]
     arrays = module.inputs(size)
     from tdsl.compute.binding import bind_arguments
-    from tdsl.compute.tensor import Pipeline
+    from tdsl.compute.pipeline import Pipeline
 
     sizes = dict(bind_arguments(Pipeline(outputs), arrays, allow_outputs=False).sizes)
     task = {"outputs": outputs, "target": target, "arrays": arrays, "knobs": {},

@@ -7,7 +7,7 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .compute.tensor import Stage
+from .compute.definitions import Stage
 from .errors import ArgumentError, ScheduleError, VectorizationWarning
 from .lower import finish, ir, lower_schedule, vectors
 from .runtime import Kernel

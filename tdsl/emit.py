@@ -29,8 +29,8 @@ from .backend_c.render import ERR_SIZES, ERR_WORKSPACE, CSource, render_standalo
 from .backend_c.workspace import bytes_macro
 from .backend_c.writer import CWriter, sanitize
 from .compute import expr as cx
+from .compute.pipeline import Pipeline
 from .compute.printer import show
-from .compute.tensor import Pipeline
 from .errors import ArgumentError, TdslError
 from .lower import ir, lower_schedule
 from .lower.abi import INDEX_OUT_OF_RANGE

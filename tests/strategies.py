@@ -324,6 +324,6 @@ def schedules(draw, case: Case, fused: bool = False):
 
 def _reads(stage):
     """What a stage's definition and updates read."""
-    from tdsl.compute.tensor import stage_reads
+    from tdsl.compute.pipeline import stage_reads
 
     return stage_reads(stage, stage.updates)

@@ -28,7 +28,8 @@ import numpy as np
 from ..api import as_schedule, build
 from ..compute import expr as cx
 from ..compute.binding import _bind_sizes, _check_extents, _check_names, _check_shape, eval_extent
-from ..compute.tensor import Pipeline, Stage
+from ..compute.definitions import Stage
+from ..compute.pipeline import Pipeline
 from ..display import escape, table
 from ..errors import ArgumentError, ChunkingError, ChunkingWarning
 from ..lower.poly.budget import AnalysisLimitError

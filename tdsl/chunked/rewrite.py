@@ -39,16 +39,10 @@ from dataclasses import dataclass
 from .. import dtypes as dt
 from ..compute import expr as cx
 from ..compute import periods
-from ..compute.tensor import (
-    BoundaryView,
-    Input,
-    Pipeline,
-    Stage,
-    Tensor,
-    Update,
-    clamp,
-    is_affine_index,
-)
+from ..compute.definitions import Input, Stage, Tensor, Update
+from ..compute.pipeline import Pipeline
+from ..compute.traversal import is_affine_index
+from ..compute.views import BoundaryView, clamp
 from ..errors import ChunkingError
 
 _INDEX = periods.Arith(

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..compute.tensor import Pipeline
+from ..compute.pipeline import Pipeline
 from ..runtime import Kernel, threads
 from .rewrite import Layout
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ..compute.tensor import Pipeline, Stage
+from ..compute.definitions import Stage
+from ..compute.pipeline import Pipeline
 from ..errors import ArgumentError
 from .deps import require
 

@@ -1,24 +1,17 @@
 """The algorithm language: named dims, tensors, stages and index expressions."""
 
-from .expr import (
-    Access,
-    Axis,
-    Binary,
-    Call,
-    Cast,
-    Compare,
-    Const,
-    Dim,
-    Expr,
-    Reduce,
-    Select,
-    Size,
-    Unary,
+from .definitions import Input, Stage, Tensor, Update, compute, input, update
+from .fixed_point import (
+    requantize,
+    rounding_mul_shift_right,
+    rounding_shift_right,
+    saturating_add,
+    saturating_sub,
+)
+from .functions import (
     abs_,
     atan2,
-    cast,
     ceil,
-    const,
     cos,
     erf,
     exp,
@@ -39,41 +32,27 @@ from .expr import (
     tanh,
     where,
 )
-from .fixed_point import (
-    requantize,
-    rounding_mul_shift_right,
-    rounding_shift_right,
-    saturating_add,
-    saturating_sub,
+from .naming import dim, dims, size
+from .nodes import (
+    Access,
+    Axis,
+    Binary,
+    Call,
+    Cast,
+    Compare,
+    Const,
+    Dim,
+    Expr,
+    Reduce,
+    Select,
+    Size,
+    Unary,
+    cast,
+    const,
 )
-from .tensor import (
-    BoundaryView,
-    Input,
-    Pipeline,
-    Stage,
-    Tensor,
-    Update,
-    argmax,
-    argmin,
-    assume_in_range,
-    clamp,
-    compute,
-    dim,
-    dims,
-    identity,
-    input,
-    max,
-    min,
-    mirror,
-    mirror_interior,
-    pad,
-    prod,
-    reduce,
-    size,
-    sum,
-    update,
-    wrap,
-)
+from .pipeline import Pipeline
+from .reductions import argmax, argmin, identity, max, min, prod, reduce, sum
+from .views import BoundaryView, assume_in_range, clamp, mirror, mirror_interior, pad, wrap
 
 __all__ = [
     "Access", "Axis", "Binary", "BoundaryView", "Call", "Cast", "Compare", "Const", "Dim", "Expr",

@@ -22,8 +22,10 @@ import numpy as np
 
 from ..dtypes import DType
 from ..errors import ArgumentError, DefinitionError
-from .expr import Binary, Call, Cast, Compare, Const, Expr, Select, Size, Unary, sizes_in
-from .tensor import Pipeline, Stage, Tensor
+from .definitions import Stage, Tensor
+from .nodes import Binary, Call, Cast, Compare, Const, Expr, Select, Size, Unary
+from .pipeline import Pipeline
+from .traversal import sizes_in
 
 _INT32_MAX = 2**31 - 1
 

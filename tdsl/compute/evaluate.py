@@ -61,10 +61,8 @@ from ..dtypes import astype
 from ..errors import ArgumentError, DefinitionError
 from . import fixed_point, periods
 from .binding import allocate, allocate_outputs, bind_arguments, eval_extent
-from .expr import (
-    NUMPY_BINARY,
-    NUMPY_CALL,
-    NUMPY_COMPARE,
+from .definitions import Stage, Tensor, Update
+from .nodes import (
     Acc,
     Access,
     Binary,
@@ -81,11 +79,12 @@ from .expr import (
     Select,
     Size,
     Unary,
-    erf_values,
-    free_dims,
-    walk,
 )
-from .tensor import BoundaryView, Pipeline, Stage, Tensor, Update, identity, is_affine_index
+from .ops import NUMPY_BINARY, NUMPY_CALL, NUMPY_COMPARE, erf_values
+from .pipeline import Pipeline
+from .reductions import identity
+from .traversal import free_dims, is_affine_index, walk
+from .views import BoundaryView
 
 _COMBINE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 # exact integer arithmetic on Python ints and int64 arrays, for affine indices

@@ -24,7 +24,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..dtypes import DType
 from ..errors import DefinitionError
-from .expr import Call, Const, Expr, _operand, common_dtype, const
+from .nodes import Call, Const, Expr, _operand, common_dtype, const
 
 FIXED_POINT = ("saturating_add", "saturating_sub", "rounding_shift_right",
                "rounding_mul_shift_right", "requantize")
@@ -66,7 +66,7 @@ def _common(fn: str, a, b) -> tuple[Expr, Expr, DType]:
 
 
 def _cast(e: Expr, t: DType) -> Expr:
-    from .expr import cast
+    from .nodes import cast
 
     return cast(e, t)
 

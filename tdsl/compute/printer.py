@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .expr import (
+from .nodes import (
     Acc,
     Access,
     Binary,

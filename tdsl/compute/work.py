@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .expr import Access, Binary, Call, Const, Dim, Expr, Reduce, Size, Unary, children
-from .tensor import Pipeline, Stage, Update
+from .definitions import Stage, Update
+from .nodes import Access, Binary, Call, Const, Dim, Expr, Reduce, Size, Unary
+from .pipeline import Pipeline
+from .traversal import children
 
 _ARITH = {"add", "sub", "mul", "truediv", "min", "max"}
 

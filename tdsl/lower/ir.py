@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, dataclass_transform
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, dataclass_transform, get_args
 
+from ..compute import ops
 from ..dtypes import DType, index
 
 _T = TypeVar("_T")
@@ -93,16 +94,15 @@ class Load(Expr):
         return self.buffer.dtype
 
 
-# numpy's operations of those names (lshift/rshift: numpy's shifts, any count);
+# numpy's operations of those names (`compute.ops`, the algorithm's vocabulary, which
+# these extend; lshift/rshift: numpy's shifts, any count);
 # pdiv and pmod are index only (C semantics: the numerator known non-negative, the
 # divisor a positive constant); tdiv, trem, shl, ashr and lshr are core operations
 # from the legalise pass (truncating; trem on floats is fmod; the divisor is never
 # 0, nor -1 with a signed MIN numerator; a shift count is in [0, bits))
-BinaryOp = Literal["add", "sub", "mul", "truediv", "floordiv", "mod", "min", "max",
-                   "and", "or", "xor", "lshift", "rshift", "pdiv", "pmod", "tdiv", "trem",
-                   "shl", "ashr", "lshr"]
-CompareOp = Literal["eq", "ne", "lt", "le", "gt", "ge"]
-UnaryOp = Literal["neg", "invert"]  # invert on bool is logical not
+BinaryOp = Literal[ops.BinaryOp, "pdiv", "pmod", "tdiv", "trem", "shl", "ashr", "lshr"]
+CompareOp = ops.CompareOp
+UnaryOp = ops.UnaryOp  # invert on bool is logical not
 # core, from the legalise pass: copysign (2 args); bitcast (the bits of a float as the
 # int of its width, or back). atan2 and pow take 2 args; round is rint (halves to even).
 # clock (no args, index): a monotonic clock in nanoseconds, read where it stands (only
@@ -110,12 +110,9 @@ UnaryOp = Literal["neg", "invert"]  # invert on bool is logical not
 # The fixed-point operations (`compute.fixed_point`) are written out by the legalise pass.
 # The Arm DSP operations (`DSP_CALLS`) come from the dsp pass, only inside the first branch
 # of an `IfFeature("arm_dsp", ...)`
-CallFn = Literal["exp", "log", "sqrt", "sin", "cos", "tanh", "floor", "ceil", "abs",
-                 "exp2", "log2", "round", "erf", "atan2", "pow", "copysign", "bitcast", "clock",
-                 "saturating_add", "saturating_sub", "rounding_shift_right",
-                 "rounding_mul_shift_right", "requantize",
-                 "sxtb16", "sxtb16_ror8", "uxtb16", "uxtb16_ror8", "sxtab16", "sxtab16_ror8",
-                 "uxtab16", "uxtab16_ror8", "smlad", "smlabb", "smlatt", "ssat", "usat"]
+DspFn = Literal["sxtb16", "sxtb16_ror8", "uxtb16", "uxtb16_ror8", "sxtab16", "sxtab16_ror8",
+                "uxtab16", "uxtab16_ror8", "smlad", "smlabb", "smlatt", "ssat", "usat"]
+CallFn = Literal[ops.CallFn, "copysign", "bitcast", "clock", DspFn]
 # Arm v7E-M DSP operations on 32-bit words holding two 16-bit halves (ACLE's intrinsics of
 # those names; "_ror8": of the word rotated right by 8 bits): x(t)b16(w) is bytes 0 and 2
 # of w sign- (zero-) extended into the low and high halves (bytes 1 and 3 with _ror8);
@@ -123,9 +120,7 @@ CallFn = Literal["exp", "log", "sqrt", "sin", "cos", "tanh", "floor", "ceil", "a
 # acc + a.lo * b.lo + a.hi * b.hi on the signed halves, wrapping in int32; smlabb(a, b,
 # acc) is acc + a.lo * b.lo, smlatt(a, b, acc) acc + a.hi * b.hi; ssat(x, n) is x clamped
 # to [-2^(n-1), 2^(n-1) - 1], usat(x, n) to [0, 2^n - 1] (n a constant)
-DSP_CALLS = frozenset({"sxtb16", "sxtb16_ror8", "uxtb16", "uxtb16_ror8", "sxtab16",
-                       "sxtab16_ror8", "uxtab16", "uxtab16_ror8", "smlad", "smlabb", "smlatt",
-                       "ssat", "usat"})
+DSP_CALLS: frozenset[DspFn] = frozenset(get_args(DspFn))
 
 # the comparison that holds exactly where `op` does not (on integers: NaN aside)
 NEGATED: dict[CompareOp, CompareOp] = {

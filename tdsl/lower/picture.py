@@ -11,12 +11,13 @@ from typing import Any
 
 import islpy as isl
 
-from ..compute.tensor import Pipeline
+from ..compute.pipeline import Pipeline
 from ..display import new_figure, require
 from ..errors import ArgumentError
 from ..schedule.state import LFuse, LoopExpr, LOuter
 from .poly.access import functions_map
-from .poly.model import Statement, build_model
+from .poly.model import build_model
+from .poly.nest import Statement
 
 MAX_POINTS = 4096
 MAX_ARROWS = 64  # tiles beyond this are numbered, not linked by arrows

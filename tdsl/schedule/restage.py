@@ -18,7 +18,9 @@ from collections.abc import Mapping
 
 from ..compute import Stage
 from ..compute import expr as cx
-from ..compute.tensor import BoundaryView, Pipeline, Tensor
+from ..compute.definitions import Tensor
+from ..compute.pipeline import Pipeline
+from ..compute.views import BoundaryView
 from ..errors import ScheduleError
 from .state import ROOT, Placement, State, initial_loops
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..compute import Stage, Update
-from ..compute.tensor import Pipeline
+from ..compute.pipeline import Pipeline
 from ..errors import ScheduleError
 from .knob import knobs_in
 from .primitives import (

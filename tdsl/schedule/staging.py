@@ -14,42 +14,41 @@ from typing import ClassVar, cast
 from .. import dtypes as dt
 from ..compute import Dim, Stage, Update
 from ..compute import expr as cx
-from ..compute.tensor import (
-    Input,
-    Pipeline,
-    ReduceOp,
-    Tensor,
-    _check_name,
-    identity,
-    read_modify_write,
-)
+from ..compute.definitions import Input, Tensor, read_modify_write
+from ..compute.expr import ReduceOp
+from ..compute.naming import check_name
+from ..compute.pipeline import Pipeline
+from ..compute.reductions import identity
 from ..errors import DefinitionError
-from .primitives import Primitive, StageRef, _err, _stage
+from .record import Primitive, StageRef, resolve_stage, schedule_error
 from .restage import new_stage, restage, retarget
 from .state import ROOT, State, initial_loops
 
 
 def _fresh_stage_name(prim: Primitive, st: State, name) -> str:
     try:
-        _check_name(name, "stage")
+        check_name(name, "stage")
     except DefinitionError as e:
-        raise _err(prim, str(e)) from None
+        raise schedule_error(prim, str(e)) from None
     if name in st.pipeline.by_name:
-        raise _err(prim, f"the pipeline already has a tensor named {name!r}; pass name= another")
+        raise schedule_error(prim, f"the pipeline already has a tensor named {name!r}; pass name= "
+                                   "another")
     return name
 
 
 def _plain_stage(prim: Primitive, st: State, stage) -> Stage:
     """A stage whose definition a primitive may rewrite: no updates, loops not yet scheduled."""
-    stage = _stage(prim, st, stage)
+    stage = resolve_stage(prim, st, stage)
     if isinstance(stage, Update):
-        raise _err(prim, f"{stage.name} is an update; {prim.method} applies to stages")
+        raise schedule_error(prim, f"{stage.name} is an update; {prim.method} applies to stages")
     if st.pipeline.updates_of(stage):
         names = ", ".join(u.name for u in st.pipeline.updates_of(stage))
-        raise _err(prim, f"{stage.name} has updates ({names}), so its definition cannot be restaged")
+        raise schedule_error(prim, f"{stage.name} has updates ({names}), so its definition cannot "
+                                   "be restaged")
     if stage in st.touched:
-        raise _err(prim, f"{stage.name}'s loops were already scheduled; apply {prim.method} first, "
-                         f"then schedule the loops of {stage.name} and of the new stage")
+        raise schedule_error(prim, f"{stage.name}'s loops were already scheduled; apply "
+                                   f"{prim.method} first, then schedule the loops of {stage.name} "
+                                   "and of the new stage")
     return stage
 
 
@@ -92,7 +91,8 @@ def _tensor(prim: Primitive, st: State, t) -> Tensor:
     if isinstance(found, Stage):
         return found
     valid = ", ".join(x.name for x in st.pipeline.tensors)
-    raise _err(prim, f"{getattr(t, 'name', t)!r} is not a tensor of this pipeline; tensors are: {valid}")
+    raise schedule_error(prim, f"{getattr(t, 'name', t)!r} is not a tensor of this pipeline; "
+                               f"tensors are: {valid}")
 
 
 @dataclass(frozen=True)
@@ -128,15 +128,17 @@ class CacheRead(Primitive):
     def apply(self, st: State) -> None:
         t = _tensor(self, st, self.tensor)
         readers = st.pipeline.consumers(t)
-        consumers = [_stage(self, st, c) for c in self.consumers] or readers
+        consumers = [resolve_stage(self, st, c) for c in self.consumers] or readers
         for c in consumers:
             if c not in readers:
                 names = ", ".join(r.name for r in readers) or "none"
-                raise _err(self, f"{c.name} does not read {t.name}; its readers are: {names}")
+                raise schedule_error(self, f"{c.name} does not read {t.name}; its readers are: "
+                                           f"{names}")
             if st.pipeline.updates_of(c):
                 names = ", ".join(u.name for u in st.pipeline.updates_of(c))
-                raise _err(self, f"{c.name} has updates ({names}), so what it reads cannot be "
-                                 "restaged; cache_read applies to stages without updates")
+                raise schedule_error(self, f"{c.name} has updates ({names}), so what it reads "
+                                           "cannot be restaged; cache_read applies to stages "
+                                           "without updates")
         name = _fresh_stage_name(self, st, self.name or f"{t.name}_cache")
         first = min(c.order for c in consumers)
         copy = new_stage(name, t, t[tuple(t.dims)], first - 0.5)
@@ -192,7 +194,7 @@ class RFactor(Primitive):
     loop_fields: ClassVar[tuple[str, ...]] = ("loop", "names")
 
     def apply(self, st: State) -> None:
-        found = _stage(self, st, self.stage)
+        found = resolve_stage(self, st, self.stage)
         if isinstance(found, Update):
             _rfactor_update(self, st, found)
             return
@@ -202,8 +204,8 @@ class RFactor(Primitive):
         pos = next((n for n, ax in enumerate(axes) if ax.dim.name == self.loop), None)
         if pos is None:
             valid = " ".join(ax.dim.name for ax in axes) or "none: it is not a reduction"
-            raise _err(self, f"{self.loop!r} is not a reduction dim of {c.name}; its reduction "
-                             f"dims are: {valid}")
+            raise schedule_error(self, f"{self.loop!r} is not a reduction dim of {c.name}; its "
+                                       f"reduction dims are: {valid}")
         assert red is not None  # it has the reduction dim found above
         f = _factor(self)
         k = axes[pos]
@@ -224,7 +226,7 @@ class RFactor(Primitive):
 def _factor(prim: RFactor) -> int:
     f = prim.factor
     if isinstance(f, bool) or not isinstance(f, int) or f < 2:
-        raise _err(prim, f"the factor must be an int of at least 2, got {f!r}")
+        raise schedule_error(prim, f"the factor must be an int of at least 2, got {f!r}")
     return f
 
 
@@ -237,7 +239,7 @@ def _split_axis(prim: RFactor, k: cx.Axis, names: set[str]
     taken = names - {k.dim.name}
     for n in (outer, inner):  # strings already: names is a loop field
         if n in taken or outer == inner:
-            raise _err(prim, f"loop name {n!r} is taken; pick others with names=")
+            raise schedule_error(prim, f"loop name {n!r} is taken; pick others with names=")
     ko, kv = Dim(outer), Dim(inner)
     zero = isinstance(k.lo, cx.Const) and k.lo.value == 0
     at = ko * f + kv if zero else k.lo + ko * f + kv  # the original index
@@ -268,18 +270,20 @@ def _rfactor_update(prim: RFactor, st: State, u: Update) -> None:
     t = u.target()
     found = read_modify_write(u.value, t)
     if found is None:
-        raise _err(prim, f"the value of {u.name} is {u.value!r}; rfactor of an update needs "
-                         f"`{t!r} op e` with op one of + - * min max & | ^ in {u.dtype!r} and e "
-                         f"not reading {u.stage.name}, so partial results can be merged by op")
+        raise schedule_error(prim, f"the value of {u.name} is {u.value!r}; rfactor of an update "
+                                   f"needs `{t!r} op e` with op one of + - * min max & | ^ in "
+                                   f"{u.dtype!r} and e not reading {u.stage.name}, so partial "
+                                   "results can be merged by op")
     fused = st.compute[u].kind == "fused" or st.fused_into(u)
     if u in st.touched or u in st.atomic or fused:
-        raise _err(prim, f"{u.name} is already scheduled; apply rfactor first, then schedule "
-                         f"the loops of {u.name} and of the new stage")
+        raise schedule_error(prim, f"{u.name} is already scheduled; apply rfactor first, then "
+                                   f"schedule the loops of {u.name} and of the new stage")
     op, e = found
     pos = next((n for n, ax in enumerate(u.axes) if ax.dim.name == prim.loop), None)
     if pos is None:
         valid = " ".join(ax.dim.name for ax in u.axes)
-        raise _err(prim, f"{prim.loop!r} is not a loop of {u.name}; its loops are: {valid}")
+        raise schedule_error(prim, f"{prim.loop!r} is not a loop of {u.name}; its loops are: "
+                                   f"{valid}")
     f = _factor(prim)
     y = u.stage
     k = u.axes[pos]
@@ -340,13 +344,14 @@ class Layout(Primitive):
     loop_fields: ClassVar[tuple[str, ...]] = ("dims",)
 
     def apply(self, st: State) -> None:
-        stage = _stage(self, st, self.stage)
+        stage = resolve_stage(self, st, self.stage)
         if isinstance(stage, Update) or stage in st.pipeline.outputs:
-            raise _err(self, f"{stage.name} is {'an update' if isinstance(stage, Update) else 'an output'}"
-                             "; layout applies to intermediate stages (outputs are dense row-major "
-                             "in their declared dim order)")
+            raise schedule_error(self, f"{stage.name} is "
+                                       f"{'an update' if isinstance(stage, Update) else 'an output'}; "
+                                       "layout applies to intermediate stages (outputs are dense "
+                                       "row-major in their declared dim order)")
         names = [d.name for d in stage.dims]
         if sorted(self.dims) != sorted(names):
-            raise _err(self, f"list each dim of {stage.name} once, in storage order (outermost "
-                             f"first); its dims are: {' '.join(names)}")
+            raise schedule_error(self, f"list each dim of {stage.name} once, in storage order "
+                                       f"(outermost first); its dims are: {' '.join(names)}")
         st.layout[stage] = tuple(names.index(n) for n in self.dims)

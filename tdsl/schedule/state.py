@@ -14,7 +14,7 @@ from typing import Literal
 from .. import dtypes as dt
 from ..compute import Dim, Stage, Update
 from ..compute.expr import Const, Expr
-from ..compute.tensor import Pipeline
+from ..compute.pipeline import Pipeline
 
 # what a schedule gives loops: a stage, or an update of one (`td.update`)
 Schedulable = Stage | Update

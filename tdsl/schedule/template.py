@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..compute import Dim, Update
-from ..compute.tensor import Pipeline, Tensor
+from ..compute.definitions import Tensor
+from ..compute.pipeline import Pipeline
 from ..errors import ScheduleError
 from .knob import Knob, _typed, knobs_in
 from .schedule import JSON_VERSION, PRIMITIVE_METHODS, Schedule, _lookup, _method_call, _ref

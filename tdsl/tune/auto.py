@@ -30,8 +30,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..compute.definitions import Input, Stage
 from ..compute.expr import Access, Binary, Dim, Expr, Reduce, Size, free_dims, walk
-from ..compute.tensor import BoundaryView, Input, Pipeline, Stage
+from ..compute.pipeline import Pipeline
+from ..compute.views import BoundaryView
 from ..compute.work import value
 from ..errors import ScheduleError, TdslError
 from ..schedule import Schedule, Template

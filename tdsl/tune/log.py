@@ -31,7 +31,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..compute.tensor import Pipeline, Stage
+from ..compute.definitions import Stage
+from ..compute.pipeline import Pipeline
 from ..errors import TuningError
 from .machine import fingerprint, same_machine
 

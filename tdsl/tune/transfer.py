@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..compute.tensor import Pipeline
+from ..compute.pipeline import Pipeline
 from .machine import fingerprint, fingerprint_id, same_machine
 
 TOP = 3  # records of other machines re-measured here

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from ..compute.binding import bind_arguments
-from ..compute.tensor import Pipeline, Stage
+from ..compute.definitions import Stage
+from ..compute.pipeline import Pipeline
 from ..errors import ArgumentError, ScheduleError, TuningError
 from ..schedule import Schedule, Template
 from . import log as tlog

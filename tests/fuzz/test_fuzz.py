@@ -107,7 +107,7 @@ def test_a_kernel_that_returns_a_result_where_evaluate_refuses_is_wrong(monkeypa
     res = run_task(task, lambda m: None)
     assert res["class"] == "rejected", res  # refused when built, as td.evaluate refuses it
     assert "DefinitionError" in res.get("checked", "")
-    monkeypatch.setattr(sys.modules["tdsl.lower.poly.model"], "check_accesses",
+    monkeypatch.setattr(sys.modules["tdsl.lower.poly.domains"], "check_accesses",
                         lambda *a, **k: None)
     monkeypatch.setattr(inbounds._Checker, "access", lambda *a, **k: None)
     assert access.check_accesses is not None and np is not None

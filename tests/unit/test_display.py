@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tdsl as td
-from tdsl.compute.tensor import Pipeline
+from tdsl.compute.pipeline import Pipeline
 from tdsl.compute.work import flops
 from tdsl.display import code_html, details, escape, rate_text, seconds_text, table
 from tdsl.lower.picture import iteration_points

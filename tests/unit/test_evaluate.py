@@ -13,7 +13,7 @@ from hypothesis.extra import numpy as hnp
 import tdsl as td
 from tdsl.compute.binding import allocate_outputs, bind_arguments, eval_extent
 from tdsl.compute.evaluate import evaluate
-from tdsl.compute.tensor import Pipeline
+from tdsl.compute.pipeline import Pipeline
 from tdsl.errors import ArgumentError, DefinitionError
 
 rng = np.random.default_rng(0)

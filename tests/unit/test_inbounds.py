@@ -8,7 +8,7 @@ import tdsl as td
 from tdsl import dtypes as dt
 from tdsl.lower import ir
 from tdsl.lower.passes.inbounds import check_in_bounds
-from tdsl.lower.poly import model as lower_model
+from tdsl.lower.poly import domains, hull
 
 I = ir.index_const
 
@@ -66,10 +66,10 @@ def test_a_too_small_block_is_caught_at_build_time(monkeypatch):
     # were bounds inference to compute one row where the consumer reads several, the build
     # stops with an internal error instead of writing outside the buffer
     def one_row(rel):
-        los, _ = lower_model._box_bounds(rel)
+        los, _ = hull._box_bounds(rel)
         return los, los
 
-    monkeypatch.setattr(lower_model, "_box", one_row)
+    monkeypatch.setattr(domains, "box_hull", one_row)
     y, x = td.dims("y x")
     a = td.input("a", {y: 8, x: 8}, td.int32)
     p = td.compute("p", {y: 8, x: 8}, a[y, x] + 1)

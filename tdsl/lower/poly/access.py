@@ -17,13 +17,15 @@ from typing import TYPE_CHECKING
 import islpy as isl
 
 from ...compute import expr as cx
+from ...compute.definitions import Stage, Tensor
 from ...compute.periods import ONE_PERIOD, Form
-from ...compute.tensor import BoundaryView, Stage, Tensor, is_affine_index
+from ...compute.traversal import is_affine_index
+from ...compute.views import BoundaryView
 from ...errors import DefinitionError
 from .affine import Vars, pwaff, space
 
 if TYPE_CHECKING:
-    from .model import Statement
+    from .nest import Statement
 
 _REMAPPED = ("mirror", "mirror_interior", "wrap")
 # whether `access_map(..., remap=True)` maps mirror and wrap reads within one period

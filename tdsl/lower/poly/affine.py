@@ -14,7 +14,7 @@ import islpy as isl
 
 from ... import dtypes as dt
 from ...compute import expr as cx
-from ...compute.tensor import is_affine_index
+from ...compute.traversal import is_affine_index
 from ...schedule.state import LDim, LFuse, LInner, LoopExpr, LOuter
 from .. import ir
 from .isl_ast import OP_AND, OP_OR, expr_type, op_type

@@ -51,7 +51,7 @@ import islpy as isl
 from ...errors import InternalError, ScheduleError, TdslError
 
 if TYPE_CHECKING:
-    from .model import Statement
+    from .nest import Statement
 
 class AnalysisLimitError(ScheduleError):
     """A lowering stopped because the polyhedral analysis exceeded one of the limits

@@ -6,7 +6,7 @@ over reduction dims of an output's own reduction (a reduction split across chunk
 along each such dim `d`, `o_d <= d < o_d + h_d`. The block's origins and extents are
 the leading dims of every statement here (as a stage computed at a consumer's loop has
 its prefix dims in `model`), so each region is a map from the block to the tensor's
-indices, and its box is `model._box` of it: per dim, the least and greatest index as a
+indices, and its box is `hull.box_hull` of it: per dim, the least and greatest index as a
 piecewise affine function of the block and the sizes, proven to contain the region.
 
 Walking the pipeline from the outputs back to the inputs, each stage is computed over
@@ -32,11 +32,14 @@ from dataclasses import dataclass
 import islpy as isl
 
 from ...compute import expr as cx
-from ...compute.tensor import Pipeline, Stage, Tensor, Update
+from ...compute.definitions import Stage, Tensor, Update
+from ...compute.pipeline import Pipeline
 from ...errors import ChunkingError
 from .access import Scoped, access_map, reads
 from .affine import Vars, pwaff, space
-from .model import Statement, _between, _box, _declared, _declared_update
+from .domains import declared, declared_update
+from .hull import between, box_hull
+from .nest import Statement
 
 Box = tuple[tuple[int, int], ...]  # per dim of a tensor, (lo, hi) inclusive
 MAX_GROWTH = 4  # rounds of widening a stage's box for what its updates read of it
@@ -108,7 +111,7 @@ class _Walk:
         """{[block, x] : x in the box of t}, in the space of `vs` (the block's dims, then
         t's)."""
         los, his = self.boxes[t]
-        box = _between(los, his).wrap().flatten()
+        box = between(los, his).wrap().flatten()
         names = [str(vs.space.get_dim_name(isl.dim_type.set, k))
                  for k in range(vs.space.dim(isl.dim_type.set))]
         for k, nm in enumerate(names):
@@ -135,8 +138,8 @@ class _Walk:
         """Stage `s` over the box of what its readers need (and, for an output, its block),
         its reads, and its updates at the points they write inside that box."""
         vs = self._vars(s.name, s.dims)
-        decl = self._block_constraints(vs, ()) & _declared(s, vs, {d: d.name for d in s.dims},
-                                                            False)
+        decl = self._block_constraints(vs, ()) & declared(s, vs, {d: d.name for d in s.dims},
+                                                           False)
         region = None
         if is_output:
             region = _plain(_to_map(self._block_constraints(vs, s.dims) & decl, self.m))
@@ -144,7 +147,7 @@ class _Walk:
             need = _plain(self.needed[s])
             region = need if region is None else region.union(need)
         assert region is not None, f"{s.name} is an output or read by a stage"
-        self.boxes[s] = _box(region.coalesce())
+        self.boxes[s] = box_hull(region.coalesce())
         self._grow(s, region)
         dom = self._box_set(s, vs) & decl
         red = s.reduction
@@ -158,7 +161,7 @@ class _Walk:
             for k, nm in enumerate(self.pnames + list(names.values())):
                 rdom = rdom.set_dim_name(isl.dim_type.set, k, nm)
             rdom = rdom.set_tuple_name(s.name)
-            rdom = rdom & _declared(s, rvs, names, True) & self._block_constraints(
+            rdom = rdom & declared(s, rvs, names, True) & self._block_constraints(
                 rvs, [d for d in rdims if is_output])
             self._reads(self._statement(s.name, s, s.dims + rdims, rdom, rvs), red.body)
         for u in self.pipeline.updates_of(s):
@@ -169,7 +172,7 @@ class _Walk:
         dims = u.loop_dims
         name = f"{s.name}_u{u.index}"
         vs = self._vars(name, dims)
-        dom = self._block_constraints(vs, ()) & _declared_update(u, vs)
+        dom = self._block_constraints(vs, ()) & declared_update(u, vs)
         target = access_map(self._statement(name, u, dims, dom, vs), Scoped(u.target()))
         box = _plain(_to_map(self._box_set(s, self._vars(s.name, s.dims)), self.m))
         lifted = _plain(box.insert_dims(isl.dim_type.in_, self.m, len(dims)))
@@ -187,7 +190,7 @@ class _Walk:
         for round in range(MAX_GROWTH + 1):
             if round == MAX_GROWTH:  # then whole along every dim a chunk does not bound
                 region = region.union(self._whole_unbounded(s)).coalesce()
-                self.boxes[s] = _box(region)
+                self.boxes[s] = box_hull(region)
             own = None
             for u in self.pipeline.updates_of(s):
                 stmt = self._instances(u, s)
@@ -202,7 +205,7 @@ class _Walk:
                 return
             if round < MAX_GROWTH:
                 region = region.union(own).coalesce()
-                self.boxes[s] = _box(region)
+                self.boxes[s] = box_hull(region)
         chunked = [d.name for d in self.block.dims if d in s.dims] or [
             d.name for d in self.block.dims]
         raise ChunkingError(
@@ -216,8 +219,8 @@ class _Walk:
         """{block -> s[x]}: the box of `s` along the dims the block bounds, and every
         index along the others."""
         vs = self._vars(s.name, s.dims)
-        whole = self._block_constraints(vs, ()) & _declared(s, vs, {d: d.name for d in s.dims},
-                                                            False)
+        whole = self._block_constraints(vs, ()) & declared(s, vs, {d: d.name for d in s.dims},
+                                                           False)
         box = self._box_set(s, vs)
         for k, d in enumerate(s.dims):
             if d not in self.block.dims:  # any index along it: the box without this dim
@@ -239,7 +242,7 @@ class _Walk:
 
     def input(self, t: Tensor) -> None:
         if t in self.needed:
-            self.boxes[t] = _box(self.needed[t].coalesce())
+            self.boxes[t] = box_hull(self.needed[t].coalesce())
 
 
 def _to_map(s: isl.Set, n_in: int) -> isl.Map:

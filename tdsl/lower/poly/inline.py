@@ -7,7 +7,10 @@ import operator
 from ... import dtypes as dt
 from ...compute import expr as cx
 from ...compute import periods
-from ...compute.tensor import BoundaryView, Pipeline, Stage, Update, is_affine_index
+from ...compute.definitions import Stage, Update
+from ...compute.pipeline import Pipeline
+from ...compute.traversal import is_affine_index
+from ...compute.views import BoundaryView
 from ...errors import ScheduleError
 from ...schedule.state import Schedulable
 

@@ -34,12 +34,13 @@ from dataclasses import dataclass
 import islpy as isl
 
 from ...compute import expr as cx
-from ...compute.tensor import Stage, Update
+from ...compute.definitions import Stage, Update
 from ...errors import ScheduleError
 from ...schedule import Parallel, Schedule, Vectorize
 from .access import access_map, functions_map, reads
 from .budget import bounded, isl_budget, step
-from .model import Band, Group, Model, Statement, build_model
+from .model import Model, build_model
+from .nest import Band, Group, Statement
 from .tree import Vector, schedule_map, schedule_vectors
 
 

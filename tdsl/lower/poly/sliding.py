@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING
 
 import islpy as isl
 
-from ...compute.tensor import Stage
+from ...compute.definitions import Stage
 from ...errors import ScheduleError
 
 if TYPE_CHECKING:
-    from .model import Band
+    from .nest import Band
 
 
 @dataclass(frozen=True)

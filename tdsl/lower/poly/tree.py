@@ -18,7 +18,8 @@ import islpy as isl
 
 from .access import functions_map
 from .ast_check import check_ast
-from .model import Band, Group, Model, Statement
+from .model import Model
+from .nest import Band, Group, Statement
 
 Vector = list[int | Band]  # entries: a sequence position, or the value of a loop
 
