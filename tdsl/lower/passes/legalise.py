@@ -32,8 +32,9 @@ effects, and the operations left in them cannot trap. Buffer shapes and
 expressions outside a function (`legalise_expr`) are rewritten without
 bindings, the operands repeated.
 
-float16 and bfloat16 are computed in float32 and rounded back (`passes.narrow`),
-so no operation on them is left. The fixed-point operations (`td.saturating_add`,
+float16 and bfloat16 were computed in float32 and rounded back by the narrow
+pass just before (`passes.narrow`, through the same statement rewriter,
+`BindingRewriter`), so no operation on them is left. The fixed-point operations (`td.saturating_add`,
 `td.requantize`, ...) are written out in core operations (`passes.fixed_point`).
 
 Guarantees: the result computes the same values; no `Binary` floordiv or mod,
@@ -64,9 +65,11 @@ from ..fastexp import (
 )
 from ..rewrite import Rewriter, bound_names, expr_vars
 from .fixed_point import fixed_point_node
-from .narrow import narrow_node
 
 Bind = Callable[[ir.Expr, str], ir.Expr]
+Nonnegative = Callable[[ir.Expr], bool]
+# what a node becomes (its operands rewritten already), or None when it stays
+NodeRule = Callable[[ir.Expr, Bind, Nonnegative], "ir.Expr | None"]
 
 
 def _no_binding(e: ir.Expr, role: str) -> ir.Expr:
@@ -254,9 +257,6 @@ def legalise_node(e: ir.Expr, bind: Bind = _no_binding,
     def legal(n: ir.Expr) -> ir.Expr:
         return legalise_node(n, bind, nonnegative) or n
 
-    narrow = narrow_node(e, bind, legal)
-    if narrow is not None:
-        return narrow
     fixed = fixed_point_node(e, bind, legal)
     if fixed is not None:
         return fixed
@@ -298,12 +298,14 @@ def _shift(op: str, a: ir.Expr, b: ir.Expr, bind: Bind) -> ir.Expr:
 
 
 class _Expressions(Rewriter):
-    """Legalises bottom-up; loads see `buffer(their buffer)`; `nonnegative` names the
-    variables known to be at least 0."""
+    """Rewrites bottom-up by `rule` (default: legalises); loads see `buffer(their
+    buffer)`; `nonnegative` names the variables known to be at least 0."""
 
-    def __init__(self, bind: Bind, buffer: Callable[[ir.Buffer], ir.Buffer] = lambda b: b):
+    def __init__(self, bind: Bind, buffer: Callable[[ir.Buffer], ir.Buffer] = lambda b: b,
+                 rule: NodeRule = legalise_node):
         self.bind = bind
         self.buffer = buffer
+        self.rule = rule
         self.nonnegative: set[str] = set()
 
     def known_nonnegative(self, e: ir.Expr) -> bool:
@@ -322,7 +324,7 @@ class _Expressions(Rewriter):
         if isinstance(e, ir.Load):
             buf = self.buffer(e.buffer)
             return None if buf is e.buffer else ir.Load(buf, e.indices)
-        return legalise_node(e, self.bind, self.known_nonnegative)
+        return self.rule(e, self.bind, self.known_nonnegative)
 
 
 def legalise_expr(e: ir.Expr) -> ir.Expr:
@@ -334,15 +336,17 @@ def legalise_expr(e: ir.Expr) -> ir.Expr:
 # ---------------------------------------------------------------- statements
 
 
-class _Legalise(Rewriter):
-    """Legalises each statement's own expressions, binding what they reuse in `Let`s
-    around the statement; names are fresh in the whole function."""
+class BindingRewriter(Rewriter):
+    """Rewrites each statement's own expressions node by node with `rule` (default:
+    legalises them), binding what they reuse in `Let`s around the statement; names are
+    fresh in the whole function (`taken`: the names in use). Temp buffers' shapes are
+    legalised."""
 
-    def __init__(self, taken: set[str]):
+    def __init__(self, taken: set[str], rule: NodeRule = legalise_node):
         self.taken = taken
         self.pending: list[tuple[str, ir.Expr]] = []
         self.buffers: dict[str, ir.Buffer] = {}
-        self.exprs = _Expressions(self._bind, self.buffer)
+        self.exprs = _Expressions(self._bind, self.buffer, rule)
 
     def _bind(self, value: ir.Expr, role: str) -> ir.Expr:
         if isinstance(value, (ir.Var, ir.Const)) or ir.ATOMIC_OLD in expr_vars(value):
@@ -425,4 +429,4 @@ class _Legalise(Rewriter):
 def legalise(func: ir.LoweredFunc) -> ir.LoweredFunc:
     """`func` in core operations only (see the module)."""
     taken = {v.name for v in func.sizes} | bound_names(func.body)
-    return replace(func, body=_Legalise(taken).visit(func.body))
+    return replace(func, body=BindingRewriter(taken).visit(func.body))

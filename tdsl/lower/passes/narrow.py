@@ -1,8 +1,10 @@
-"""float16 and bfloat16, written out for the legalise pass: 16-bit words that only move.
+"""The narrow pass: float16 and bfloat16 become 16-bit words that only move.
 
 numpy computes an operation on float16 (and ml_dtypes on bfloat16) in float32
 and rounds the result to the nearest 16-bit float, ties to even. `narrow_node`
-writes that out for one expression node: the operands are widened to
+writes that out for one expression node, and the pass (`narrow`, just before
+legalise) for every node of every statement, binding what it reuses in lets
+before the statement as legalise does: the operands are widened to
 float32, the operation is computed there (and legalised, as any float32
 operation is), and a 16-bit result is the rounded conversion back. The
 conversions are integer operations on the bits:
@@ -30,11 +32,14 @@ it as a 16-bit integer and never compute on it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
 from ... import dtypes as dt
 from .. import ir
+from ..rewrite import bound_names
+from .legalise import BindingRewriter
 
 Bind = Callable[[ir.Expr, str], ir.Expr]
 Legal = Callable[[ir.Expr], ir.Expr]
@@ -172,3 +177,17 @@ def narrow_node(e: ir.Expr, bind: Bind, legal: Legal) -> ir.Expr | None:
         case ir.Compare(op, a, b) if a.dtype.is_narrow_float:
             return ir.Compare(op, to_f32(a, bind), to_f32(b, bind))
     return None
+
+
+def _narrow_rule(e: ir.Expr, bind: Bind, nonnegative: Callable[[ir.Expr], bool]) -> ir.Expr | None:
+    """`narrow_node` as a rule of the statement rewriter; the float32 operations it
+    builds are left to the legalise pass after it."""
+    return narrow_node(e, bind, lambda n: n)
+
+
+def narrow(func: ir.LoweredFunc) -> ir.LoweredFunc:
+    """`func` without computation on float16 or bfloat16 (see the module): their values
+    only loaded, stored, selected, bound or bitcast from and to uint16."""
+    taken = {v.name for v in func.sizes} | bound_names(func.body)
+    body = BindingRewriter(taken, _narrow_rule).visit(func.body)
+    return func if body == func.body else replace(func, body=body)

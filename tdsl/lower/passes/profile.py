@@ -1,8 +1,9 @@
 """instrument: clock reads around each stage's loop nest and each parallel loop.
 
-Not one of the passes every build runs: `Kernel.profile` builds a second, instrumented
-kernel from the kernel's loop nest (before `LATE_PASSES`, which then write the
-instrumented nest out as they write any), so the kernel a program calls is never
+Not one of the steps every build runs (in `lower.PIPELINE` it applies only to
+profiling): `Kernel.profile` builds a second, instrumented kernel from the kernel's loop
+nest (`lower.finish(..., profile=True)`: right after `LOOP_NEST`, before the steps that
+write the instrumented nest out as they write any), so the kernel a program calls is never
 changed. The instrumented function takes one more output, `PROFILE_BUFFER`,
 an int64 array of `counters(regions)` elements that it adds to:
 
