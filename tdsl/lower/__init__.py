@@ -222,10 +222,10 @@ def steps(portable: bool = False, profile: bool = False, after: str | None = Non
     return tuple(chosen[start:end])
 
 
-def _run(lowering: Lowering, chosen: Sequence[Step], keep: bool, each: bool = True,
+def _run(lowering: Lowering, chosen: Sequence[Step], keep_steps: bool, each: bool = True,
          check: bool = True, named: bool = True) -> list[tuple[str, ir.LoweredFunc]]:
     """`chosen` run in order on `lowering`: the function after each (only the last
-    unless `keep`). With `check`, verified after each step (with `each`) or only after
+    unless `keep_steps`). With `check`, verified after each step (with `each`) or only after
     the last; `named` names each step for the isl budget's messages (`budget.step`)."""
     out: list[tuple[str, ir.LoweredFunc]] = []
     for n, st in enumerate(chosen):
@@ -239,7 +239,7 @@ def _run(lowering: Lowering, chosen: Sequence[Step], keep: bool, each: bool = Tr
                         else verify(func, pending=pending, placed=False))
         lowering.func = func
         out.append((st.name, func))
-        if not keep:
+        if not keep_steps:
             del out[:-1]
     return out
 
@@ -256,7 +256,7 @@ def finish(func: ir.LoweredFunc, check: bool = True, each: bool = True, *,
     lowering = Lowering(func.name, portable=func.portable, isa=func.isa, profile=profile,
                         func=func)
     chosen = steps(func.portable, profile, after=LOOP_NEST)
-    return _run(lowering, chosen, keep=False, each=each, check=check, named=False)[-1][1]
+    return _run(lowering, chosen, keep_steps=False, each=each, check=check, named=False)[-1][1]
 
 
 @overload
@@ -301,18 +301,19 @@ def lower_schedule(sched: Schedule, name: str | None = None, trace: bool = False
     set it may use (`ir.ISAS`). With `profile`, the profiling step runs too."""
     sched._require_current()
     name = name or f"tdsl_{sched.outputs[0].name}"
-    what = f"the schedule of {', '.join(o.name for o in sched.outputs)}"
+    description = f"the schedule of {', '.join(o.name for o in sched.outputs)}"
     if stop_after is None and not late:
         stop_after = LOOP_NEST
     chosen = steps(portable, profile, stop_after=stop_after)
 
     def lower(ops: int | None = None) -> list[tuple[str, ir.LoweredFunc]]:
         lowering = Lowering(name, workspace, portable, isa, profile)
-        return _lower(sched, lowering, what, chosen, keep=trace, ops=ops, each=each)
+        return _lower(sched, lowering, description, chosen, keep_steps=trace, ops=ops,
+                      each=each)
 
     exprs = [x.expr if isinstance(x, Stage) else x.value for x in sched.pipeline.schedulables]
     if not reads_remapped_stage(exprs):
-        result = bounded(what, lower)
+        result = bounded(description, lower)
     else:
         # a stage read through a mirror or wrap view: where it is computed inside a loop,
         # its exact region is piecewise and can cost isl far more than a whole-axis one
@@ -320,24 +321,25 @@ def lower_schedule(sched: Schedule, name: str | None = None, trace: bool = False
         # budget, and the whole axis the rest
         share = budget.EXACT_REGION_SHARE
         try:
-            result = bounded(what, lambda: lower(int(budget.MAX_ISL_OPERATIONS * share)),
+            result = bounded(description, lambda: lower(int(budget.MAX_ISL_OPERATIONS * share)),
                              seconds=budget.MAX_ISL_SECONDS * share)
         except AnalysisLimitError:
             def coarse() -> list[tuple[str, ir.LoweredFunc]]:
                 with whole_axis_remaps():
                     return lower()
-            result = bounded(what, coarse)
+            result = bounded(description, coarse)
     return Trace(result) if trace else result[-1][1]
 
 
-def _lower(sched: Schedule, lowering: Lowering, what: str, chosen: Sequence[Step],
-           keep: bool, ops: int | None = None, each: bool = True
+def _lower(sched: Schedule, lowering: Lowering, description: str, chosen: Sequence[Step],
+           keep_steps: bool, ops: int | None = None, each: bool = True
            ) -> list[tuple[str, ir.LoweredFunc]]:
     """The analysis of `sched` (bounds inference, the unrolling limit, the dependence
     analysis), then the `chosen` steps: the function after each (only the last one
-    unless `keep`), under `ops` isl operations each (default: MAX_ISL_OPERATIONS),
-    verified after each step (with `each`) or only at the end."""
-    with isl_budget(what, ops):
+    unless `keep_steps`), under `ops` isl operations each (default: MAX_ISL_OPERATIONS),
+    verified after each step (with `each`) or only at the end; `description` names the
+    schedule in the budget's errors."""
+    with isl_budget(description, ops):
         with step("bounds inference"):
             model = build_model(sched)
         check_unrolling(model.statements)
@@ -345,7 +347,7 @@ def _lower(sched: Schedule, lowering: Lowering, what: str, chosen: Sequence[Step
         with step("the dependence analysis"):
             check_legality(model, vectors)
         lowering.model = model
-        return _run(lowering, chosen, keep, each)
+        return _run(lowering, chosen, keep_steps, each)
 
 
 __all__ = ["LOOP_NEST", "PIPELINE", "STEP_NAMES", "Lowering", "Step", "Trace", "finish", "ir",

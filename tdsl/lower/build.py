@@ -15,7 +15,7 @@ one node it names (`passes.simplify` folds).
     and_ or_ xor shl lshr ashr                    bits (and booleans: and_, or_)
     eq ne lt le gt ge, compare(op, a, b)          comparisons (dtype bool)
     all_of(conds)                                 a chain of and_
-    select(c, a, b)  neg(a)  invert(a)            the rest of the expressions
+    select(c, a, b)  neg(a)  invert(a)  unary     the rest of the expressions
     cast(x, dtype)  bitcast(x, dtype)  call(fn, args, dtype)
 """
 
@@ -198,6 +198,11 @@ def select(cond: ir.Expr, a: Operand, b: Operand) -> ir.Select:
     return ir.Select(cond, x, y, x.dtype)
 
 
+def unary(op: ir.UnaryOp, a: ir.Expr) -> ir.Unary:
+    """`op a` (neg or invert) in `a`'s dtype."""
+    return ir.Unary(op, a, a.dtype)
+
+
 def neg(a: ir.Expr) -> ir.Unary:
     """`-a`."""
     return ir.Unary("neg", a, a.dtype)
@@ -226,4 +231,4 @@ def call(fn: ir.CallFn, args: Iterable[ir.Expr], dtype: dt.DType) -> ir.Call:
 __all__ = ["add", "all_of", "and_", "ashr", "binary", "bitcast", "call", "cast", "compare",
            "const", "eq", "floordiv", "ge", "gt", "index", "invert", "le", "lshr", "lt",
            "maximum", "minimum", "mod", "mul", "ne", "neg", "or_", "pdiv", "pmod", "select",
-           "shl", "sub", "tdiv", "trem", "truediv", "xor"]
+           "shl", "sub", "tdiv", "trem", "truediv", "unary", "xor"]

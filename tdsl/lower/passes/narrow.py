@@ -57,6 +57,7 @@ from ..build import (
     select,
     shl,
     sub,
+    unary,
     xor,
 )
 from ..rewrite import bound_names
@@ -171,7 +172,7 @@ def narrow_node(e: ir.Expr, bind: Bind, legal: Legal) -> ir.Expr | None:
             wide = legal(binary(op, to_f32(a, bind), to_f32(b, bind)))
             return from_f32(bind(wide, "r"), d, bind)
         case ir.Unary(op, a, d) if d.is_narrow_float:
-            return from_f32(bind(legal(ir.Unary(op, to_f32(a, bind), F32)), "r"), d, bind)
+            return from_f32(bind(legal(unary(op, to_f32(a, bind))), "r"), d, bind)
         case ir.Call(fn, args, d) if d.is_narrow_float and fn != "bitcast":
             wide = legal(call(fn, tuple(to_f32(x, bind) for x in args), F32))
             return from_f32(bind(wide, "r"), d, bind)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ... import dtypes as dt
 from ...errors import ScheduleError
 from .. import ir
+from ..build import index, select
 from ..rewrite import Substitute, free_vars
 
 
@@ -67,7 +67,7 @@ def _place(s: ir.Stmt, bound: frozenset[str]) -> tuple[ir.Stmt | None, dict[str,
             t2, bt = _place(t, bound)
             e2, be = _place(e, bound) if e is not None else (None, {})
             esc: dict[str, ir.Expr] = {
-                n: ir.Select(c, bt.get(n, _PREV), be.get(n, _PREV), dt.index) for n in {**bt, **be}}
+                n: select(c, bt.get(n, _PREV), be.get(n, _PREV)) for n in {**bt, **be}}
             if t2 is None and e2 is None:
                 return None, esc
             return ir.If(c, t2 if t2 is not None else ir.Block(()), e2), esc
@@ -105,5 +105,5 @@ def _seq(items: list[ir.Stmt], bound: frozenset[str]) -> tuple[ir.Stmt | None, d
 
 def _resolve(v: ir.Expr, prev: ir.Expr | None) -> ir.Expr:
     """An escaping bound with the value before it filled in (0 when there was none)."""
-    return Substitute({_PREV.name: prev if prev is not None else ir.index_const(0)}).visit_expr(v)
+    return Substitute({_PREV.name: prev if prev is not None else index(0)}).visit_expr(v)
 

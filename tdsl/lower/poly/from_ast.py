@@ -21,6 +21,7 @@ from ...compute import expr as cx
 from ...compute.tensor import Stage, Tensor, Update, identity, read_modify_write
 from ...schedule.state import Schedulable
 from .. import ir
+from ..build import add, const, floordiv, index, minimum, mul, sub
 from .access import functions_map
 from .affine import ast_expr_to_ir, pwaff_to_ir
 from .isl_ast import NODE_FOR, NODE_IF, OP_AND, expr_type, node_type, op_type
@@ -45,7 +46,7 @@ class Converter:
         self._offsets: dict[tuple[str, Tensor], list[ir.Expr | None]] = {}
         self._fresh = 0
         # the kernel's status, set when a data-dependent index is out of range
-        self.status = ir.Buffer("tdsl_status", dt.int32, (ir.index_const(1),), "temp")
+        self.status = ir.Buffer("tdsl_status", dt.int32, (index(1),), "temp")
         self.checked = False
         self.unroll_inline = True  # inline reductions of at most UNROLL_INLINE points
 
@@ -164,10 +165,9 @@ class Converter:
         # a strided loop (a fused loop over a box narrower than its inner extent)
         # counts its iterations and binds the loop variable to start + step * count
         count = f"{band.var}_n"
-        trips = ir.Binary("floordiv", ir.Binary("add", ir.Binary("sub", end, start, dt.index),
-                                                ir.index_const(step - 1), dt.index), ir.index_const(step), dt.index)
-        at = ir.Binary("add", start, ir.Binary("mul", ir.index_const(step), ir.Var(count), dt.index), dt.index)
-        return ir.For(count, ir.index_const(0), trips, kind, ir.Let(band.var, at, body), band.extent)
+        trips = floordiv(add(sub(end, start), index(step - 1)), index(step))
+        at = add(start, mul(index(step), ir.Var(count)))
+        return ir.For(count, index(0), trips, kind, ir.Let(band.var, at, body), band.extent)
 
     def _reassociation(self, band: Band) -> ir.Reassociation:
         """The mark of a loop scheduled with reassociate=True (the reassociate pass
@@ -186,13 +186,13 @@ class Converter:
             parts = [self._end(cond.get_op_arg(k), it, names) for k in range(cond.get_op_n_arg())]
             out = parts[0]
             for p in parts[1:]:
-                out = ir.Binary("min", out, p, dt.index)
+                out = minimum(out, p)
             return out
         lhs = cond.get_op_arg(0)
         assert expr_type(lhs) == isl.ast_expr_type.id and lhs.get_id().get_name() == it, cond.to_C_str()
         rhs = ast_expr_to_ir(cond.get_op_arg(1), names)
         if op == O.le:
-            return ir.Binary("add", rhs, ir.index_const(1), dt.index)
+            return add(rhs, index(1))
         assert op == O.lt, cond.to_C_str()
         return rhs
 
@@ -221,7 +221,7 @@ class Converter:
         buf = self.buffers[stage]
         if s.role == "init":
             assert stage.reduction is not None  # a reduction's init
-            return ir.Store(buf, idx, ir.Const(identity(stage.reduction.op, stage.dtype), stage.dtype))
+            return ir.Store(buf, idx, const(identity(stage.reduction.op, stage.dtype), stage.dtype))
         if s.role == "update":
             red = self.model.exprs[stage]
             assert isinstance(red, cx.Reduce)  # a reduction's accumulation
@@ -278,7 +278,7 @@ def _origin(lo: isl.PwAff, args: list[ir.Expr], sizes: Mapping[str, ir.Expr]) ->
     """A buffer box's origin; 0 for a box no iteration needs (a producer read only by an
     inline reduction over an empty range, whose reads never run)."""
     if lo.domain().is_empty():
-        return ir.index_const(0)
+        return index(0)
     return pwaff_to_ir(lo, args, sizes)
 
 
@@ -320,13 +320,13 @@ def _extent(pa: isl.PwAff, sizes: Mapping[str, ir.Expr]) -> ir.Expr:
     """A buffer extent: a constant when isl can bound it, else an expression of sizes
     (1 for a stage no iteration needs, e.g. one read only by an empty reduction)."""
     if pa.domain().is_empty():
-        return ir.index_const(1)
+        return index(1)
     # an extent is integral, but isl may write it with a rational coefficient on a piece
     # where a congruence makes it one ((M + 1)/2 where M is odd), which max_val refuses
     pa = pa.floor()
     bound = pa.max_val()
     if bound.is_int():
-        return ir.index_const(bound.to_python())
+        return index(bound.to_python())
     return pwaff_to_ir(pa, [], sizes)
 
 

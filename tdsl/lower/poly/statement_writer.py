@@ -21,6 +21,26 @@ from ...compute.tensor import BoundaryView, Stage, Tensor, identity, is_affine_i
 from ...errors import TdslError
 from .. import ir
 from ..abi import INDEX_OUT_OF_RANGE
+from ..build import (
+    and_,
+    binary,
+    call,
+    cast,
+    compare,
+    const,
+    ge,
+    gt,
+    index,
+    invert,
+    lt,
+    maximum,
+    minimum,
+    neg,
+    or_,
+    pmod,
+    select,
+    sub,
+)
 from ..rewrite import walk_stmts
 from .model import Model, Statement
 
@@ -104,14 +124,14 @@ class StatementWriter:
         if known is not None:
             return known
         n = self.conv.fresh()
-        at = (ir.index_const(0),)
+        at = (index(0),)
         pack = r.body if isinstance(r.body, cx.Pack) else None
         starts = ([self.value(v) for v in pack.starts] if pack is not None
-                  else [ir.Const(identity(r.op, r.dtype), r.dtype)])
+                  else [const(identity(r.op, r.dtype), r.dtype)])
         loads = []
         for k, start in enumerate(starts):
             name = f"tdsl_acc{n}" if pack is None else f"tdsl_acc{n}_{k}"
-            buf = ir.Buffer(name, start.dtype, (ir.index_const(1),), "temp")
+            buf = ir.Buffer(name, start.dtype, (index(1),), "temp")
             self.accumulators.append(buf)
             pre.append(ir.Store(buf, at, start))
             loads.append(ir.Load(buf, at))
@@ -201,10 +221,10 @@ class StatementWriter:
     def _relative(self, t: Tensor, raw: list[ir.Expr]) -> tuple[ir.Expr, ...]:
         """Indices into `t`'s buffer: relative to its box, in its storage order."""
         offs = self.conv.offsets(self.s, t, self.coords, self.env)
-        rel = [r if o is None else ir.Binary("sub", r, o, dt.index) for r, o in zip(raw, offs)]
+        rel = [r if o is None else sub(r, o) for r, o in zip(raw, offs)]
         box = self.conv.model.box_of(t)
         for k, rows in box.fold if box is not None else ():  # a circular buffer: r mod rows
-            rel[k] = ir.Binary("pmod", raw[k], ir.index_const(rows), dt.index)
+            rel[k] = pmod(raw[k], index(rows))
         return stored(self.conv.model, t, rel)
 
     def index(self, e: cx.Expr) -> ir.Expr:
@@ -219,7 +239,7 @@ class StatementWriter:
             if is_affine_index(ix):
                 raw.append(self.index(ix))
             else:
-                last = ir.Binary("sub", self.index(e), ir.index_const(1), dt.index)
+                last = sub(self.index(e), index(1))
                 key = (self.scopes[-1][2], cx.structure(ix), cx.structure(e))
                 v = self.checked.get(key)
                 if v is None:  # not read yet (an update's target is also read)
@@ -238,10 +258,9 @@ class StatementWriter:
             name = f"tdsl_i{self.conv.fresh()}"
             pre.append(PendingLet(name, v))
             v = ir.Var(name)
-        bad = ir.Binary("or", ir.Compare("lt", v, ir.index_const(0)), ir.Compare("gt", v, last),
-                        dt.bool_)
-        flag = ir.Store(self.conv.status, (ir.index_const(0),),
-                        ir.Const(INDEX_OUT_OF_RANGE, dt.int32))
+        bad = or_(lt(v, index(0)), gt(v, last))
+        flag = ir.Store(self.conv.status, (index(0),),
+                        const(INDEX_OUT_OF_RANGE, dt.int32))
         pre.append(ir.If(bad, flag))
         self.conv.checked = True
         return v
@@ -254,11 +273,10 @@ class StatementWriter:
         exts = [self.index(e) for e in base.shape]
         raw, inside = [], []
         for ix, ext in zip(acc.indices, exts):
-            last = ir.Binary("sub", ext, ir.index_const(1), dt.index)
+            last = sub(ext, index(1))
             v = self.index(ix) if is_affine_index(ix) else _as_index(self.value(ix))
             if t.mode == "pad":  # affine or data-dependent, outside is the pad value
-                inside.append(ir.Binary("and", ir.Compare("ge", v, ir.index_const(0)),
-                                        ir.Compare("lt", v, ext), dt.bool_))
+                inside.append(and_(ge(v, index(0)), lt(v, ext)))
             raw.append(_remap(t.mode, v, ext) if t.mode in ("mirror", "mirror_interior", "wrap")
                        else _clamp(v, last))
         load = ir.Load(self.conv.buffers[base], self._relative(base, raw))
@@ -266,44 +284,44 @@ class StatementWriter:
             return load
         cond = inside[0]
         for c in inside[1:]:
-            cond = ir.Binary("and", cond, c, dt.bool_)
+            cond = and_(cond, c)
         assert t.value is not None  # a pad view has its value
         return ir.Select(cond, load, self.value(t.value), base.dtype)
 
     def value(self, e: cx.Expr) -> ir.Expr:
         match e:
             case cx.Const(v, d):
-                return ir.Const(v, d)
+                return const(v, d)
             case cx.Dim():
-                return ir.Cast(self.dims[e], dt.int32)
+                return cast(self.dims[e], dt.int32)
             case cx.Size(name):
-                return ir.Cast(ir.Var(name), dt.int32)
+                return cast(ir.Var(name), dt.int32)
             case cx.Access():
                 return self.load(e)
             case cx.Binary(op, a, b, d):
                 return ir.Binary(op, self.value(a), self.value(b), d)
             case cx.Compare(op, a, b):
-                return ir.Compare(op, self.value(a), self.value(b))
+                return compare(op, self.value(a), self.value(b))
             case cx.Unary(op, a, d):
                 return ir.Unary(op, self.value(a), d)
             case cx.Call(fn, args, d):
-                return ir.Call(fn, tuple(self.value(a) for a in args), d)
+                return call(fn, tuple(self.value(a) for a in args), d)
             case cx.Select(c, a, b, d):
                 cond = self.value(c)
                 return ir.Select(cond, self.arm(a, cond),
-                                 self.arm(b, ir.Unary("invert", cond, dt.bool_)), d)
+                                 self.arm(b, invert(cond)), d)
             case cx.Cast(a, d):
-                return ir.Cast(self.value(a), d)
-            case cx.Item(fold, index):
-                return self.reduction(fold)[index]
-            case cx.Acc(token, index):
-                return self.accs[token][index]
+                return cast(self.value(a), d)
+            case cx.Item(fold, position):
+                return self.reduction(fold)[position]
+            case cx.Acc(token, position):
+                return self.accs[token][position]
             case cx.Reduce():
                 return self.reduction(e)[0]
             case cx.Checked(a, n):
-                last = ir.Binary("sub", self.index(n), ir.index_const(1), dt.index)
+                last = sub(self.index(n), index(1))
                 at = self.check_index(_as_index(self.value(a)), last)
-                return ir.Cast(_clamp(at, last), a.dtype)
+                return cast(_clamp(at, last), a.dtype)
         raise AssertionError(f"unexpected expression {e!r}")
 
 
@@ -334,7 +352,7 @@ def index_expr(e: cx.Expr, dims: Mapping[cx.Dim, ir.Expr]) -> ir.Expr:
     extent) as a loop-IR index expression (`dims`: Dim -> value)."""
     match e:
         case cx.Const(v):
-            return ir.index_const(int(v))
+            return index(int(v))
         case cx.Dim():
             return dims[e]
         case cx.Size(name):
@@ -342,14 +360,14 @@ def index_expr(e: cx.Expr, dims: Mapping[cx.Dim, ir.Expr]) -> ir.Expr:
         case cx.Cast(a):
             return index_expr(a, dims)
         case cx.Unary("neg", a):
-            return ir.Unary("neg", index_expr(a, dims), dt.index)
+            return neg(index_expr(a, dims))
         case cx.Binary(op, a, b) if op in ("add", "sub", "mul", "floordiv", "mod", "min", "max"):
-            return ir.Binary(op, index_expr(a, dims), index_expr(b, dims), dt.index)
+            return binary(op, index_expr(a, dims), index_expr(b, dims))
         case cx.Call("abs", (a,)):
-            return ir.Call("abs", (index_expr(a, dims),), dt.index)
+            return call("abs", (index_expr(a, dims),), dt.index)
         case cx.Select(cx.Compare(op, x, y), a, b):
-            cond = ir.Compare(op, index_expr(x, dims), index_expr(y, dims))
-            return ir.Select(cond, index_expr(a, dims), index_expr(b, dims), dt.index)
+            cond = compare(op, index_expr(x, dims), index_expr(y, dims))
+            return select(cond, index_expr(a, dims), index_expr(b, dims))
     raise TdslError(f"{show(e)} is not an integer expression of dims, sizes and constants")
 
 
@@ -361,7 +379,7 @@ def _remap(mode: str, v: ir.Expr, ext: ir.Expr) -> ir.Expr:
     far = anywhere(mode, v, ext, _IR_INDEX)
 
     def within(lo: ir.Expr, hi: ir.Expr) -> ir.Expr:  # lo <= v < hi
-        return ir.Binary("and", ir.Compare("ge", v, lo), ir.Compare("lt", v, hi), dt.bool_)
+        return and_(ge(v, lo), lt(v, hi))
 
     def form(x: Form) -> ir.Expr:
         return x.build(v, ext, ir.index_const, _IR_INDEX.add, _IR_INDEX.sub)
@@ -372,34 +390,34 @@ def _remap(mode: str, v: ir.Expr, ext: ir.Expr) -> ir.Expr:
     left, right = ONE_PERIOD[mode]
     # further out, `far` is in range already; the clamp lets the inbounds check prove it
     # (a remainder by a size is beyond its quasi-affine reasoning)
-    last = ir.Binary("sub", ext, ir.index_const(1), dt.index)
-    beyond = ir.Select(within(form(left.lo), form(left.hi)), form(left.value), ir.Select(
-        within(form(right.lo), form(right.hi)), form(right.value), _clamp(far, last), dt.index),
-        dt.index)
-    return ir.Select(within(ir.index_const(0), ext), v, beyond, dt.index)
+    last = sub(ext, index(1))
+    beyond = select(within(form(left.lo), form(left.hi)), form(left.value),
+                    select(within(form(right.lo), form(right.hi)), form(right.value),
+                           _clamp(far, last)))
+    return select(within(index(0), ext), v, beyond)
 
 
 def _index_op(op: ir.BinaryOp) -> Callable[[ir.Expr, ir.Expr], ir.Expr]:
-    return lambda x, y: ir.Binary(op, x, y, dt.index)
+    return lambda x, y: binary(op, x, y)
 
 
 # index arithmetic in the loop IR, for `periods.anywhere`
 _IR_INDEX: Arith[ir.Expr] = Arith(
     const=ir.index_const, add=_index_op("add"), sub=_index_op("sub"), mul=_index_op("mul"),
-    mod=_index_op("mod"), max=_index_op("max"), less=lambda x, y: ir.Compare("lt", x, y),
-    select=lambda c, x, y: ir.Select(c, x, y, dt.index))
+    mod=_index_op("mod"), max=_index_op("max"), less=lt,
+    select=select)
 
 
 def _as_index(v: ir.Expr) -> ir.Expr:
     """A data-dependent index as an index value: a uint64 beyond int64's range is
     int64's largest value (out of range of every tensor), as `td.evaluate` reads it."""
     if v.dtype == dt.uint64:
-        v = ir.Binary("min", v, ir.Const((1 << 63) - 1, dt.uint64), dt.uint64)
-    return ir.Cast(v, dt.index)
+        v = ir.Binary("min", v, const((1 << 63) - 1, dt.uint64), dt.uint64)
+    return cast(v, dt.index)
 
 
 def _clamp(v: ir.Expr, last: ir.Expr) -> ir.Expr:
-    return ir.Binary("min", ir.Binary("max", v, ir.index_const(0), dt.index), last, dt.index)
+    return minimum(maximum(v, index(0)), last)
 
 
 def stored(model: Model, t: Tensor, per_dim: list[ir.Expr]) -> tuple[ir.Expr, ...]:
