@@ -14,7 +14,7 @@ each followed by `verify` (from place_binders on):
     convert       isl's AST (`poly.tree.build_ast`, checked against the schedule:
                   ast_check) as loop IR, with the schedule's names; loops scheduled
                   with reassociate=True marked; each block binder an `ir.Binder`
-    place_binders every binder lets of its block's bounds around their uses
+    place_binders  every binder lets of its block's bounds around their uses
     reassociate   loops marked reassociate accumulate into private partial results
     allocate      every temp buffer allocated at its store loop, once per iteration,
                   and given its storage: stack, heap, or the caller's workspace

@@ -6,6 +6,7 @@ say the same."""
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 
@@ -44,6 +45,14 @@ def test_the_architecture_pages_pipeline_is_the_compilers():
     assert all(marked), f"PIPELINE line: {listed}"
     assert [(m.group(1), ONLY[m.group(2)]) for m in marked if m] == [
         (step.name, step.only) for step in PIPELINE]
+
+
+def test_the_lower_modules_docstring_lists_the_pipeline():
+    """`tdsl.lower`'s docstring says what each step guarantees, one step a line, in order."""
+    doc = importlib.import_module("tdsl.lower").__doc__  # (td.lower is the function)
+    assert doc and "then `PIPELINE`" in doc
+    listed = re.findall(r"^    (\w+) {2,}", doc.split("then `PIPELINE`", 1)[1], re.M)
+    assert listed == [step.name for step in PIPELINE]
 
 
 def test_a_trace_shows_every_step_a_host_build_runs():
