@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from .compute.definitions import Stage
 from .errors import ArgumentError, ScheduleError, VectorizationWarning
-from .lower import finish, ir, lower_schedule, vectors
+from .lower import LOOP_NEST, finish, ir, lower_schedule, vectors
 from .runtime import Kernel
 from .runtime.profile import set_builder
 from .schedule import Schedule, schedule
@@ -37,14 +37,22 @@ def as_schedule(s) -> Schedule:
     raise ScheduleError(f"expected a td.schedule(...) or output stage(s), got {s!r}")
 
 
-def lower(s, name: str | None = None, trace: bool = False):
+def lower(s, name: str | None = None, trace: bool = False, stop_after: str | None = None):
     """The loop nest of a schedule (or of unscheduled output stages); print it to read it.
 
     With `trace=True`, every step of the compiler instead: the loop IR right after
-    isl's loop generation and after each pass (allocate, extents, simplify, unroll,
-    ...), printed one after another, each unchanged step by name only; index it by a
-    pass's name (`td.lower(s, trace=True)["unroll"]`)."""
-    return lower_schedule(as_schedule(s), name, trace=trace, late=trace)
+    isl's loop generation (`convert`) and after each pass (place_binders, allocate,
+    extents, simplify, unroll, ...), printed one after another, each unchanged step by
+    name only; index it by a step's name (`td.lower(s, trace=True)["unroll"]`).
+
+    `stop_after="partition"` (any step's name, `tdsl.lower.STEP_NAMES`) gives the IR
+    after that step (the last step of that name) instead of the loop nest, which is
+    the IR after `inbounds`; with `trace=True`, the steps up to it. Without it, a trace
+    shows every step, through `outline`. A name that is no step's is an ArgumentError
+    listing the valid ones."""
+    if stop_after is None and not trace:
+        stop_after = LOOP_NEST
+    return lower_schedule(as_schedule(s), name, trace=trace, stop_after=stop_after)
 
 
 def _build_module(target: str, final: ir.LoweredFunc) -> CModule | LLVMModule:
@@ -96,7 +104,7 @@ def build(s, target: str = "c", name: str | None = None, *, verify: bool = True)
     hit = _BUILT.get(key)
     if hit is None:
         # the loop nest the kernel shows
-        func = lower_schedule(sched, name, late=False, each=verify)
+        func = lower_schedule(sched, name, each=verify, stop_after=LOOP_NEST)
         final = finish(func, each=verify)
         module: CModule | LLVMModule = _build_module(target, final)
         if len(_BUILT) >= _BUILT_LIMIT:

@@ -35,7 +35,7 @@ from .errors import ArgumentError, TdslError
 from .lower import ir, lower_schedule
 from .lower.abi import INDEX_OUT_OF_RANGE
 from .lower.passes.legalise import legalise_expr
-from .lower.poly.from_ast import index_expr
+from .lower.poly.statement_writer import index_expr
 from .lower.printer import expr as ir_text
 from .runtime import Kernel
 from .schedule import Schedule

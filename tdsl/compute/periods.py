@@ -9,7 +9,7 @@ numpy's pad modes "symmetric", "reflect" and "wrap"), which is not affine.
 `ONE_PERIOD` lists those two affine pieces per mode, as data, for the two places that
 must agree on them: the regions bounds inference computes a stage over
 (`lower.poly.access`, isl maps) and the index the kernel reads at
-(`lower.poly.from_ast`, loop IR). Each evaluates the forms with its own arithmetic
+(`lower.poly.statement_writer`, loop IR). Each evaluates the forms with its own arithmetic
 (`Form.build`).
 
     mode             left of 0                  right of n - 1
@@ -22,7 +22,7 @@ mirror_interior is empty for n = 1), and agrees with `anywhere` there.
 
 `anywhere(mode, v, n, arith)` is the remainder formula, written once for the three
 arithmetics that evaluate it: `td.evaluate`'s (numpy), the inlined expression's
-(`lower.poly.inline`) and the kernel's (`lower.poly.from_ast`, beyond one period).
+(`lower.poly.inline`) and the kernel's (`lower.poly.statement_writer`, beyond one period).
 """
 
 from __future__ import annotations

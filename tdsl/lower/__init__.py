@@ -7,64 +7,67 @@ The whole compiler front to back. The analysis, on the polyhedral model:
     budget   unrolling within its limit (the isl analysis runs under an operation quota)
     tree     the flat isl schedule of every statement
     legality dependences (isl) kept by the schedule; parallel loops race-free
-    ast      isl's AST of the schedule, read back and checked against it (ast_check)
-    convert  the isl AST as loop IR (tdsl's own nodes, with the schedule's names;
-             loops scheduled with reassociate=True marked)
 
-then the loop-IR passes, in this order, each followed by `verify`:
+then `PIPELINE`, the steps from isl's AST to the IR a target takes, in this order,
+each followed by `verify` (from place_binders on):
 
-    reassoc. loops marked reassociate accumulate into private partial results
-    allocate every temp buffer allocated at its store loop, once per iteration, and
-             given its storage: stack, heap, or the caller's workspace (`ir.Storage`)
-    extents  every loop's max extent proven to bound its span (isl), widened where not
-    simplify constant folding and index simplification
-    unroll   unrolled loops become copies of their bodies
-    simplify again, on the copies (their loop variables are constants now)
-    unswitch full-tile tests of unrolled edge blocks hoisted out of invariant loops
-    fold     loops of at most one iteration become bindings of their variable
-    inbounds every access of every array proven inside it (isl), or an error
+    convert       isl's AST (`poly.tree.build_ast`, checked against the schedule:
+                  ast_check) as loop IR, with the schedule's names; loops scheduled
+                  with reassociate=True marked; each block binder an `ir.Binder`
+    place_binders  every binder lets of its block's bounds around their uses
+    reassociate   loops marked reassociate accumulate into private partial results
+    allocate      every temp buffer allocated at its store loop, once per iteration,
+                  and given its storage: stack, heap, or the caller's workspace
+    extents       every loop's max extent proven to bound its span (isl), widened
+                  where not
+    simplify      constant folding and index simplification
+    unroll        unrolled loops become copies of their bodies
+    partition     loops cut where a boundary view's test is decided by their variable
+    simplify      again, on the copies (their loop variables are constants now)
+    unswitch      full-tile tests of unrolled edge blocks hoisted out of invariant loops
+    fold          loops of at most one iteration become bindings of their variable
+    inbounds      every access of every array proven inside it (isl), or an error
 
-`td.lower(s)` shows the loop nest at this point. Then the late passes
-(`LATE_PASSES`, run by `finish` when a target builds), which write it out for
-the targets:
+`td.lower(s)` shows the loop nest at this point (`LOOP_NEST`); the steps after it
+write it out for the targets (`finish` runs them on a loop nest):
 
-    flatten  every buffer access one row-major offset
-    legalise numpy's operations (floor //, %, NaN-propagating float min/max, abs,
-             float32 exp) written out in core operations the targets map one to one
-    outline  every parallel loop a task of the thread pool: what its function
-             receives, whether it may fail; parallel loops inside it made serial
+    instrument    (profiling only: `Kernel.profile`'s second build) clock reads around
+                  each stage's loop nest and each parallel loop, added into one more
+                  output (`passes.profile`)
+    flatten       every buffer access one row-major offset
+    narrow        float16 and bfloat16 computed in float32, only moved as 16 bits
+    legalise      numpy's operations (floor //, %, NaN-propagating float min/max, abs,
+                  float32 exp, shifts, fixed point) written out in core operations
+                  the targets map one to one
+    dsp           (portable C only) with isa "armv7e-m": grouped int8/int16 products
+                  on the Arm DSP extension's SMLAD, the plain form kept for
+                  compilers without it
+    lanes         (portable C only) vectorized loops of at most 8 lanes over
+                  register-sized temps written out lane by lane
+    index32       (portable C only) index arithmetic in 32 bits where the sizes allow,
+                  the sizes that do not refused at entry
+    outline       every parallel loop a task of the thread pool: what its function
+                  receives, whether it may fail; parallel loops inside it made serial
 
 Portable C (`td.emit_c`, lowered with `portable=True`) is for small cores built by
 a compiler tdsl does not control, and its function says so (`LoweredFunc.portable`):
 `convert` leaves inline reductions as loops (no unrolling the schedule did not ask
 for), `partition` cuts every loop where a boundary view's test is decided by its
-variable (not only loops around vectorized ones), and between legalise and outline it takes
-`PORTABLE_PASSES`:
-
-    dsp      with isa "armv7e-m": grouped int8/int16 products (the x86 path's
-             grouped_products) on the Arm DSP extension's SMLAD, the plain form kept
-             for compilers without it
-    lanes    vectorized loops of at most 8 lanes over register-sized temps written
-             out lane by lane (a small core's vector is its scalar registers)
-    index32  index arithmetic in 32 bits where the sizes allow, the sizes that do
-             not refused at entry
+variable (not only loops around vectorized ones), and the portable-only steps run.
 
 `lower_schedule(s, trace=True)` (`td.lower(s, trace=True)`) returns the IR after
-convert and after each pass, as a `Trace`.
-
-One more pass runs only for `Kernel.profile`, in a second build, on the loop nest
-before the late passes (`PROFILE_PASSES`):
-
-    instrument  clock reads around each stage's loop nest and each parallel loop,
-                added into one more output (`passes.profile`)
+each step that ran, as a `Trace`; `stop_after=NAME` stops after the step NAME.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
 from typing import Literal, overload
 
 from ..compute.tensor import Stage
+from ..errors import ArgumentError
 from ..schedule import Schedule
 from ..schedule.schedule import set_legality_check
 from . import ir
@@ -77,8 +80,10 @@ from .passes.inbounds import check_in_bounds
 from .passes.index32 import narrow_indices
 from .passes.lanes import write_lanes
 from .passes.legalise import legalise
+from .passes.narrow import narrow
 from .passes.outline import outline
 from .passes.partition import partition
+from .passes.place_binders import place_binders
 from .passes.profile import instrument
 from .passes.reassociate import reassociate
 from .passes.simplify import simplify
@@ -90,161 +95,225 @@ from .poly.access import reads_remapped_stage, whole_axis_remaps
 from .poly.budget import AnalysisLimitError, bounded, check_unrolling, isl_budget, step
 from .poly.from_ast import convert
 from .poly.legality import check_legality, check_schedule
-from .poly.model import build_model
+from .poly.model import Model, build_model
 from .poly.tree import build_ast, schedule_vectors
+from .trace import Trace
 
 set_legality_check(check_schedule)  # Schedule.check proves legality with this layer's model
 
 Pass = Callable[[ir.LoweredFunc], ir.LoweredFunc]
-
-PASSES: tuple[tuple[str, Pass], ...] = (
-    ("extents", prove_extents),
-    ("simplify", simplify),
-    ("unroll", unroll),
-    ("partition", partition),
-    ("simplify", simplify),
-    ("unswitch", unswitch),
-    ("fold", fold_loops),
-    ("inbounds", check_in_bounds),
-)
-# the passes that make loop IR what every target takes: after `inbounds` the loop nest
-# is complete and is what `td.lower` shows; these write it out for the targets
-LATE_PASSES: tuple[tuple[str, Pass], ...] = (
-    ("flatten", flatten),
-    ("legalise", legalise),
-    ("outline", outline),
-)
-# between legalise and outline, for portable C (`lower_schedule(..., portable=True)`)
-PORTABLE_PASSES: tuple[tuple[str, Pass], ...] = (
-    ("dsp", use_dsp),
-    ("lanes", write_lanes),
-    ("index32", narrow_indices),
-)
+# a temp buffer convert leaves to the allocate step: the loop variables around its store
+# level, and whether it holds a sliding window
+Temp = tuple[ir.Buffer, tuple[str, ...], bool]
 
 
-# the profiled build's own pass, before LATE_PASSES (Kernel.profile)
-PROFILE_PASSES: tuple[tuple[str, Pass], ...] = (
-    ("instrument", instrument),
-)
+@dataclass
+class Lowering:
+    """What the steps of one lowering share: its options, the polyhedral model the
+    convert step reads, the temp buffers convert leaves to allocate, and the function
+    so far (`func`)."""
+
+    name: str
+    workspace: bool = False
+    portable: bool = False
+    isa: ir.Isa = "generic"
+    profile: bool = False
+    model: Model | None = None
+    temps: list[Temp] = field(default_factory=list)
+    func: ir.LoweredFunc | None = None
+
+    def current(self) -> ir.LoweredFunc:
+        """The function the steps so far made."""
+        assert self.func is not None, "no step has made the function yet (convert is first)"
+        return self.func
 
 
-def late_passes(portable: bool = False) -> tuple[tuple[str, Pass], ...]:
-    """The passes after `PASSES`: `LATE_PASSES`, and for portable C `PORTABLE_PASSES`
-    between legalise and outline (outline takes the names the loop bodies use in the
-    end, after index32 has narrowed them)."""
-    if not portable:
-        return LATE_PASSES
-    cut = [n for n, _ in LATE_PASSES].index("outline")
-    return LATE_PASSES[:cut] + PORTABLE_PASSES + LATE_PASSES[cut:]
+# how a step's result is verified: not at all (convert's binders are not loop IR yet),
+# with the temp buffers still unplaced (before allocate), or in full
+Verified = Literal["no", "unplaced", "yes"]
 
 
-def finish(func: ir.LoweredFunc, check: bool = True, each: bool = True) -> ir.LoweredFunc:
-    """`func` (lowered by `lower_schedule(..., late=False)`, or loop IR built by hand)
-    through the late passes (`LATE_PASSES`: flatten, legalise, outline): the IR a target
-    takes.
-    `check=False` skips the verifier after each pass (hand-built IR may leave out what
-    lowering always provides, such as a vectorized loop's `max_extent`); `each=False`
-    verifies only the result."""
-    for n, (_, run) in enumerate(LATE_PASSES):
-        func = run(func)
-        if check and (each or n == len(LATE_PASSES) - 1):
-            verify(func)
+@dataclass(frozen=True)
+class Step:
+    """One step of `PIPELINE`: `run` makes the function from the lowering so far.
+    `only` says when it applies: always (None), for portable C only ("portable"), or in
+    the profiled build only ("profile")."""
+
+    name: str
+    run: Callable[[Lowering], ir.LoweredFunc]
+    only: Literal["portable", "profile"] | None = None
+    verified: Verified = "yes"
+
+    def applies(self, portable: bool, profile: bool) -> bool:
+        """Whether the step runs in a lowering with these options."""
+        return (self.only is None or (self.only == "portable" and portable)
+                or (self.only == "profile" and profile))
+
+
+def _convert(lowering: Lowering) -> ir.LoweredFunc:
+    """isl's AST of the model's schedule as loop IR (`poly.from_ast.convert`)."""
+    model = lowering.model
+    assert model is not None, "convert reads the polyhedral model (lower_schedule builds it)"
+    vectors = schedule_vectors(model, binders=True)
+    ast = build_ast(model, vectors)
+    func, lowering.temps = convert(model, ast, vectors, lowering.name, lowering.portable,
+                                   lowering.isa)
     return func
 
 
-class Trace:
-    """The loop IR of one lowering after `convert` and after each pass, in order.
+def _allocate(lowering: Lowering) -> ir.LoweredFunc:
+    return place_allocations(lowering.current(), lowering.temps, lowering.workspace)
 
-    Printing it shows each step whose IR differs from the step before (an unchanged
-    step is listed by name); `trace[name]` is the IR after the last step of that name,
-    `trace.final` the lowered function."""
 
-    def __init__(self, steps: list[tuple[str, ir.LoweredFunc]]):
-        self.steps = steps
+def _on_func(name: str, run: Pass, only: Literal["portable", "profile"] | None = None,
+             verified: Verified = "yes") -> Step:
+    """A step that is a pass on the function alone."""
+    return Step(name, lambda lowering: run(lowering.current()), only, verified)
 
-    @property
-    def final(self) -> ir.LoweredFunc:
-        return self.steps[-1][1]
 
-    def __getitem__(self, name: str) -> ir.LoweredFunc:
-        for step_name, func in reversed(self.steps):
-            if step_name == name:
-                return func
-        raise KeyError(f"no step named {name!r}; steps: {', '.join(n for n, _ in self.steps)}")
+PIPELINE: tuple[Step, ...] = (
+    Step("convert", _convert, verified="no"),
+    _on_func("place_binders", place_binders, verified="unplaced"),
+    _on_func("reassociate", reassociate, verified="unplaced"),  # before allocate: it
+    Step("allocate", _allocate),                                # places its buffers
+    _on_func("extents", prove_extents),
+    _on_func("simplify", simplify),
+    _on_func("unroll", unroll),
+    _on_func("partition", partition),
+    _on_func("simplify", simplify),
+    _on_func("unswitch", unswitch),
+    _on_func("fold", fold_loops),
+    _on_func("inbounds", check_in_bounds),
+    _on_func("instrument", instrument, only="profile"),
+    _on_func("flatten", flatten),
+    _on_func("narrow", narrow),
+    _on_func("legalise", legalise),
+    _on_func("dsp", use_dsp, only="portable"),
+    _on_func("lanes", write_lanes, only="portable"),
+    _on_func("index32", narrow_indices, only="portable"),  # before outline, which takes
+    _on_func("outline", outline),                          # the names bodies end up with
+)
+STEP_NAMES: tuple[str, ...] = tuple(dict.fromkeys(s.name for s in PIPELINE))
+# the step after which the loop nest is complete: what `td.lower(s)` shows and a kernel
+# keeps (`Kernel.lowered`); the steps after it write it out for the targets
+LOOP_NEST = "inbounds"
 
-    def __iter__(self) -> Iterator[tuple[str, ir.LoweredFunc]]:
-        return iter(self.steps)
 
-    def __len__(self) -> int:
-        return len(self.steps)
+def steps(portable: bool = False, profile: bool = False, after: str | None = None,
+          stop_after: str | None = None) -> tuple[Step, ...]:
+    """The steps of `PIPELINE` a lowering with these options runs: those that apply,
+    after the (last) step named `after` if given, up to the last step named `stop_after`
+    if given. A name that is no step's, or a step that does not apply, is an
+    ArgumentError naming the valid ones."""
+    chosen = [s for s in PIPELINE if s.applies(portable, profile)]
+    names = [s.name for s in chosen]
+    for role, name in (("after", after), ("stop_after", stop_after)):
+        if name is None or name in names:
+            continue
+        if name in STEP_NAMES:
+            only = next(s.only for s in PIPELINE if s.name == name)
+            where = "portable C (td.emit_c)" if only == "portable" else "Kernel.profile"
+            raise ArgumentError(f"{role}={name!r}: the step {name} runs only for {where}; "
+                                f"the steps of this lowering are {', '.join(names)}")
+        raise ArgumentError(f"{role}={name!r} is not a step of the compiler; valid: "
+                            f"{', '.join(STEP_NAMES)}")
+    start = 0 if after is None else len(names) - names[::-1].index(after)
+    end = len(names) if stop_after is None else len(names) - names[::-1].index(stop_after)
+    return tuple(chosen[start:end])
 
-    def _repr_html_(self) -> str:
-        """In Jupyter: one collapsible section per step, the last one that changed open."""
-        from ..display import code_html, details
 
-        changed = [n for n, (_, f) in enumerate(self.steps) if n == 0 or f != self.steps[n - 1][1]]
-        parts = []
-        for n, (step_name, func) in enumerate(self.steps):
-            if n in changed:
-                parts.append(details(f"after {step_name}", code_html(str(func), "nest"),
-                                     n == changed[-1]))
-            else:
-                parts.append(details(f"after {step_name}: unchanged", "", False))
-        return f"<div><b>lowering trace</b>, {len(self.steps)} steps{''.join(parts)}</div>"
+def _run(lowering: Lowering, chosen: Sequence[Step], keep_steps: bool, each: bool = True,
+         check: bool = True, named: bool = True) -> list[tuple[str, ir.LoweredFunc]]:
+    """`chosen` run in order on `lowering`: the function after each (only the last
+    unless `keep_steps`). With `check`, verified after each step (with `each`) or only after
+    the last; `named` names each step for the isl budget's messages (`budget.step`)."""
+    out: list[tuple[str, ir.LoweredFunc]] = []
+    for n, st in enumerate(chosen):
+        doing = "loop generation" if st.name == "convert" else f"the {st.name} pass"
+        context: AbstractContextManager[None] = step(doing) if named else nullcontext()
+        with context:
+            func = st.run(lowering)
+            if check and st.verified != "no" and (each or n == len(chosen) - 1):
+                pending = frozenset(b.name for b, _, _ in lowering.temps)
+                func = (verify(func) if st.verified == "yes"
+                        else verify(func, pending=pending, placed=False))
+        lowering.func = func
+        out.append((st.name, func))
+        if not keep_steps:
+            del out[:-1]
+    return out
 
-    def __repr__(self) -> str:
-        out, before = [], None
-        for step_name, func in self.steps:
-            if func == before:
-                out.append(f"--- after {step_name}: unchanged")
-            else:
-                out.append(f"--- after {step_name}:\n{func}")
-            before = func
-        return "\n".join(out)
+
+def finish(func: ir.LoweredFunc, check: bool = True, each: bool = True, *,
+           profile: bool = False) -> ir.LoweredFunc:
+    """`func`, a loop nest (`lower_schedule(..., stop_after=LOOP_NEST)`, `td.lower(s)`,
+    or loop IR built by hand), through the steps of `PIPELINE` after `LOOP_NEST`: the IR
+    a target takes. The portable-only steps run when `func.portable`, `instrument`
+    with `profile`.
+    `check=False` skips the verifier after each step (hand-built IR may leave out what
+    lowering always provides, such as a vectorized loop's `max_extent`); `each=False`
+    verifies only the result."""
+    lowering = Lowering(func.name, portable=func.portable, isa=func.isa, profile=profile,
+                        func=func)
+    chosen = steps(func.portable, profile, after=LOOP_NEST)
+    return _run(lowering, chosen, keep_steps=False, each=each, check=check, named=False)[-1][1]
 
 
 @overload
 def lower_schedule(sched: Schedule, name: str | None = None, trace: Literal[False] = False,
                    workspace: bool = False, late: bool = True, each: bool = True,
-                   portable: bool = False, isa: ir.Isa = "generic") -> ir.LoweredFunc: ...
+                   portable: bool = False, isa: ir.Isa = "generic", *,
+                   stop_after: str | None = None, profile: bool = False
+                   ) -> ir.LoweredFunc: ...
 
 
 @overload
 def lower_schedule(sched: Schedule, name: str | None = None, *, trace: Literal[True],
                    workspace: bool = False, late: bool = True, each: bool = True,
-                   portable: bool = False, isa: ir.Isa = "generic") -> Trace: ...
+                   portable: bool = False, isa: ir.Isa = "generic",
+                   stop_after: str | None = None, profile: bool = False) -> Trace: ...
 
 
 @overload
 def lower_schedule(sched: Schedule, name: str | None = None, trace: bool = False,
                    workspace: bool = False, late: bool = True, each: bool = True,
-                   portable: bool = False, isa: ir.Isa = "generic"
+                   portable: bool = False, isa: ir.Isa = "generic", *,
+                   stop_after: str | None = None, profile: bool = False
                    ) -> ir.LoweredFunc | Trace: ...
 
 
 def lower_schedule(sched: Schedule, name: str | None = None, trace: bool = False,
                    workspace: bool = False, late: bool = True, each: bool = True,
-                   portable: bool = False, isa: ir.Isa = "generic"
+                   portable: bool = False, isa: ir.Isa = "generic", *,
+                   stop_after: str | None = None, profile: bool = False
                    ) -> ir.LoweredFunc | Trace:
-    """Lower a schedule to a verified loop-IR function named `name`, in a child process
-    with a hard time limit (see `budget.bounded`); with `trace`, the `Trace` of every
-    step instead. With `workspace`, every temp buffer lives in a workspace the caller
-    passes in (for targets without a heap), not on the stack or the heap. With
-    `late=False`, the loop nest before the late passes (what `td.lower` shows; `finish`
-    completes it). `each=False` runs the verifier once, on the result, instead of after
-    every pass (about half the time of lowering; for callers that check the kernel's
-    outputs anyway, as the tuner's trials do). With `portable`, the function is for
-    portable C (`td.emit_c`), which the passes take into account
-    (`LoweredFunc.portable`), and, with `late`, `PORTABLE_PASSES` run after legalise,
-    before outline; `isa` is the instruction set it may use (`ir.ISAS`)."""
+    """Lower a schedule to a verified loop-IR function named `name` through `PIPELINE`,
+    in a child process with a hard time limit (see `budget.bounded`); with `trace`, the
+    `Trace` of every step instead. `stop_after` names the step to stop after (the last
+    one of that name; default: every step; `late=False` is `stop_after=LOOP_NEST`, the
+    loop nest `td.lower` shows, which `finish` completes). With `workspace`, every temp
+    buffer lives in a workspace the caller passes in (for targets without a heap), not
+    on the stack or the heap. `each=False` runs the verifier once, on the result,
+    instead of after every step (about half the time of lowering; for callers that check
+    the kernel's outputs anyway, as the tuner's trials do). With `portable`, the function
+    is for portable C (`td.emit_c`), which the passes take into account
+    (`LoweredFunc.portable`), and the portable-only steps run; `isa` is the instruction
+    set it may use (`ir.ISAS`). With `profile`, the profiling step runs too."""
     sched._require_current()
     name = name or f"tdsl_{sched.outputs[0].name}"
-    what = f"the schedule of {', '.join(o.name for o in sched.outputs)}"
-    passes = PASSES + late_passes(portable) if late else PASSES
+    description = f"the schedule of {', '.join(o.name for o in sched.outputs)}"
+    if stop_after is None and not late:
+        stop_after = LOOP_NEST
+    chosen = steps(portable, profile, stop_after=stop_after)
+
+    def lower(ops: int | None = None) -> list[tuple[str, ir.LoweredFunc]]:
+        lowering = Lowering(name, workspace, portable, isa, profile)
+        return _lower(sched, lowering, description, chosen, keep_steps=trace, ops=ops,
+                      each=each)
+
     exprs = [x.expr if isinstance(x, Stage) else x.value for x in sched.pipeline.schedulables]
     if not reads_remapped_stage(exprs):
-        steps = bounded(what, lambda: _lower(sched, name, what, trace, workspace, passes,
-                                             each=each, portable=portable, isa=isa))
+        result = bounded(description, lower)
     else:
         # a stage read through a mirror or wrap view: where it is computed inside a loop,
         # its exact region is piecewise and can cost isl far more than a whole-axis one
@@ -252,60 +321,34 @@ def lower_schedule(sched: Schedule, name: str | None = None, trace: bool = False
         # budget, and the whole axis the rest
         share = budget.EXACT_REGION_SHARE
         try:
-            steps = bounded(what, lambda: _lower(
-                sched, name, what, trace, workspace, passes,
-                ops=int(budget.MAX_ISL_OPERATIONS * share), each=each, portable=portable,
-                isa=isa),
-                seconds=budget.MAX_ISL_SECONDS * share)
+            result = bounded(description, lambda: lower(int(budget.MAX_ISL_OPERATIONS * share)),
+                             seconds=budget.MAX_ISL_SECONDS * share)
         except AnalysisLimitError:
             def coarse() -> list[tuple[str, ir.LoweredFunc]]:
                 with whole_axis_remaps():
-                    return _lower(sched, name, what, trace, workspace, passes, each=each,
-                                  portable=portable, isa=isa)
-            steps = bounded(what, coarse)
-    return Trace(steps) if trace else steps[-1][1]
+                    return lower()
+            result = bounded(description, coarse)
+    return Trace(result) if trace else result[-1][1]
 
 
-def _lower(sched: Schedule, name: str, what: str, keep: bool, workspace: bool,
-           passes: tuple[tuple[str, Pass], ...], ops: int | None = None, each: bool = True,
-           portable: bool = False, isa: ir.Isa = "generic"
+def _lower(sched: Schedule, lowering: Lowering, description: str, chosen: Sequence[Step],
+           keep_steps: bool, ops: int | None = None, each: bool = True
            ) -> list[tuple[str, ir.LoweredFunc]]:
-    """The steps of one lowering (only the last one unless `keep`), each step under
-    `ops` isl operations (default: MAX_ISL_OPERATIONS), verified after each step (with
-    `each`) or only at the end."""
-    steps: list[tuple[str, ir.LoweredFunc]] = []
-    with isl_budget(what, ops):
+    """The analysis of `sched` (bounds inference, the unrolling limit, the dependence
+    analysis), then the `chosen` steps: the function after each (only the last one
+    unless `keep_steps`), under `ops` isl operations each (default: MAX_ISL_OPERATIONS),
+    verified after each step (with `each`) or only at the end; `description` names the
+    schedule in the budget's errors."""
+    with isl_budget(description, ops):
         with step("bounds inference"):
             model = build_model(sched)
         check_unrolling(model.statements)
         vectors = schedule_vectors(model)
         with step("the dependence analysis"):
             check_legality(model, vectors)
-        with step("loop generation"):
-            vectors = schedule_vectors(model, binders=True)
-            ast = build_ast(model, vectors)
-            func, temps = convert(model, ast, vectors, name, portable, isa)
-            pending = frozenset(b.name for b, _, _ in temps)
-            if each:
-                func = verify(func, pending=pending, placed=False)
-        steps.append(("convert", func))
-        with step("the reassociate pass"):  # before allocate, which places its buffers
-            func = reassociate(func)
-            if each:
-                func = verify(func, pending=pending, placed=False)
-        steps.append(("reassociate", func))
-        allocate: Pass = lambda f: place_allocations(f, temps, workspace)  # noqa: E731
-        every = (("allocate", allocate), *passes)
-        for n, (pass_name, run) in enumerate(every):
-            with step(f"the {pass_name} pass"):
-                func = run(func)
-                if each or n == len(every) - 1:
-                    func = verify(func)
-            steps.append((pass_name, func))
-            if not keep:
-                del steps[:-1]
-    return steps
+        lowering.model = model
+        return _run(lowering, chosen, keep_steps, each)
 
 
-__all__ = ["LATE_PASSES", "PASSES", "PORTABLE_PASSES", "PROFILE_PASSES", "Trace", "finish",
-           "ir", "lower_schedule"]
+__all__ = ["LOOP_NEST", "PIPELINE", "STEP_NAMES", "Lowering", "Step", "Trace", "finish", "ir",
+           "lower_schedule", "steps"]

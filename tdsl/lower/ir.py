@@ -284,6 +284,16 @@ class IfFeature(Stmt):
     else_: Stmt
 
 
+@_node
+class Binder(Stmt):
+    """The bounds of a block (`poly.model.Group.bounds`: names and their values) set for
+    the statements after it, where isl's AST placed the block's binder statement. Only
+    in what `convert` returns: the place_binders pass replaces each by lets around the
+    statements that use the bounds, and the verifier refuses it."""
+
+    lets: tuple[tuple[str, Expr], ...]
+
+
 # the variable an atomic store's value reads: the element's value before the store
 ATOMIC_OLD = "tdsl_old"
 

@@ -87,6 +87,8 @@ def _lines(s: ir.Stmt, ind: int, out: list[str], streamed: frozenset[str] = froz
         case ir.Let(name, v, body):
             out.append(f"{pad}let {name} = {expr(v)}")
             _lines(body, ind, out, streamed)
+        case ir.Binder(lets):
+            out.append(f"{pad}bind {', '.join(f'{n} = {expr(v)}' for n, v in lets)}")
         case ir.Allocate(buf, body):
             shape = ", ".join(expr(x) for x in buf.shape)
             out.append(f"{pad}allocate {buf.name}[{shape}] {buf.dtype.name}")

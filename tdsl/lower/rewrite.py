@@ -86,6 +86,8 @@ class Rewriter:
                 new = ir.Allocate(buf, vs(body), storage)
             case ir.IfFeature(feature, t, e):
                 new = ir.IfFeature(feature, vs(t), vs(e))
+            case ir.Binder(lets):
+                new = ir.Binder(tuple((name, ve(v)) for name, v in lets))
             case _:
                 raise AssertionError(f"unknown statement {s!r}")
         if new == s:
@@ -141,6 +143,8 @@ def stmt_exprs(s: ir.Stmt) -> tuple[ir.Expr, ...]:
             return (*idx, value)
         case ir.Let(_, value):
             return (value,)
+        case ir.Binder(lets):
+            return tuple(v for _, v in lets)
     return ()
 
 
@@ -206,6 +210,9 @@ class ScopedVisitor:
             case ir.IfFeature(_, t, e):
                 self.visit(t)
                 self.visit(e)
+            case ir.Binder(lets):
+                for _, v in lets:
+                    ve(v)
             case ir.Store(_, idx, value, atomic):
                 for i in idx:
                     ve(i)

@@ -175,18 +175,16 @@ def _rows(regions: list[Region], c: np.ndarray, calls: int, threads: int) -> tup
 
 def profile_kernel(kernel, arrays: dict[str, Any], runs: int) -> Profile:
     """See `Kernel.profile`."""
-    from ..lower import PROFILE_PASSES, finish
+    from ..lower import finish
 
     build = _BUILDERS.get(kernel.target)
     if build is None:
         raise RuntimeError(f"no builder registered for target {kernel.target!r} (import tdsl)")
     cached = getattr(kernel, "_profiled", None)
     if cached is None:
-        func = kernel.lowered  # the loop nest, before the late passes
-        regions = plan(func)
-        for _, run in PROFILE_PASSES:
-            func = run(func)
-        cached = (regions, build(finish(func)))
+        func = kernel.lowered  # the loop nest (lower.LOOP_NEST)
+        # the rest of the pipeline with its profiling step (instrument)
+        cached = (plan(func), build(finish(func, profile=True)))
         kernel._profiled = cached
     regions, module = cached
     buffers, sizes, _ = kernel._prepare(arrays)

@@ -147,9 +147,9 @@ def _base(t) -> Any:
 
 
 class _Rules:
-    def __init__(self, pipeline: Pipeline, sizes: dict[str, int], m: Machine, target: str,
+    def __init__(self, pipeline: Pipeline, sizes: dict[str, int], machine: Machine, target: str,
                  mine: frozenset[str] = frozenset()):
-        self.p, self.sizes, self.m, self.target = pipeline, sizes, m, target
+        self.pipeline, self.sizes, self.machine, self.target = pipeline, sizes, machine, target
         # stages computed inside another or inlined, and those the user scheduled
         self.placed: set[str] = set(mine)
         self.mine = mine
@@ -161,8 +161,8 @@ class _Rules:
         """Vector lanes of s's element type: the machine's widest vectors, or 256-bit ones
         where 512-bit FMAs compute no faster (their operations are split in two, as on
         Zen 4: half the lanes waste less on tails and tiles)."""
-        width = self.m.vector_bytes
-        if width > 32 and self.m.wide_speedup < 1.3:
+        width = self.machine.vector_bytes
+        if width > 32 and self.machine.wide_speedup < 1.3:
             width = 32
         return max(1, width // max(1, s.dtype.itemsize))
 
@@ -179,10 +179,10 @@ class _Rules:
             for tv in cols:
                 nv = max(1, tv // lanes)
                 acc = tu * nv
-                if acc + nv + 1 > self.m.registers and (tu, tv) != (rows[0], cols[0]):
+                if acc + nv + 1 > self.machine.registers and (tu, tv) != (rows[0], cols[0]):
                     continue
                 waste = -(-max(1, extent) // tu) * tu / max(1, extent)
-                key = (acc >= self.m.fma_chains, acc / (tu + nv) / waste, -acc)
+                key = (acc >= self.machine.fma_chains, acc / (tu + nv) / waste, -acc)
                 if best is None or key > best[0]:
                     best = (key, tu, tv)
         assert best is not None
@@ -191,17 +191,17 @@ class _Rules:
     # ---------------------------------------------------------------- the plan
 
     def run(self, t: Template) -> Template:
-        for s in self.p.stages:
-            if s not in self.p.outputs and s.name not in self.mine and self.inlinable(s):
+        for s in self.pipeline.stages:
+            if s not in self.pipeline.outputs and s.name not in self.mine and self.inlinable(s):
                 inlined = _try(t, lambda t, s=s: t.compute_inline(s))
                 if inlined is not t:
                     self.placed.add(s.name)
                 t = inlined
-        for s in reversed(self.p.stages):  # consumers first: they place their producers
-            if s.name in self.placed or self.p.updates_of(s):
+        for s in reversed(self.pipeline.stages):  # consumers first: they place their producers
+            if s.name in self.placed or self.pipeline.updates_of(s):
                 continue
             t = _try(t, lambda t, s=s: self.root(t, s))
-        for s in self.p.outputs:
+        for s in self.pipeline.outputs:
             if s.name not in self.mine:
                 t = self.stream(t, s)
         return t
@@ -210,23 +210,23 @@ class _Rules:
         """Streaming stores for an output larger than half the last-level cache (with the
         input it is computed from, more than the cache holds) that no stage reads back;
         a knob: the stage's name, or None for ordinary stores."""
-        if self.p.updates_of(s) or self.p.consumers(s):
+        if self.pipeline.updates_of(s) or self.pipeline.consumers(s):
             return t
         elements = 1
         for d in s.dims:
             elements *= self.extent(s, d)
-        if 2 * elements * s.dtype.itemsize <= self.m.llc:
+        if 2 * elements * s.dtype.itemsize <= self.machine.llc:
             return t
         return _try(t, lambda t: t.store_nontemporal(knob(f"{s.name}.stream", [s.name, None])))
 
     def inlinable(self, s: Stage) -> bool:
         """Pointwise, no updates, read by exactly one access in all, with every loop of its
         consumer in the index (no reuse: inlining computes nothing twice)."""
-        if isinstance(s.expr, Reduce) or self.p.updates_of(s):
+        if isinstance(s.expr, Reduce) or self.pipeline.updates_of(s):
             return False
         uses = []
-        for c in self.p.consumers(s):
-            if self.p.updates_of(c):
+        for c in self.pipeline.consumers(s):
+            if self.pipeline.updates_of(c):
                 return False
             uses += [(c, a) for a in _accesses(c.expr) if _base(a.tensor) is s]
         if len(uses) != 1:
@@ -243,9 +243,9 @@ class _Rules:
             if self.contraction(s):
                 return self.register_tile(t, s)
             return self.reduction(t, s)
-        producers = [p for p in self.p.reads(s) if isinstance(p, Stage)
-                     and p.name not in self.placed and not self.p.updates_of(p)
-                     and len(self.p.consumers(p)) == 1 and p not in self.p.outputs]
+        producers = [p for p in self.pipeline.reads(s) if isinstance(p, Stage)
+                     and p.name not in self.placed and not self.pipeline.updates_of(p)
+                     and len(self.pipeline.consumers(p)) == 1 and p not in self.pipeline.outputs]
         stencil = [p for p in producers if not isinstance(p.expr, Reduce) and p.dims == s.dims
                    and len({a.indices for a in _accesses(s.expr) if _base(a.tensor) is p}) > 1]
         if stencil and len(s.dims) >= 2:
@@ -331,10 +331,10 @@ class _Rules:
         """Compute each pointwise producer that only s reads, and whose first dim is s's
         untiled first loop, per iteration of that loop (a depthwise convolution's padded
         channel), so its block stays in cache between its computation and its use."""
-        for p in self.p.reads(s):
-            if (isinstance(p, Stage) and p.name not in self.placed and p not in self.p.outputs
-                    and not isinstance(p.expr, Reduce) and not self.p.updates_of(p)
-                    and [c.name for c in self.p.consumers(p)] == [s.name] and p.dims
+        for p in self.pipeline.reads(s):
+            if (isinstance(p, Stage) and p.name not in self.placed and p not in self.pipeline.outputs
+                    and not isinstance(p.expr, Reduce) and not self.pipeline.updates_of(p)
+                    and [c.name for c in self.pipeline.consumers(p)] == [s.name] and p.dims
                     and p.dims[0].name == loop):
                 placed = _try(t, lambda t, p=p: t.compute_at(p, s, loop))
                 if placed is not t:
@@ -416,11 +416,11 @@ class _Rules:
         todo = [s]
         while todo:
             c = todo.pop()
-            for p in self.p.reads(c):
+            for p in self.pipeline.reads(c):
                 if (isinstance(p, Stage) and p not in family and p is not s
-                        and p.name not in self.placed and not self.p.updates_of(p)
-                        and p not in self.p.outputs and self.rowwise(p, s)
-                        and all(x is s or x in family or x is c for x in self.p.consumers(p))):
+                        and p.name not in self.placed and not self.pipeline.updates_of(p)
+                        and p not in self.pipeline.outputs and self.rowwise(p, s)
+                        and all(x is s or x in family or x is c for x in self.pipeline.consumers(p))):
                     family.append(p)
                     todo.append(p)
         return family
@@ -467,7 +467,7 @@ class _Rules:
         width = self.extent(s, s.dims[-1])
         # a strip of every producer stays in L2 between its computation and its use
         per_row = max(1, width * s.dtype.itemsize * (len(producers) + 1))
-        fit = max(1, self.m.l2 // 2 // per_row)
+        fit = max(1, self.machine.l2 // 2 // per_row)
         choices = [x for x in (8, 16, 32, 64, 128, 256) if x <= max(8, extent)]
         default = max([x for x in choices if x <= fit] or [choices[0]])
         ys = knob(f"{s.name}.strip", choices, default=default)
@@ -514,7 +514,7 @@ class _Rules:
         if not present:
             return t
         # one core: no parallel loop by default (its fork and join would be all it adds)
-        choices = [*present[:2], None] if self.m.cores > 1 else [None, *present[:2]]
+        choices = [*present[:2], None] if self.machine.cores > 1 else [None, *present[:2]]
         return _try(t, lambda t: t.parallel(s, knob(f"{s.name}.parallel", choices)))
 
 

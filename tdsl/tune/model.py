@@ -81,7 +81,7 @@ class Model:
     """Scores the candidates of one template on one machine (see the module)."""
 
     def __init__(self, template: Template, machine: Machine, seed: int = 0):
-        self.template, self.m = template, machine
+        self.template, self.machine = template, machine
         self.names = list(template.knobs)
         self.defaults = dict(template.defaults)
         self.tiles = _tile_knobs(template)
@@ -120,10 +120,10 @@ class Model:
             nv = max(1, cols // lanes)
             acc = rows * nv
             need = acc + nv + 1
-            if need > self.m.registers:  # spills: loads and stores in the inner loop
-                p += 0.3 + 0.7 * (need - self.m.registers) / self.m.registers
-            if acc < self.m.fma_chains:  # the FMA latency is not hidden
-                p += 0.5 * math.log(self.m.fma_chains / acc)
+            if need > self.machine.registers:  # spills: loads and stores in the inner loop
+                p += 0.3 + 0.7 * (need - self.machine.registers) / self.machine.registers
+            if acc < self.machine.fma_chains:  # the FMA latency is not hidden
+                p += 0.5 * math.log(self.machine.fma_chains / acc)
             p -= 0.1 * math.log(acc / (rows + nv))  # more FMAs per load
         return p
 

@@ -141,7 +141,7 @@ def test_binder_lets_escape_ifs_and_degenerate_loops():
     # under a degenerate loop (a let of its variable); later uses see the right value
     from tdsl import dtypes as dt
     from tdsl.lower import ir
-    from tdsl.lower.poly.from_ast import _Bind, place_binders
+    from tdsl.lower.passes.place_binders import placed
     from tdsl.lower.rewrite import walk_stmts
 
     i = ir.index_const
@@ -150,14 +150,14 @@ def test_binder_lets_escape_ifs_and_degenerate_loops():
     use = ir.Store(buf, (lo,), ir.Cast(lo, dt.int64))
     c = ir.Compare("lt", p, i(4))
     body = ir.Block((
-        ir.If(c, _Bind((("b_lo", p),)), _Bind((("b_lo", i(7)),))),
+        ir.If(c, ir.Binder((("b_lo", p),)), ir.Binder((("b_lo", i(7)),))),
         use,
         ir.Let("q", ir.Binary("add", p, i(1), dt.index),
-               ir.If(ir.Compare("lt", p, i(2)), _Bind((("b_lo", ir.Var("q")),)))),
+               ir.If(ir.Compare("lt", p, i(2)), ir.Binder((("b_lo", ir.Var("q")),)))),
         use,
     ))
-    out = place_binders(ir.For("p", i(0), i(8), ir.ForKind.SERIAL, body, 8))
-    assert "_Bind" not in repr(out) and "_prev" not in repr(out)
+    out = placed(ir.For("p", i(0), i(8), ir.ForKind.SERIAL, body, 8))
+    assert "Binder" not in repr(out) and "_prev" not in repr(out)
     lets = [s for s in walk_stmts(out) if isinstance(s, ir.Let) and s.name == "b_lo"]
     assert [repr(s.value) for s in lets] == [
         repr(ir.Select(c, p, i(7), dt.index)),

@@ -1,17 +1,21 @@
 """The compiler's steps as the documentation lists them are the compiler's own: the
 user guide's list of `td.lower(s, trace=True)` steps, and the architecture page's
-`PASSES:` and `LATE_PASSES` lines against `tdsl.lower.PASSES` / `LATE_PASSES`. A change
-to the pipeline fails here until the pages say the same."""
+`PIPELINE:` line against `tdsl.lower.PIPELINE` (names in order, and which steps apply
+to portable C or profiling only). A change to the pipeline fails here until the pages
+say the same."""
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 
 import tdsl as td
-from tdsl.lower import LATE_PASSES, PASSES
+from tdsl.lower import PIPELINE, steps
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
+# the architecture page's marks of a step that applies to one kind of build
+ONLY = {"*": "profile", "+": "portable", "": None}
 
 
 def _trace_steps() -> list[str]:
@@ -29,18 +33,31 @@ def test_the_user_guides_trace_steps_are_the_compilers():
 
 
 def _listed(page: str, label: str) -> list[str]:
-    """The names after `label` on the architecture page, up to its `->`."""
-    m = re.search(rf"{label}[^:\n]*:\s*(.*?)->", page, re.S)
+    """The names after `label:` on the architecture page, up to its `->`."""
+    m = re.search(rf"{label}:\s*(.*?)->", page, re.S)
     assert m, f"docs/architecture.md lost its {label} line"
     return m.group(1).split()
 
 
-def test_the_architecture_pages_pass_lists_are_the_compilers():
-    page = (DOCS / "architecture.md").read_text()
-    assert _listed(page, r"\n\s+PASSES") == [name for name, _ in PASSES]
-    assert _listed(page, "LATE_PASSES") == [name for name, _ in LATE_PASSES]
-    steps = _trace_steps()
-    assert steps[-len(LATE_PASSES):] == [name for name, _ in LATE_PASSES]
+def test_the_architecture_pages_pipeline_is_the_compilers():
+    listed = _listed((DOCS / "architecture.md").read_text(), "PIPELINE")
+    marked = [re.fullmatch(r"(\w+)([*+]?)", word) for word in listed]
+    assert all(marked), f"PIPELINE line: {listed}"
+    assert [(m.group(1), ONLY[m.group(2)]) for m in marked if m] == [
+        (step.name, step.only) for step in PIPELINE]
+
+
+def test_the_lower_modules_docstring_lists_the_pipeline():
+    """`tdsl.lower`'s docstring says what each step guarantees, one step a line, in order."""
+    doc = importlib.import_module("tdsl.lower").__doc__  # (td.lower is the function)
+    assert doc and "then `PIPELINE`" in doc
+    listed = re.findall(r"^    (\w+) {2,}", doc.split("then `PIPELINE`", 1)[1], re.M)
+    assert listed == [step.name for step in PIPELINE]
+
+
+def test_a_trace_shows_every_step_a_host_build_runs():
+    assert _trace_steps() == [step.name for step in steps()]
+    assert "instrument" not in _trace_steps() and "index32" not in _trace_steps()
 
 
 def test_every_public_name_is_on_the_api_page():

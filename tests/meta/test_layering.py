@@ -1,4 +1,4 @@
-"""Layering: every package imports only from the layers below it (DESIGN.md:
+"""Layering: every package imports only from the layers below it (docs/architecture.md:
 compute <- schedule <- lower <- backends <- runtime/api), the backends know the
 loop IR and not the polyhedral model, and only `lower` uses isl."""
 

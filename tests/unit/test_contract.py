@@ -1,4 +1,5 @@
-"""The user-facing contract of DESIGN.md, run as written, on both backends."""
+"""The user-facing contract, the matrix multiply of docs/user-guide.md ("A matrix multiply,
+scheduled"), run as written, on both backends."""
 
 from __future__ import annotations
 

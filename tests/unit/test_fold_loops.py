@@ -97,12 +97,12 @@ def test_unrolled_edge_blocks_leave_no_short_loops(name, backend):
 
 def test_without_the_pass_those_schedules_have_short_loops():
     """The schedules above do exercise the pass: unrolling leaves loops of one iteration."""
-    from tdsl.lower import PASSES, lower_schedule
+    from tdsl.lower import PIPELINE, lower_schedule
 
     _, _, schedules = _unrolled_schedules()
     for name, s in schedules.items():
         trace = lower_schedule(s, trace=True)
         assert _short_loops(trace["unswitch"]), name
         assert not _short_loops(trace["fold"]), name
-    names = [p for p, _ in PASSES]
+    names = [step.name for step in PIPELINE]
     assert names.index("fold") > names.index("unswitch")  # fold runs after unrolling

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_parallel import three_stencils
 
@@ -12,6 +13,8 @@ import tdsl as td
 from tdsl import dtypes as dt
 from tdsl.lower import ir
 from tdsl.lower.passes.simplify import simplify
+from tdsl.lower.passes.verify import VerifyError, verify
+from tdsl.lower.rewrite import stmt_exprs, walk_exprs, walk_stmts
 
 GOLDEN = Path(__file__).parents[1] / "golden"
 
@@ -206,9 +209,9 @@ def test_trace_shows_every_step_in_order():
     s = td.schedule(o).split(o, "x", 4).unroll(o, "x_i")
     trace = td.lower(s, trace=True)
     names = [n for n, _ in trace]
-    assert names == ["convert", "reassociate", "allocate", "extents", "simplify", "unroll",
-                     "partition", "simplify", "unswitch", "fold", "inbounds", "flatten", "legalise",
-                     "outline"]
+    assert names == ["convert", "place_binders", "reassociate", "allocate", "extents",
+                     "simplify", "unroll", "partition", "simplify", "unswitch", "fold", "inbounds",
+                     "flatten", "narrow", "legalise", "outline"]
     assert trace["inbounds"] == td.lower(s)  # td.lower shows the nest before the late passes
     assert "# unrolled" in str(trace["convert"]) and "# unrolled" not in str(trace["unroll"])
     assert "(0 + 1)" in str(trace["unroll"]) and "(0 + 1)" not in str(trace.final)
@@ -216,3 +219,87 @@ def test_trace_shows_every_step_in_order():
     assert "--- after unroll:\n" in text and "--- after fold: unchanged" in text
     with pytest.raises(KeyError, match="no step named 'vectorize'"):
         trace["vectorize"]
+
+
+def _split_scale():
+    (x,) = td.dims("x")
+    a = td.input("a", {x: 10}, td.float32)
+    o = td.compute("o", {x: 10}, a[x] * 2)
+    return td.schedule(o).split(o, "x", 4).unroll(o, "x_i")
+
+
+def test_stop_after_gives_the_ir_after_that_step():
+    from tdsl.lower import steps
+
+    s = _split_scale()
+    trace = td.lower(s, trace=True)
+    for step in steps():
+        assert td.lower(s, stop_after=step.name) == trace[step.name], step.name
+    assert td.lower(s) == td.lower(s, stop_after="inbounds")  # the loop nest
+    assert td.lower(s, stop_after="outline") == trace.final
+    # the trace stops there too
+    assert [n for n, _ in td.lower(s, trace=True, stop_after="unroll")] == [
+        "convert", "place_binders", "reassociate", "allocate", "extents", "simplify", "unroll"]
+
+
+def test_stop_after_a_name_that_is_no_step_lists_the_valid_ones():
+    s = _split_scale()
+    with pytest.raises(td.ArgumentError, match=r"'vectorise' is not a step.*valid: convert, "
+                                               r"place_binders, .*partition.*outline"):
+        td.lower(s, stop_after="vectorise")
+    with pytest.raises(td.ArgumentError, match=r"index32 runs only for portable C"):
+        td.lower(s, stop_after="index32")
+    with pytest.raises(td.ArgumentError, match=r"instrument runs only for Kernel.profile"):
+        td.lower(s, stop_after="instrument")
+
+
+def test_late_false_is_stop_after_the_loop_nest():
+    from tdsl.lower import LOOP_NEST, finish, lower_schedule
+
+    s = _split_scale()
+    nest = lower_schedule(s, late=False)
+    assert nest == lower_schedule(s, stop_after=LOOP_NEST) == td.lower(s)
+    assert finish(nest) == lower_schedule(s)  # finish runs the rest of the same list
+
+
+def test_portable_lowering_runs_the_portable_steps():
+    from tdsl.lower import lower_schedule
+
+    names = [n for n, _ in lower_schedule(_split_scale(), workspace=True, portable=True,
+                                          trace=True)]
+    assert names[-7:] == ["flatten", "narrow", "legalise", "dsp", "lanes", "index32", "outline"]
+
+
+def test_binders_are_a_step_of_their_own():
+    # a producer tiled and computed at a fused loop: its block bounds are set by a binder
+    y, x = td.dims("y x")
+    a = td.input("a", {y: 7, x: 16}, td.int16)
+    p = td.compute("p", {y: 7, x: 16}, a[y, x] + 1)
+    out = td.compute("out", {y: 7, x: 16}, p[y, x] * 2)
+    s = (td.schedule(out).fuse(out, "y", "x").reorder(p, "x y").tile(p, x=7, y=1)
+         .compute_at(p, out, "y_x"))
+    trace = td.lower(s, trace=True)
+    binders = [x for x in walk_stmts(trace["convert"].body) if isinstance(x, ir.Binder)]
+    assert binders and "\n    bind p_" in str(trace["convert"])
+    placed = trace["place_binders"]
+    assert not any(isinstance(x, ir.Binder) for x in walk_stmts(placed.body))
+    names = {n for b in binders for n, _ in b.lets}
+    assert names <= {x.name for x in walk_stmts(placed.body) if isinstance(x, ir.Let)}
+    with pytest.raises(VerifyError, match="binder of .* place_binders"):
+        verify(trace["convert"])
+
+
+def test_narrow_is_a_step_before_legalise():
+    (x,) = td.dims("x")
+    a = td.input("a", {x: 8}, td.float16)
+    o = td.compute("o", {x: 8}, a[x] * 3 + 1)
+    trace = td.lower(td.schedule(o), trace=True)
+
+    def half_arithmetic(f: ir.LoweredFunc) -> bool:
+        return any(isinstance(e, ir.Binary) and e.dtype == dt.float16
+                   for s in walk_stmts(f.body) for top in stmt_exprs(s) for e in walk_exprs(top))
+
+    assert half_arithmetic(trace["flatten"]) and not half_arithmetic(trace["narrow"])
+    rng = np.random.default_rng(1)
+    data = rng.uniform(-4, 4, 8).astype(np.float16)
+    np.testing.assert_array_equal(td.build(td.schedule(o))(a=data), td.evaluate(o, a=data))

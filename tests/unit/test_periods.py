@@ -1,6 +1,6 @@
 """The one-period pieces of mirror, mirror-interior and wrap reads (compute.periods):
 the table agrees with `evaluate.remap`, and the two places that evaluate it (the
-regions of `poly.access`, the kernel index of `poly.from_ast`) read what it says."""
+regions of `poly.access`, the kernel index of `poly.statement_writer`) read what it says."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tdsl.compute.periods import ONE_PERIOD, Form
 from tdsl.lower import ir
 from tdsl.lower.poly.access import _remapped
 from tdsl.lower.poly.affine import Vars, space
-from tdsl.lower.poly.from_ast import _remap
+from tdsl.lower.poly.statement_writer import _remap
 
 MODES = sorted(ONE_PERIOD)
 

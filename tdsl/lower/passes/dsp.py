@@ -52,6 +52,7 @@ from dataclasses import dataclass, replace
 
 from ... import dtypes as dt
 from .. import ir
+from ..build import add, call, const, index
 from ..rewrite import Rewriter, Substitute, bound_names, expr_vars, substitute
 from .simplify import constant_difference, normalize
 
@@ -151,7 +152,7 @@ class _Names:
 
 
 def _call(fn: str, *args: ir.Expr) -> ir.Expr:
-    return ir.Call(fn, args, dt.int32)  # type: ignore[arg-type]
+    return call(fn, args, dt.int32)  # type: ignore[arg-type]
 
 
 def _extend(o: Operand, word: ir.Expr, high: bool) -> ir.Expr:
@@ -164,7 +165,7 @@ def _extend(o: Operand, word: ir.Expr, high: bool) -> ir.Expr:
         return _call(fn, word)
     pair = (o.offset & 0xFFFF) | ((o.offset & 0xFFFF) << 16)
     pair = pair - (1 << 32) if pair >= 1 << 31 else pair
-    return _call(fn, ir.Const(pair, dt.int32), word)
+    return _call(fn, const(pair, dt.int32), word)
 
 
 def _words(o: Operand, names: _Names, role: str, lets: list[tuple[str, ir.Expr]]
@@ -243,7 +244,7 @@ def _lanes(loops: list[tuple[ir.For, Step]], names: _Names) -> ir.Stmt | None:
         pw = _words(ps[0], names, "x", lets)
         lanes: list[ir.Stmt] = []
         for lane in range(trips):
-            at = {var: normalize(ir.Binary("add", first.start, ir.index_const(lane), dt.index))}
+            at = {var: normalize(add(first.start, index(lane)))}
             q0 = qs[0]
             load = Substitute(at).visit_expr(q0.load)
             assert isinstance(load, ir.Load)
@@ -318,7 +319,7 @@ def _quad_group(stmts: tuple[ir.Stmt, ...], k: int, names: _Names) -> tuple[int,
     stores: list[ir.Stmt] = []
     for lane, (fn, p, q) in enumerate((("smlabb", p_even, q_even), ("smlabb", p_odd, q_odd),
                                       ("smlatt", p_even, q_even), ("smlatt", p_odd, q_odd))):
-        at = {var: normalize(ir.Binary("add", s.start, ir.index_const(lane), dt.index))}
+        at = {var: normalize(add(s.start, index(lane)))}
         acc = substitute(st.store, at)
         assert isinstance(acc, ir.Store)
         idx = tuple(normalize(i) for i in acc.indices)
@@ -328,8 +329,8 @@ def _quad_group(stmts: tuple[ir.Stmt, ...], k: int, names: _Names) -> tuple[int,
 
 def index_step(e: ir.Expr, var: str) -> int | None:
     """How much index `e` grows when `var` grows by 1, when that is a constant."""
-    at0 = Substitute({var: ir.index_const(0)}).visit_expr(e)
-    at1 = Substitute({var: ir.index_const(1)}).visit_expr(e)
+    at0 = Substitute({var: index(0)}).visit_expr(e)
+    at1 = Substitute({var: index(1)}).visit_expr(e)
     return constant_difference(at1, at0)
 
 
@@ -349,9 +350,9 @@ def saturation(e: ir.Expr) -> ir.Expr | None:
         return None
     for n in range(1, 32):
         if (lo, hi) == (-(1 << (n - 1)), (1 << (n - 1)) - 1):
-            return _call("ssat", inner.a, ir.Const(n, dt.int32))
+            return _call("ssat", inner.a, const(n, dt.int32))
         if (lo, hi) == (0, (1 << n) - 1):
-            return _call("usat", inner.a, ir.Const(n, dt.int32))
+            return _call("usat", inner.a, const(n, dt.int32))
     return None
 
 

@@ -34,28 +34,32 @@ from collections.abc import Callable
 
 from ... import dtypes as dt
 from .. import ir
+from ..build import (
+    add,
+    and_,
+    ashr,
+    binary,
+    cast,
+    const,
+    eq,
+    gt,
+    lshr,
+    lt,
+    maximum,
+    minimum,
+    mul,
+    neg,
+    select,
+    shl,
+    sub,
+    xor,
+)
 
 Bind = Callable[[ir.Expr, str], ir.Expr]
 Legal = Callable[[ir.Expr], ir.Expr]
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 SHIFT_LIMIT = 31  # requantize's shift is taken in [-31, 31] (compute.fixed_point)
-
-
-def _c(v: int, t: dt.DType) -> ir.Const:
-    return ir.Const(v, t)
-
-
-def _bin(op: ir.BinaryOp, a: ir.Expr, b: ir.Expr) -> ir.Expr:
-    return ir.Binary(op, a, b, a.dtype)
-
-
-def _sel(c: ir.Expr, a: ir.Expr, b: ir.Expr) -> ir.Expr:
-    return ir.Select(c, a, b, a.dtype)
-
-
-def _cmp(op: ir.CompareOp, a: ir.Expr, b: ir.Expr) -> ir.Expr:
-    return ir.Compare(op, a, b)
 
 
 def _range(t: dt.DType) -> tuple[int, int]:
@@ -68,9 +72,9 @@ def _clamp(e: ir.Expr, lo: int, hi: int, have: tuple[int, int]) -> ir.Expr:
     """`e` (whose values lie in `have`) clamped to [lo, hi], with no test that cannot fail."""
     t = e.dtype
     if have[0] < lo:
-        e = _bin("max", e, _c(lo, t))
+        e = maximum(e, const(lo, t))
     if have[1] > hi:
-        e = _bin("min", e, _c(hi, t))
+        e = minimum(e, const(hi, t))
     return e
 
 
@@ -92,22 +96,22 @@ def fixed_point_node(e: ir.Expr, bind: Bind, legal: Legal) -> ir.Expr | None:
 def _saturating(op: ir.BinaryOp, a: ir.Expr, b: ir.Expr, t: dt.DType, bind: Bind) -> ir.Expr:
     lo, hi = _range(t)
     if t.bits <= 16:  # exact in int32, then clamped
-        wide = _bin(op, ir.Cast(a, dt.int32), ir.Cast(b, dt.int32))
+        wide = binary(op, cast(a, dt.int32), cast(b, dt.int32))
         have = (2 * lo - hi, 2 * hi) if op == "add" else (lo - hi, hi - lo)
-        return ir.Cast(_clamp(wide, lo, hi, have), t)
+        return cast(_clamp(wide, lo, hi, have), t)
     a, b = bind(a, "x"), bind(b, "y")
     if not t.is_signed:
         if op == "add":
-            s = bind(_bin("add", a, b), "s")
-            return _sel(_cmp("lt", s, a), _c(hi, t), s)
-        return _sel(_cmp("lt", a, b), _c(0, t), _bin("sub", a, b))
-    s = bind(_bin(op, a, b), "s")
+            s = bind(add(a, b), "s")
+            return select(lt(s, a), const(hi, t), s)
+        return select(lt(a, b), const(0, t), sub(a, b))
+    s = bind(binary(op, a, b), "s")
     # overflow iff the result's sign differs from both operands' (add), or the operands'
     # signs differ and the result's differs from a's (sub)
-    crossed = (_bin("and", _bin("xor", a, s), _bin("xor", b, s)) if op == "add"
-               else _bin("and", _bin("xor", a, b), _bin("xor", a, s)))
-    bound = _bin("xor", _bin("ashr", a, _c(t.bits - 1, t)), _c(hi, t))  # a < 0: MIN, else MAX
-    return _sel(_cmp("lt", crossed, _c(0, t)), bound, s)
+    crossed = (and_(xor(a, s), xor(b, s)) if op == "add"
+               else and_(xor(a, b), xor(a, s)))
+    bound = xor(ashr(a, const(t.bits - 1, t)), const(hi, t))  # a < 0: MIN, else MAX
+    return select(lt(crossed, const(0, t)), bound, s)
 
 
 def _rounding_shift_right(x: ir.Expr, n: ir.Expr, bind: Bind, legal: Legal) -> ir.Expr:
@@ -121,21 +125,21 @@ def _rounding_shift_right(x: ir.Expr, n: ir.Expr, bind: Bind, legal: Legal) -> i
     u = n.dtype
     m = n
     if u.is_signed:
-        m = _bin("max", m, _c(max(-t.bits, _range(u)[0]), u))
-    m = bind(_bin("min", m, _c(min(t.bits + 1, _range(u)[1]), u)), "n")
-    right = bind(ir.Cast(_bin("max", m, _c(1, u)), t), "r")
+        m = maximum(m, const(max(-t.bits, _range(u)[0]), u))
+    m = bind(minimum(m, const(min(t.bits + 1, _range(u)[1]), u)), "n")
+    right = bind(cast(maximum(m, const(1, u)), t), "r")
     x = bind(x, "x")
-    one = _c(1, t)
+    one = const(1, t)
 
     def shift(op: ir.BinaryOp, a: ir.Expr, count: ir.Expr) -> ir.Expr:  # numpy's, made core
-        return legal(_bin(op, a, count))
+        return legal(binary(op, a, count))
 
-    rounded = _bin("add", shift("rshift", x, right),
-                   _bin("and", shift("rshift", x, _bin("sub", right, one)), one))
+    rounded = add(shift("rshift", x, right),
+                   and_(shift("rshift", x, sub(right, one)), one))
     if not u.is_signed:
         return rounded
-    left = ir.Cast(_bin("max", ir.Unary("neg", m, u), _c(0, u)), t)
-    return _sel(_cmp("gt", m, _c(0, u)), rounded, shift("lshift", x, left))
+    left = cast(maximum(neg(m), const(0, u)), t)
+    return select(gt(m, const(0, u)), rounded, shift("lshift", x, left))
 
 
 def _shift_by(x: ir.Expr, k: int, bind: Bind) -> ir.Expr:
@@ -145,22 +149,22 @@ def _shift_by(x: ir.Expr, k: int, bind: Bind) -> ir.Expr:
     if k == 0:
         return x
     if k < 0:
-        return _c(0, t) if -k >= bits else _bin("shl", x, _c(-k, t))
+        return const(0, t) if -k >= bits else shl(x, const(-k, t))
 
     def shifted(count: int) -> ir.Expr:  # x >> count for count >= 0, numpy's meaning
         if t.is_signed:
-            return _bin("ashr", x, _c(min(count, bits - 1), t)) if count else x
+            return ashr(x, const(min(count, bits - 1), t)) if count else x
         if count >= bits:
-            return _c(0, t)
-        return _bin("lshr", x, _c(count, t)) if count else x
+            return const(0, t)
+        return lshr(x, const(count, t)) if count else x
 
     x = bind(x, "x")
     low = shifted(k - 1)
-    bit = _c(0, t) if isinstance(low, ir.Const) else _bin("and", low, _c(1, t))
+    bit = const(0, t) if isinstance(low, ir.Const) else and_(low, const(1, t))
     high = shifted(k)
     if isinstance(bit, ir.Const):
         return high
-    return bit if isinstance(high, ir.Const) and high.value == 0 else _bin("add", high, bit)
+    return bit if isinstance(high, ir.Const) and high.value == 0 else add(high, bit)
 
 
 def _rounding_mul_shift_right(a: ir.Expr, b: ir.Expr, q: int, t: dt.DType) -> ir.Expr:
@@ -169,12 +173,12 @@ def _rounding_mul_shift_right(a: ir.Expr, b: ir.Expr, q: int, t: dt.DType) -> ir
     half = 1 << (q - 1) if q > 0 else 0
     pmin, pmax = min(corners) + half, max(corners) + half
     wide = dt.int32 if -(2**31) <= pmin and pmax < 2**31 else dt.int64
-    p = _bin("mul", ir.Cast(a, wide), ir.Cast(b, wide))
+    p = mul(cast(a, wide), cast(b, wide))
     if half:
-        p = _bin("add", p, _c(half, wide))
+        p = add(p, const(half, wide))
     if q:
-        p = _bin("ashr", p, _c(q, wide))
-    return ir.Cast(_clamp(p, lo, hi, (pmin >> q, pmax >> q)), t)
+        p = ashr(p, const(q, wide))
+    return cast(_clamp(p, lo, hi, (pmin >> q, pmax >> q)), t)
 
 
 def _requantize(acc: ir.Expr, m: ir.Expr, s: ir.Expr, bind: Bind) -> ir.Expr:
@@ -182,36 +186,36 @@ def _requantize(acc: ir.Expr, m: ir.Expr, s: ir.Expr, bind: Bind) -> ir.Expr:
     k = ir.int_value(s)
     if k is not None:
         k = min(max(k, -SHIFT_LIMIT), SHIFT_LIMIT)
-        left: ir.Expr = _c(max(k, 0), i32)
-        right: ir.Expr = _c(max(-k, 0), i32)
+        left: ir.Expr = const(max(k, 0), i32)
+        right: ir.Expr = const(max(-k, 0), i32)
     else:
-        s = bind(_bin("min", _bin("max", s, _c(-SHIFT_LIMIT, i32)), _c(SHIFT_LIMIT, i32)), "s")
-        left = _bin("max", s, _c(0, i32))
-        right = bind(_bin("max", ir.Unary("neg", s, i32), _c(0, i32)), "e")
-    x = acc if ir.int_value(left) == 0 else _bin("shl", acc, left)
+        s = bind(minimum(maximum(s, const(-SHIFT_LIMIT, i32)), const(SHIFT_LIMIT, i32)), "s")
+        left = maximum(s, const(0, i32))
+        right = bind(maximum(neg(s), const(0, i32)), "e")
+    x = acc if ir.int_value(left) == 0 else shl(acc, left)
     # SaturatingRoundingDoublingHighMul: (x * m + 2^30) >> 31 in int64. Only x = m =
     # INT32_MIN gives 2^31 (which wraps to INT32_MIN in int32), and no product gives
     # -2^31: so an int32 result of INT32_MIN is exactly the case to saturate to INT32_MAX,
     # a 32-bit test where a 64-bit clamp would compare two words
-    high = _bin("ashr", _bin("add", _bin("mul", ir.Cast(x, i64), ir.Cast(m, i64)),
-                             _c(1 << 30, i64)), _c(31, i64))
-    y: ir.Expr = ir.Cast(high, i32)
+    high = ashr(add(mul(cast(x, i64), cast(m, i64)),
+                             const(1 << 30, i64)), const(31, i64))
+    y: ir.Expr = cast(high, i32)
     if ir.int_value(m) in (None, INT32_MIN) and ir.int_value(x) in (None, INT32_MIN):
         y = bind(y, "y")
-        y = _sel(_cmp("eq", y, _c(INT32_MIN, i32)), _c(INT32_MAX, i32), y)
+        y = select(eq(y, const(INT32_MIN, i32)), const(INT32_MAX, i32), y)
     e = ir.int_value(right)
     if e == 0:
         return y
     y = bind(y, "y")
     if e is not None:  # RoundingDivideByPOT by a constant exponent
-        mask: ir.Expr = _c((1 << e) - 1, i32)
-        quot = bind(_bin("ashr", y, _c(e, i32)), "q")
-        half_mask: ir.Expr = _c(((1 << e) - 1) >> 1, i32)
+        mask: ir.Expr = const((1 << e) - 1, i32)
+        quot = bind(ashr(y, const(e, i32)), "q")
+        half_mask: ir.Expr = const(((1 << e) - 1) >> 1, i32)
     else:
-        mask = bind(_bin("sub", _bin("shl", _c(1, i32), right), _c(1, i32)), "mask")
-        quot = bind(_bin("ashr", y, right), "q")
-        half_mask = _bin("ashr", mask, _c(1, i32))
-    threshold = _bin("add", half_mask, _sel(_cmp("lt", quot, _c(0, i32)), _c(1, i32),
-                                            _c(0, i32)))
-    rem = _bin("and", y, mask)
-    return _bin("add", quot, _sel(_cmp("gt", rem, threshold), _c(1, i32), _c(0, i32)))
+        mask = bind(sub(shl(const(1, i32), right), const(1, i32)), "mask")
+        quot = bind(ashr(y, right), "q")
+        half_mask = ashr(mask, const(1, i32))
+    threshold = add(half_mask, select(lt(quot, const(0, i32)), const(1, i32),
+                                            const(0, i32)))
+    rem = and_(y, mask)
+    return add(quot, select(gt(rem, threshold), const(1, i32), const(0, i32)))

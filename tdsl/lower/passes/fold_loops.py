@@ -23,15 +23,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ... import dtypes as dt
 from .. import ir
+from ..build import lt, sub
 from ..rewrite import Rewriter
 from .simplify import normalize
 
 
 def _trip_count(loop: ir.For) -> int | None:
     """`end - start` when it is a constant, else None."""
-    trips = normalize(ir.Binary("sub", loop.end, loop.start, dt.index))
+    trips = normalize(sub(loop.end, loop.start))
     return ir.int_value(trips)
 
 
@@ -45,7 +45,7 @@ class _Fold(Rewriter):
         if trips == 1:
             return ir.Let(s.var, s.start, s.body)
         if s.max_extent is not None and s.max_extent <= 1:
-            return ir.If(ir.Compare("lt", s.start, s.end), ir.Let(s.var, s.start, s.body))
+            return ir.If(lt(s.start, s.end), ir.Let(s.var, s.start, s.body))
         return None
 
 

@@ -34,6 +34,7 @@ from dataclasses import replace
 
 from ... import dtypes as dt
 from .. import ir
+from ..build import binary, call, cast, const, select, unary
 from ..rewrite import Rewriter, bound_names, expr_children, free_vars
 
 INT32_MAX = 2**31 - 1
@@ -241,17 +242,17 @@ class _Narrow(Rewriter):
             case ir.Var(name, t) if t == dt.index:
                 return ir.Var(self.copies.get(name, name), dt.index32)
             case ir.Const(value, t) if t == dt.index:
-                return ir.Const(value, dt.index32)
+                return const(value, dt.index32)
             case ir.Binary(op, a, b, t) if t == dt.index:
-                return ir.Binary(op, a, b, dt.index32)
+                return binary(op, a, b)  # its operands are index32 now
             case ir.Unary(op, a, t) if t == dt.index:
-                return ir.Unary(op, a, dt.index32)
+                return unary(op, a)
             case ir.Call(fn, args, t) if t == dt.index:
-                return ir.Call(fn, args, dt.index32)
+                return call(fn, args, dt.index32)
             case ir.Select(c, a, b, t) if t == dt.index:
-                return ir.Select(c, a, b, dt.index32)
+                return select(c, a, b)
             case ir.Cast(a, t) if t == dt.index:
-                return a if a.dtype == dt.index32 else ir.Cast(a, dt.index32)
+                return a if a.dtype == dt.index32 else cast(a, dt.index32)
         return None
 
 
@@ -282,5 +283,5 @@ def narrow_indices(func: ir.LoweredFunc) -> ir.LoweredFunc:
     body = _Narrow(copies).visit(func.body)
     for v in reversed(func.sizes):
         if v.name in copies:
-            body = ir.Let(copies[v.name], ir.Cast(ir.Var(v.name), dt.index32), body)
+            body = ir.Let(copies[v.name], cast(ir.Var(v.name), dt.index32), body)
     return replace(func, body=body, index_limits=tuple(limits))

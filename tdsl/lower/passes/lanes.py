@@ -20,6 +20,7 @@ from dataclasses import replace
 
 from ... import dtypes as dt
 from .. import ir
+from ..build import add, index
 from ..rewrite import Rewriter, Substitute, stmt_exprs, walk_exprs, walk_stmts
 from .simplify import constant_difference, normalize
 
@@ -49,7 +50,7 @@ class _Lanes(Rewriter):
             return None
         copies = []
         for lane in range(trips):
-            at = normalize(ir.Binary("add", s.start, ir.index_const(lane), dt.index))
+            at = normalize(add(s.start, index(lane)))
             copies.append(_Fold({s.var: at}).visit(s.body))
         return ir.Block(tuple(copies))
 

@@ -32,8 +32,9 @@ effects, and the operations left in them cannot trap. Buffer shapes and
 expressions outside a function (`legalise_expr`) are rewritten without
 bindings, the operands repeated.
 
-float16 and bfloat16 are computed in float32 and rounded back (`passes.narrow`),
-so no operation on them is left. The fixed-point operations (`td.saturating_add`,
+float16 and bfloat16 were computed in float32 and rounded back by the narrow
+pass just before (`passes.narrow`, through the same statement rewriter,
+`BindingRewriter`), so no operation on them is left. The fixed-point operations (`td.saturating_add`,
 `td.requantize`, ...) are written out in core operations (`passes.fixed_point`).
 
 Guarantees: the result computes the same values; no `Binary` floordiv or mod,
@@ -51,6 +52,33 @@ from dataclasses import replace
 
 from ... import dtypes as dt
 from .. import ir
+from ..build import (
+    add,
+    and_,
+    ashr,
+    binary,
+    bitcast,
+    call,
+    compare,
+    const,
+    eq,
+    ge,
+    gt,
+    invert,
+    lshr,
+    lt,
+    mul,
+    ne,
+    neg,
+    or_,
+    select,
+    shl,
+    sub,
+    tdiv,
+    trem,
+    truediv,
+    xor,
+)
 from ..fastexp import (
     EXPONENT_BIAS,
     EXPONENT_SHIFT,
@@ -64,9 +92,11 @@ from ..fastexp import (
 )
 from ..rewrite import Rewriter, bound_names, expr_vars
 from .fixed_point import fixed_point_node
-from .narrow import narrow_node
 
 Bind = Callable[[ir.Expr, str], ir.Expr]
+Nonnegative = Callable[[ir.Expr], bool]
+# what a node becomes (its operands rewritten already), or None when it stays
+NodeRule = Callable[[ir.Expr, Bind, Nonnegative], "ir.Expr | None"]
 
 
 def _no_binding(e: ir.Expr, role: str) -> ir.Expr:
@@ -74,30 +104,6 @@ def _no_binding(e: ir.Expr, role: str) -> ir.Expr:
 
 
 # ---------------------------------------------------------------- builders
-
-
-def _c(value: int | float | bool, dtype: dt.DType) -> ir.Const:
-    return ir.Const(value, dtype)
-
-
-def _bin(op: ir.BinaryOp, a: ir.Expr, b: ir.Expr) -> ir.Binary:
-    return ir.Binary(op, a, b, a.dtype)
-
-
-def _cmp(op: ir.CompareOp, a: ir.Expr, b: ir.Expr) -> ir.Compare:
-    return ir.Compare(op, a, b)
-
-
-def _and(a: ir.Expr, b: ir.Expr) -> ir.Binary:
-    return ir.Binary("and", a, b, dt.bool_)
-
-
-def _or(a: ir.Expr, b: ir.Expr) -> ir.Binary:
-    return ir.Binary("or", a, b, dt.bool_)
-
-
-def _select(c: ir.Expr, a: ir.Expr, b: ir.Expr) -> ir.Select:
-    return ir.Select(c, a, b, a.dtype)
 
 
 def _minimum(t: dt.DType) -> int:
@@ -111,7 +117,7 @@ def _int_divmod(op: str, a: ir.Expr, b: ir.Expr, bind: Bind,
                 nonnegative: Callable[[ir.Expr], bool]) -> ir.Expr:
     """`a // b` or `a % b` on an integer dtype (or index): floor, never trapping."""
     t = a.dtype
-    zero, one = _c(0, t), _c(1, t)
+    zero, one = const(0, t), const(1, t)
     c = ir.int_value(b)
     if c == 0:
         return zero
@@ -119,48 +125,48 @@ def _int_divmod(op: str, a: ir.Expr, b: ir.Expr, bind: Bind,
         trunc: ir.BinaryOp = "tdiv" if op == "floordiv" else "trem"
         if t == dt.index:
             trunc = "pdiv" if trunc == "tdiv" else "pmod"
-        return _bin(trunc, a, b)
+        return binary(trunc, a, b)
     if t.is_signed and c == -1:  # x // -1 wraps (MIN // -1 == MIN); x % -1 == 0
-        return ir.Unary("neg", a, t) if op == "floordiv" else zero
+        return neg(a) if op == "floordiv" else zero
     if c is not None and c > 1 and c & (c - 1) == 0 and t.is_signed and t != dt.index:
         # a power of two: the arithmetic shift floors, the mask is the floor remainder
         k = c.bit_length() - 1
-        return _bin("ashr", a, _c(k, t)) if op == "floordiv" else _bin("and", a, _c(c - 1, t))
+        return ashr(a, const(k, t)) if op == "floordiv" else and_(a, const(c - 1, t))
     if c is not None or not t.is_signed:
         if c is None:  # unsigned: a divisor of 0 becomes 1, so x % 0 is 0 already
             b = bind(b, "b")
-            d = bind(_select(_cmp("eq", b, zero), one, b), "d")
+            d = bind(select(eq(b, zero), one, b), "d")
         else:
             d = b
         if not t.is_signed:
             if op == "mod":
-                return _bin("trem", a, d)
-            q: ir.Expr = _bin("tdiv", a, d)
-            return q if c is not None else _select(_cmp("eq", b, zero), zero, q)
+                return trem(a, d)
+            q: ir.Expr = tdiv(a, d)
+            return q if c is not None else select(eq(b, zero), zero, q)
         # a signed constant divisor: truncation rounds toward zero, the floor steps down
         # where the remainder's sign is not the divisor's
         assert c is not None  # signed, so the branch above is for a constant divisor
         a = bind(a, "x")
-        rem: ir.Expr = _bin("trem", a, d)
+        rem: ir.Expr = trem(a, d)
         below: ir.CompareOp = "lt" if c > 0 else "gt"
-        adjust: ir.Expr = _cmp(below, rem, zero)
+        adjust: ir.Expr = compare(below, rem, zero)
         if op == "mod":
             rem = bind(rem, "r")
-            return _select(_cmp(below, rem, zero), _bin("add", rem, d), rem)
-        q = bind(_bin("tdiv", a, d), "q")
-        return _select(adjust, _bin("sub", q, one), q)
+            return select(compare(below, rem, zero), add(rem, d), rem)
+        q = bind(tdiv(a, d), "q")
+        return select(adjust, sub(q, one), q)
     # a signed divisor: 0 and the pair (MIN, -1) divide by 1 instead (0 // 0 is then
     # replaced, x % 1 and MIN // 1 are the results already)
     a, b = bind(a, "x"), bind(b, "y")
-    unsafe = _or(_cmp("eq", b, zero),
-                 _and(_cmp("eq", a, _c(_minimum(t), t)), _cmp("eq", b, _c(-1, t))))
-    d = bind(_select(unsafe, one, b), "d")
-    r = bind(_bin("trem", a, d), "r")
-    adjust = _and(_cmp("ne", r, zero), _cmp("lt", _bin("xor", r, d), zero))
+    unsafe = or_(eq(b, zero),
+                 and_(eq(a, const(_minimum(t), t)), eq(b, const(-1, t))))
+    d = bind(select(unsafe, one, b), "d")
+    r = bind(trem(a, d), "r")
+    adjust = and_(ne(r, zero), lt(xor(r, d), zero))
     if op == "mod":
-        return _select(adjust, _bin("add", r, d), r)
-    q = bind(_bin("tdiv", a, d), "q")
-    return _select(_cmp("eq", b, zero), zero, _select(adjust, _bin("sub", q, one), q))
+        return select(adjust, add(r, d), r)
+    q = bind(tdiv(a, d), "q")
+    return select(eq(b, zero), zero, select(adjust, sub(q, one), q))
 
 
 # ---------------------------------------------------------------- floats
@@ -169,29 +175,29 @@ def _int_divmod(op: str, a: ir.Expr, b: ir.Expr, bind: Bind,
 def _float_divmod(op: str, a: ir.Expr, b: ir.Expr, bind: Bind) -> ir.Expr:
     """numpy's npy_divmod: the floor quotient, or the remainder with the divisor's sign."""
     t = a.dtype
-    zero, one = _c(0.0, t), _c(1.0, t)
+    zero, one = const(0.0, t), const(1.0, t)
     a, b = bind(a, "x"), bind(b, "y")
-    m = bind(_bin("trem", a, b), "m")
-    nonzero = _cmp("ne", m, zero)  # NaN too
-    m_negative = _cmp("lt", m, zero)
+    m = bind(trem(a, b), "m")
+    nonzero = ne(m, zero)  # NaN too
+    m_negative = lt(m, zero)
     signs_differ: ir.Expr
     if isinstance(b, ir.Const):  # the divisor's sign is known
-        signs_differ = ir.Unary("invert", m_negative, dt.bool_) if b.value < 0 else m_negative
+        signs_differ = invert(m_negative) if b.value < 0 else m_negative
     else:
-        signs_differ = ir.Binary("xor", _cmp("lt", b, zero), m_negative, dt.bool_)
-    adjust = _and(nonzero, signs_differ)
+        signs_differ = xor(lt(b, zero), m_negative)
+    adjust = and_(nonzero, signs_differ)
     if op == "mod":  # b == 0 gives fmod's NaN, which the adjustments leave alone
-        m = _select(adjust, _bin("add", m, b), m)
-        return _select(nonzero, m, ir.Call("copysign", (zero, b), t))
-    v = bind(_bin("truediv", _bin("sub", a, m), b), "v")
-    v = bind(_select(adjust, _bin("sub", v, one), v), "v")
-    f = bind(ir.Call("floor", (v,), t), "f")
-    snapped = _select(_cmp("gt", _bin("sub", v, f), _c(0.5, t)), _bin("add", f, one), f)
-    quot = _select(_cmp("ne", v, zero), snapped,
-                   ir.Call("copysign", (zero, _bin("truediv", a, b)), t))
+        m = select(adjust, add(m, b), m)
+        return select(nonzero, m, call("copysign", (zero, b), t))
+    v = bind(truediv(sub(a, m), b), "v")
+    v = bind(select(adjust, sub(v, one), v), "v")
+    f = bind(call("floor", (v,), t), "f")
+    snapped = select(gt(sub(v, f), const(0.5, t)), add(f, one), f)
+    quot = select(ne(v, zero), snapped,
+                   call("copysign", (zero, truediv(a, b)), t))
     if isinstance(b, ir.Const):
-        return _bin("truediv", a, b) if b.value == 0 else quot
-    return _select(_cmp("eq", b, zero), _bin("truediv", a, b), quot)
+        return truediv(a, b) if b.value == 0 else quot
+    return select(eq(b, zero), truediv(a, b), quot)
 
 
 def _float_minmax(op: str, a: ir.Expr, b: ir.Expr, bind: Bind) -> ir.Expr:
@@ -201,8 +207,8 @@ def _float_minmax(op: str, a: ir.Expr, b: ir.Expr, bind: Bind) -> ir.Expr:
     accumulator `a` then waits for one max and one blend per step, not two compares,
     an or and a blend (C softmax 5.9 -> 4.6 ms)."""
     a, b = bind(a, "x"), bind(b, "y")
-    inner = _select(_cmp("lt" if op == "min" else "gt", a, b), a, b)
-    return _select(_cmp("ne", a, a), a, inner)
+    inner = select(compare("lt" if op == "min" else "gt", a, b), a, b)
+    return select(ne(a, a), a, inner)
 
 
 def _exp_f32(x: ir.Expr, bind: Bind) -> ir.Expr:
@@ -210,32 +216,32 @@ def _exp_f32(x: ir.Expr, bind: Bind) -> ir.Expr:
     f32, i32 = dt.float32, dt.int32
 
     def c(v: float) -> ir.Const:
-        return _c(v, f32)
+        return const(v, f32)
 
-    def fma(a: ir.Expr, m: ir.Expr, add: ir.Expr) -> ir.Expr:  # a * m + add, which the targets may fuse
-        return _bin("add", _bin("mul", a, m), add)
+    def fma(a: ir.Expr, m: ir.Expr, addend: ir.Expr) -> ir.Expr:  # a * m + addend, which the targets may fuse
+        return add(mul(a, m), addend)
 
     x = bind(x, "x")
     # x < LO ? LO : x, then the same against HI: one max and one min instruction on
     # targets whose min/max return the second operand when one is NaN; a NaN x goes
     # through to the result (every later operation takes a NaN operand to NaN)
-    lo = bind(_select(_cmp("lt", x, c(LO)), c(LO), x), "y")
-    y = bind(_select(_cmp("gt", lo, c(HI)), c(HI), lo), "y")
+    lo = bind(select(lt(x, c(LO)), c(LO), x), "y")
+    y = bind(select(gt(lo, c(HI)), c(HI), lo), "y")
     t = bind(fma(y, c(LOG2E), c(MAGIC)), "t")
-    k = bind(_bin("sub", t, c(MAGIC)), "k")
-    r = bind(_bin("sub", _bin("sub", y, _bin("mul", k, c(LN2_HI))), _bin("mul", k, c(LN2_LO))),
+    k = bind(sub(t, c(MAGIC)), "k")
+    r = bind(sub(sub(y, mul(k, c(LN2_HI))), mul(k, c(LN2_LO))),
              "r")
     p: ir.Expr = c(POLY[0])
     for coef in (*POLY[1:], 1.0, 1.0):
         p = fma(r, p, c(coef))
     p = bind(p, "p")
     # k << 23 from t's bits, k1 << 23 with k1 = floor(k / 2), and the bits of 2^k1, 2^k2
-    a = bind(_bin("shl", ir.Call("bitcast", (t,), i32), _c(EXPONENT_SHIFT, i32)), "a")
-    h = bind(_bin("shl", _bin("ashr", a, _c(EXPONENT_SHIFT + 1, i32)), _c(EXPONENT_SHIFT, i32)),
+    a = bind(shl(bitcast(t, i32), const(EXPONENT_SHIFT, i32)), "a")
+    h = bind(shl(ashr(a, const(EXPONENT_SHIFT + 1, i32)), const(EXPONENT_SHIFT, i32)),
              "h")
-    power1 = ir.Call("bitcast", (_bin("add", h, _c(EXPONENT_BIAS, i32)),), f32)
-    power2 = ir.Call("bitcast", (_bin("sub", _bin("add", a, _c(EXPONENT_BIAS, i32)), h),), f32)
-    return _bin("mul", _bin("mul", p, power1), power2)
+    power1 = bitcast(add(h, const(EXPONENT_BIAS, i32)), f32)
+    power2 = bitcast(sub(add(a, const(EXPONENT_BIAS, i32)), h), f32)
+    return mul(mul(p, power1), power2)
 
 
 # ---------------------------------------------------------------- one node
@@ -254,9 +260,6 @@ def legalise_node(e: ir.Expr, bind: Bind = _no_binding,
     def legal(n: ir.Expr) -> ir.Expr:
         return legalise_node(n, bind, nonnegative) or n
 
-    narrow = narrow_node(e, bind, legal)
-    if narrow is not None:
-        return narrow
     fixed = fixed_point_node(e, bind, legal)
     if fixed is not None:
         return fixed
@@ -269,7 +272,7 @@ def legalise_node(e: ir.Expr, bind: Bind = _no_binding,
             return _float_minmax(e.op, a, b, bind)
         case ir.Call("abs", (a,), t) if t.is_signed:
             a = bind(a, "x")  # abs(MIN) == MIN: the negation wraps
-            return _select(_cmp("lt", a, _c(0, t)), ir.Unary("neg", a, t), a)
+            return select(lt(a, const(0, t)), neg(a), a)
         case ir.Call("abs" | "floor" | "ceil", (a,), t) if not t.is_float:
             return a  # unsigned ints and bool, and integers kept as they are
         case ir.Call("exp", (a,), t) if t == dt.float32:
@@ -285,25 +288,27 @@ def _shift(op: str, a: ir.Expr, b: ir.Expr, bind: Bind) -> ir.Expr:
     range, so it is defined on every target."""
     t = a.dtype
     b = bind(b, "n")
-    inside = _cmp("lt", b, _c(t.bits, t)) if not t.is_signed else _and(
-        _cmp("ge", b, _c(0, t)), _cmp("lt", b, _c(t.bits, t)))
-    count = _bin("and", b, _c(t.bits - 1, t))
+    inside = lt(b, const(t.bits, t)) if not t.is_signed else and_(
+        ge(b, const(0, t)), lt(b, const(t.bits, t)))
+    count = and_(b, const(t.bits - 1, t))
     if op == "lshift":
-        return _select(inside, _bin("shl", a, count), _c(0, t))
+        return select(inside, shl(a, count), const(0, t))
     if not t.is_signed:
-        return _select(inside, _bin("lshr", a, count), _c(0, t))
+        return select(inside, lshr(a, count), const(0, t))
     a = bind(a, "x")
-    return _select(inside, _bin("ashr", a, count),
-                   _select(_cmp("lt", a, _c(0, t)), _c(-1, t), _c(0, t)))
+    return select(inside, ashr(a, count),
+                   select(lt(a, const(0, t)), const(-1, t), const(0, t)))
 
 
 class _Expressions(Rewriter):
-    """Legalises bottom-up; loads see `buffer(their buffer)`; `nonnegative` names the
-    variables known to be at least 0."""
+    """Rewrites bottom-up by `rule` (default: legalises); loads see `buffer(their
+    buffer)`; `nonnegative` names the variables known to be at least 0."""
 
-    def __init__(self, bind: Bind, buffer: Callable[[ir.Buffer], ir.Buffer] = lambda b: b):
+    def __init__(self, bind: Bind, buffer: Callable[[ir.Buffer], ir.Buffer] = lambda b: b,
+                 rule: NodeRule = legalise_node):
         self.bind = bind
         self.buffer = buffer
+        self.rule = rule
         self.nonnegative: set[str] = set()
 
     def known_nonnegative(self, e: ir.Expr) -> bool:
@@ -322,7 +327,7 @@ class _Expressions(Rewriter):
         if isinstance(e, ir.Load):
             buf = self.buffer(e.buffer)
             return None if buf is e.buffer else ir.Load(buf, e.indices)
-        return legalise_node(e, self.bind, self.known_nonnegative)
+        return self.rule(e, self.bind, self.known_nonnegative)
 
 
 def legalise_expr(e: ir.Expr) -> ir.Expr:
@@ -334,15 +339,17 @@ def legalise_expr(e: ir.Expr) -> ir.Expr:
 # ---------------------------------------------------------------- statements
 
 
-class _Legalise(Rewriter):
-    """Legalises each statement's own expressions, binding what they reuse in `Let`s
-    around the statement; names are fresh in the whole function."""
+class BindingRewriter(Rewriter):
+    """Rewrites each statement's own expressions node by node with `rule` (default:
+    legalises them), binding what they reuse in `Let`s around the statement; names are
+    fresh in the whole function (`taken`: the names in use). Temp buffers' shapes are
+    legalised."""
 
-    def __init__(self, taken: set[str]):
+    def __init__(self, taken: set[str], rule: NodeRule = legalise_node):
         self.taken = taken
         self.pending: list[tuple[str, ir.Expr]] = []
         self.buffers: dict[str, ir.Buffer] = {}
-        self.exprs = _Expressions(self._bind, self.buffer)
+        self.exprs = _Expressions(self._bind, self.buffer, rule)
 
     def _bind(self, value: ir.Expr, role: str) -> ir.Expr:
         if isinstance(value, (ir.Var, ir.Const)) or ir.ATOMIC_OLD in expr_vars(value):
@@ -425,4 +432,4 @@ class _Legalise(Rewriter):
 def legalise(func: ir.LoweredFunc) -> ir.LoweredFunc:
     """`func` in core operations only (see the module)."""
     taken = {v.name for v in func.sizes} | bound_names(func.body)
-    return replace(func, body=_Legalise(taken).visit(func.body))
+    return replace(func, body=BindingRewriter(taken).visit(func.body))

@@ -1,6 +1,6 @@
 """Outlining: every parallel loop becomes a task of the thread pool.
 
-The last of the late passes. A parallel loop's body runs on several threads, so the
+The last step of the pipeline (`lower.PIPELINE`). A parallel loop's body runs on several threads, so the
 targets make it a function of its own that runs a chunk of the loop's iterations
 and call the pool's `abi.PARALLEL_FOR` with it; this pass decides, once for every
 target, what that function receives and how the loop runs:

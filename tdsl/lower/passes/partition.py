@@ -44,6 +44,7 @@ from dataclasses import dataclass, replace
 
 from ... import dtypes as dt
 from .. import ir
+from ..build import add, const, floordiv, index, maximum, minimum, mul, neg, sub
 from ..rewrite import Rewriter, _rebuild_expr, expr_children, stmt_count, walk_stmts
 from .simplify import normalize
 
@@ -54,10 +55,6 @@ GROWTH = 2  # nor once the copies would make the function this many times larger
 # A linear form: coefficients per variable name, and a constant. An opaque term that
 # reads no variable of interest is kept as an expression with coefficient 1.
 Linear = tuple[dict[str, int], int, tuple[ir.Expr, ...]]
-
-
-def _idx(n: int) -> ir.Const:
-    return ir.index_const(n)
 
 
 def _linear(e: ir.Expr, watched: set[str]) -> Linear | None:
@@ -97,14 +94,14 @@ def _walk(e: ir.Expr) -> Iterator[ir.Expr]:
         yield from _walk(c)
 
 
-def _sum(coefs: dict[str, int], const: int, opaque: tuple[ir.Expr, ...]) -> ir.Expr:
-    out: ir.Expr = _idx(const)
+def _sum(coefs: dict[str, int], constant: int, opaque: tuple[ir.Expr, ...]) -> ir.Expr:
+    out: ir.Expr = index(constant)
     for name, c in sorted(coefs.items()):
         if c:
-            term: ir.Expr = ir.Var(name) if c == 1 else ir.Binary("mul", _idx(c), ir.Var(name), dt.index)
-            out = ir.Binary("add", out, term, dt.index)
+            term: ir.Expr = ir.Var(name) if c == 1 else mul(index(c), ir.Var(name))
+            out = add(out, term)
     for x in opaque:
-        out = ir.Binary("add", out, x, dt.index)
+        out = add(out, x)
     return out
 
 
@@ -125,11 +122,11 @@ class _Site:
 
 def _floordiv(a: ir.Expr, b: int) -> ir.Expr:
     a = normalize(a)  # one form for one value: sites with the same bound share it
-    return a if b == 1 else ir.Binary("floordiv", a, _idx(b), dt.index)
+    return a if b == 1 else floordiv(a, index(b))
 
 
 def _ceildiv(a: ir.Expr, b: int) -> ir.Expr:
-    return a if b == 1 else ir.Unary("neg", _floordiv(ir.Unary("neg", a, dt.index), b), dt.index)
+    return a if b == 1 else neg(_floordiv(neg(a), b))
 
 
 class _Finder:
@@ -179,29 +176,29 @@ class _Finder:
                        {self.v, *self.inner} for x in _walk(m))
 
     def site(self, n: ir.Expr) -> _Site | None:
-        false = ir.Const(False, dt.bool_)
+        false = const(False, dt.bool_)
         match n:
             case ir.Binary("min", e, m, t) if t == dt.index and self.invariant(m):
                 b = self.bounds(e)  # e <= m  <=>  v <= (m - r_max) / a
                 if b is not None:
-                    return _Site(n, e, hi=_floordiv(ir.Binary("sub", m, b[2], dt.index), b[0]),
+                    return _Site(n, e, hi=_floordiv(sub(m, b[2]), b[0]),
                                  exact=self.exact, outside=m)
             case ir.Binary("max", e, m, t) if t == dt.index and self.invariant(m):
                 b = self.bounds(e)  # e >= m  <=>  v >= (m - r_min) / a
                 if b is not None:
-                    return _Site(n, e, lo=_ceildiv(ir.Binary("sub", m, b[1], dt.index), b[0]),
+                    return _Site(n, e, lo=_ceildiv(sub(m, b[1]), b[0]),
                                  exact=self.exact, outside=m)
             case ir.Compare("ge", e, m) if e.dtype == dt.index and self.invariant(m):
                 b = self.bounds(e)
                 if b is not None:
-                    return _Site(n, ir.Const(True, dt.bool_),
-                                 lo=_ceildiv(ir.Binary("sub", m, b[1], dt.index), b[0]),
+                    return _Site(n, const(True, dt.bool_),
+                                 lo=_ceildiv(sub(m, b[1]), b[0]),
                                  exact=self.exact, outside=false)
             case ir.Compare("lt", e, m) if e.dtype == dt.index and self.invariant(m):
                 b = self.bounds(e)  # e < m  <=>  e <= m - 1
                 if b is not None:
-                    top = ir.Binary("sub", ir.Binary("sub", m, _idx(1), dt.index), b[2], dt.index)
-                    return _Site(n, ir.Const(True, dt.bool_), hi=_floordiv(top, b[0]),
+                    top = sub(sub(m, index(1)), b[2])
+                    return _Site(n, const(True, dt.bool_), hi=_floordiv(top, b[0]),
                                  exact=self.exact, outside=false)
         return None
 
@@ -215,7 +212,7 @@ class _Finder:
             if self.invariant(m):
                 b = self.bounds(e, sign=-1)
                 if b is not None:
-                    return _Site(end, m, hi=_floordiv(ir.Binary("sub", b[1], m, dt.index), b[0]),
+                    return _Site(end, m, hi=_floordiv(sub(b[1], m), b[0]),
                                  tail=True)
         return None
 
@@ -339,14 +336,6 @@ def _vectorized(s: ir.Stmt) -> bool:
     return any(isinstance(x, ir.For) and x.kind is ir.ForKind.VECTORIZED for x in walk_stmts(s))
 
 
-def _max(a: ir.Expr, b: ir.Expr) -> ir.Expr:
-    return ir.Binary("max", a, b, dt.index)
-
-
-def _min(a: ir.Expr, b: ir.Expr) -> ir.Expr:
-    return ir.Binary("min", a, b, dt.index)
-
-
 class _Partition:
     """Top down: a loop with sites is split in three and its interior copy's body is
     partitioned in turn; the copies before and after are left as they are."""
@@ -388,19 +377,19 @@ class _Partition:
         first, after = f"{s.var}_in{self.count}", f"{s.var}_out{self.count}"
         a: ir.Expr = s.start
         for lo in dict.fromkeys(x.lo for x in sites if x.lo is not None):
-            a = _max(a, lo)
-        a = _min(a, s.end)
+            a = maximum(a, lo)
+        a = minimum(a, s.end)
         b: ir.Expr = s.end
         for hi in dict.fromkeys(x.hi for x in sites if x.hi is not None):
-            b = _min(b, ir.Binary("add", hi, _idx(1), dt.index))
+            b = minimum(b, add(hi, index(1)))
         ca, cb = _constant(a), _constant(b)
         a_at: ir.Expr
         b_at: ir.Expr
         if ca is not None and cb is not None:  # constant sizes: no lets, no empty loops
-            a_at, b_at = _idx(ca), _idx(max(cb, ca))
+            a_at, b_at = index(ca), index(max(cb, ca))
         else:
             a_at, b_at = ir.Var(first), ir.Var(after)
-            b = _max(b, a_at)
+            b = maximum(b, a_at)
         interior = replace(s, start=a_at, end=b_at,
                            body=self.visit(_Replace(sites).visit(s.body)))
         parts = [replace(s, end=a_at), interior, replace(s, start=b_at)]

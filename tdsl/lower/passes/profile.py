@@ -1,8 +1,9 @@
 """instrument: clock reads around each stage's loop nest and each parallel loop.
 
-Not one of the passes every build runs: `Kernel.profile` builds a second, instrumented
-kernel from the kernel's loop nest (before `LATE_PASSES`, which then write the
-instrumented nest out as they write any), so the kernel a program calls is never
+Not one of the steps every build runs (in `lower.PIPELINE` it applies only to
+profiling): `Kernel.profile` builds a second, instrumented kernel from the kernel's loop
+nest (`lower.finish(..., profile=True)`: right after `LOOP_NEST`, before the steps that
+write the instrumented nest out as they write any), so the kernel a program calls is never
 changed. The instrumented function takes one more output, `PROFILE_BUFFER`,
 an int64 array of `counters(regions)` elements that it adds to:
 
@@ -30,8 +31,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from ...dtypes import index, int64
+from ... import dtypes as dt
+from ...dtypes import int64
 from .. import ir
+from ..build import add, call, cast, const, index, sub
 from ..rewrite import walk_stmts
 
 PROFILE_BUFFER = "tdsl_profile"
@@ -156,20 +159,20 @@ def plan(func: ir.LoweredFunc) -> list[Region]:
 
 
 def _add(buf: ir.Buffer, slot: int, amount: ir.Expr, atomic: bool) -> ir.Store:
-    at = (ir.index_const(slot),)
+    at = (index(slot),)
     if atomic:
         old = ir.Var(ir.ATOMIC_OLD, int64)
-        return ir.Store(buf, at, ir.Binary("add", old, amount, int64), atomic=True)
-    return ir.Store(buf, at, ir.Binary("add", ir.Load(buf, at), amount, int64))
+        return ir.Store(buf, at, add(old, amount), atomic=True)
+    return ir.Store(buf, at, add(ir.Load(buf, at), amount))
 
 
 def _timed(s: ir.Stmt, buf: ir.Buffer, slot: int, atomic: bool, name: str) -> ir.Stmt:
     """`s` between two clock reads, the difference added to counter `slot` and one entry
     to the next."""
-    start = ir.Var(name, index)
-    elapsed = ir.Cast(ir.Binary("sub", ir.Call("clock", (), index), start, index), int64)
-    return ir.Let(name, ir.Call("clock", (), index), ir.Block((
-        s, _add(buf, slot, elapsed, atomic), _add(buf, slot + 1, ir.Const(1, int64), atomic))))
+    start = ir.Var(name, dt.index)
+    elapsed = cast(sub(call("clock", (), dt.index), start), int64)
+    return ir.Let(name, call("clock", (), dt.index), ir.Block((
+        s, _add(buf, slot, elapsed, atomic), _add(buf, slot + 1, const(1, int64), atomic))))
 
 
 class _Apply:
@@ -226,7 +229,7 @@ def _drop_count(s: ir.Stmt) -> ir.Stmt:
 def instrument(func: ir.LoweredFunc) -> ir.LoweredFunc:
     """`func` with its regions (`plan`) timed into one more output, `PROFILE_BUFFER`."""
     planner = _plan(func)
-    buf = ir.Buffer(PROFILE_BUFFER, int64, (ir.index_const(counters(planner.regions)),),
+    buf = ir.Buffer(PROFILE_BUFFER, int64, (index(counters(planner.regions)),),
                     "output")
     body = _Apply(planner, buf).stmt(func.body, False)
     body = _timed(body, buf, 0, False, "tdsl_t0")

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ... import dtypes as dt
 from ...errors import ScheduleError
 from .. import ir
+from ..build import binary, const, index, sub
 from ..rewrite import Rewriter, bound_names, expr_vars, walk_stmts
 
 
@@ -49,24 +49,23 @@ def privatize(loop: ir.For, buf: ir.Buffer, op: ir.BinaryOp, identity: int | flo
     value = store.value
     width = loop.max_extent
     assert width is not None, f"reassociated loop {loop.var} without a constant extent"
-    part = ir.Buffer(f"{buf.name}_{loop.var}_part", buf.dtype, (ir.index_const(width),), "temp")
-    lane = (ir.Binary("sub", ir.Var(loop.var), loop.start, dt.index),)
+    part = ir.Buffer(f"{buf.name}_{loop.var}_part", buf.dtype, (index(width),), "temp")
+    lane = (sub(ir.Var(loop.var), loop.start),)
 
     class _ToPart(Rewriter):
         def stmt(self, s: ir.Stmt) -> ir.Stmt | None:
             if s is store or s == store:
-                return ir.Store(part, lane, ir.Binary(op, ir.Load(part, lane), value.b,
-                                                      buf.dtype))
+                return ir.Store(part, lane, binary(op, ir.Load(part, lane), value.b))
             return None
 
     l_var = f"{loop.var}_part"
-    init = ir.For(l_var, ir.index_const(0), ir.index_const(width), ir.ForKind.SERIAL,
-                  ir.Store(part, (ir.Var(l_var),), ir.Const(identity, buf.dtype)), width)
+    init = ir.For(l_var, index(0), index(width), ir.ForKind.SERIAL,
+                  ir.Store(part, (ir.Var(l_var),), const(identity, buf.dtype)), width)
     main = ir.For(loop.var, loop.start, loop.end, loop.kind, _ToPart().visit(loop.body), width)
     acc = ir.Load(buf, store.indices)
-    combine = ir.For(l_var, ir.index_const(0), ir.index_const(width), ir.ForKind.SERIAL,
+    combine = ir.For(l_var, index(0), index(width), ir.ForKind.SERIAL,
                      ir.Store(buf, store.indices,
-                              ir.Binary(op, acc, ir.Load(part, (ir.Var(l_var),)), buf.dtype)),
+                              binary(op, acc, ir.Load(part, (ir.Var(l_var),)))),
                      width)
     return ir.Allocate(part, ir.Block((init, main, combine)))
 

@@ -29,6 +29,7 @@ from dataclasses import replace
 
 from ... import dtypes as dt
 from .. import ir
+from ..build import add, binary, const, mul, neg, sub
 from ..rewrite import Rewriter, free_vars
 
 _FOLD: dict[str, Callable[[int, int], int | None]] = {
@@ -48,61 +49,59 @@ def _is(e: ir.Expr, v: int) -> bool:
     return isinstance(e, ir.Const) and e.value == v
 
 
-def _linear(e: ir.Expr, scale: int, terms: dict[ir.Expr, int], const: list[int]) -> None:
+def _linear(e: ir.Expr, scale: int, terms: dict[ir.Expr, int], constant: list[int]) -> None:
     """Accumulate `scale * e` as {atom: coefficient} plus a constant."""
     match e:
         case ir.Const(int() as v):
-            const[0] += scale * v
+            constant[0] += scale * v
         case ir.Binary("add", a, b):
-            _linear(a, scale, terms, const)
-            _linear(b, scale, terms, const)
+            _linear(a, scale, terms, constant)
+            _linear(b, scale, terms, constant)
         case ir.Binary("sub", a, b):
-            _linear(a, scale, terms, const)
-            _linear(b, -scale, terms, const)
+            _linear(a, scale, terms, constant)
+            _linear(b, -scale, terms, constant)
         case ir.Unary("neg", a):
-            _linear(a, -scale, terms, const)
+            _linear(a, -scale, terms, constant)
         case ir.Binary("mul", ir.Const(int() as c), a) | ir.Binary("mul", a, ir.Const(int() as c)):
-            _linear(a, scale * c, terms, const)
+            _linear(a, scale * c, terms, constant)
         case _:
             terms[e] = terms.get(e, 0) + scale
 
 
 def _term(atom: ir.Expr, c: int) -> ir.Expr:
     c = abs(c)
-    return atom if c == 1 else ir.Binary("mul", ir.Const(c, dt.index), atom, dt.index)
+    return atom if c == 1 else mul(const(c, dt.index), atom)
 
 
 def normalize(e: ir.Expr) -> ir.Expr:
     """Rewrite an index expression as a sum of terms: positive terms, negative terms, constant."""
     terms: dict[ir.Expr, int] = {}
-    const = [0]
-    _linear(e, 1, terms, const)
+    constant = [0]
+    _linear(e, 1, terms, constant)
     terms = {a: c for a, c in terms.items() if c}
-    if const[0] and len(terms) == 1:
+    if constant[0] and len(terms) == 1:
         (atom, c), = terms.items()
         if c == 1 and isinstance(atom, ir.Binary) and atom.op in ("min", "max"):
-            k = ir.Const(const[0], dt.index)
-            return ir.Binary(atom.op, normalize(ir.Binary("add", atom.a, k, dt.index)),
-                             normalize(ir.Binary("add", atom.b, k, dt.index)), dt.index)
+            k = const(constant[0], dt.index)
+            return binary(atom.op, normalize(add(atom.a, k)), normalize(add(atom.b, k)))
     pos = [_term(a, c) for a, c in terms.items() if c > 0]
-    neg = [_term(a, c) for a, c in terms.items() if c < 0]
+    negative = [_term(a, c) for a, c in terms.items() if c < 0]
     out: ir.Expr
     if not pos:
-        if neg and not const[0]:
-            out = ir.Unary("neg", neg.pop(0), dt.index)
+        if negative and not constant[0]:
+            out = neg(negative.pop(0))
         else:
-            out = ir.Const(const[0], dt.index)
-            if neg:
-                out = ir.Binary("sub", out, neg.pop(0), dt.index)
+            out = const(constant[0], dt.index)
+            if negative:
+                out = sub(out, negative.pop(0))
     else:
         out = pos[0]
         for t in pos[1:]:
-            out = ir.Binary("add", out, t, dt.index)
-    for t in neg:
-        out = ir.Binary("sub", out, t, dt.index)
-    if pos and const[0]:
-        out = ir.Binary("add" if const[0] > 0 else "sub", out, ir.Const(abs(const[0]), dt.index),
-                        dt.index)
+            out = add(out, t)
+    for t in negative:
+        out = sub(out, t)
+    if pos and constant[0]:
+        out = binary("add" if constant[0] > 0 else "sub", out, const(abs(constant[0]), dt.index))
     return out
 
 
@@ -120,7 +119,7 @@ def constant_difference(a: ir.Expr, b: ir.Expr) -> int | None:
     """a - b when it is a constant (both index expressions), else None."""
     if a.dtype != dt.index or b.dtype != dt.index:
         return None
-    return ir.int_value(normalize(ir.Binary("sub", a, b, dt.index)))
+    return ir.int_value(normalize(sub(a, b)))
 
 
 Range = tuple[int | None, int | None]  # inclusive bounds; None is unbounded
@@ -177,9 +176,9 @@ class _Simplify(Rewriter):
     def range_of(self, e: ir.Expr) -> Range:
         """Bounds of an index expression given the ranges in scope."""
         terms: dict[ir.Expr, int] = {}
-        const = [0]
-        _linear(e, 1, terms, const)
-        out: Range = (const[0], const[0])
+        constant = [0]
+        _linear(e, 1, terms, constant)
+        out: Range = (constant[0], constant[0])
         for atom, c in terms.items():
             if c:
                 out = _add(out, _scale(self._atom_range(atom), c))
@@ -233,8 +232,8 @@ class _Simplify(Rewriter):
                 if not holds:
                     op = ir.NEGATED[op]
                 terms: dict[ir.Expr, int] = {}
-                const = [0]
-                _linear(ir.Binary("sub", a, b, dt.index), 1, terms, const)
+                constant = [0]
+                _linear(sub(a, b), 1, terms, constant)
                 terms = {t: k for t, k in terms.items() if k}
                 if len(terms) != 1:
                     return {}
@@ -243,12 +242,12 @@ class _Simplify(Rewriter):
                     return {}
                 if op == "ne":  # an end of the variable's range excluded narrows it
                     lo, hi = self.ranges.get(atom.name, _ANY)
-                    if const[0] % k:
+                    if constant[0] % k:
                         return {}
-                    v = -const[0] // k
+                    v = -constant[0] // k
                     return ({atom.name: (v + 1, hi)} if v == lo else
                             {atom.name: (lo, v - 1)} if v == hi else {})
-                return {atom.name: solved} if (solved := _solve(op, k, const[0])) else {}
+                return {atom.name: solved} if (solved := _solve(op, k, constant[0])) else {}
         return {}
 
     # ------------------------------------------------------------ statements
@@ -289,12 +288,12 @@ class _Simplify(Rewriter):
         match e:
             case ir.Binary("and", ir.Const(v), b, d) | ir.Binary("and", b, ir.Const(v), d) \
                     if d == dt.bool_:
-                return b if v else ir.Const(False, dt.bool_)
+                return b if v else const(False, dt.bool_)
             case ir.Binary("or", ir.Const(v), b, d) | ir.Binary("or", b, ir.Const(v), d) \
                     if d == dt.bool_:
-                return ir.Const(True, dt.bool_) if v else b
+                return const(True, dt.bool_) if v else b
             case ir.Unary("invert", ir.Const(v), d) if d == dt.bool_:
-                return ir.Const(not v, dt.bool_)
+                return const(not v, dt.bool_)
             case ir.Select(ir.Const(v), a, b):
                 return a if v else b
             case ir.Select(_, a, b) if a == b:
@@ -316,17 +315,17 @@ class _Simplify(Rewriter):
         if e.dtype.is_int and e.dtype != dt.index:
             return _int_value(e)
         if isinstance(e, ir.Unary) and e.dtype == dt.index and isinstance(e.a, ir.Const):
-            return ir.Const(-e.a.value, dt.index)
+            return const(-e.a.value, dt.index)
         return None
 
     def _compare(self, e: ir.Compare) -> ir.Expr | None:
         """A comparison decided by the difference of its sides or by their ranges."""
         d = constant_difference(e.a, e.b)
         if d is not None:
-            return ir.Const(_COMPARE[e.op](d), dt.bool_)
+            return const(_COMPARE[e.op](d), dt.bool_)
         if e.a.dtype == dt.index and e.b.dtype == dt.index:
-            known = _decide(e.op, self.range_of(ir.Binary("sub", e.a, e.b, dt.index)))
-            return None if known is None else ir.Const(known, dt.bool_)
+            known = _decide(e.op, self.range_of(sub(e.a, e.b)))
+            return None if known is None else const(known, dt.bool_)
         return None
 
     def _min_max(self, e: ir.Binary) -> ir.Expr | None:
@@ -336,7 +335,7 @@ class _Simplify(Rewriter):
             return e.a if (d <= 0) == (e.op == "min") else e.b
         if e.dtype == dt.index:
             # a - b in [0, 5] decides neither "a <= b" nor its negation, yet a >= b
-            span = self.range_of(ir.Binary("sub", e.a, e.b, dt.index))
+            span = self.range_of(sub(e.a, e.b))
             if _decide("le", span):
                 return e.a if e.op == "min" else e.b
             if _decide("ge", span):
@@ -381,15 +380,15 @@ def _int_value(e: ir.Expr) -> ir.Expr | None:
     t = e.dtype
     match e:
         case ir.Cast(ir.Const(int() as v, src), _) if src.is_int and not src.is_bool:
-            return ir.Const(_wrap(v, t), t)
+            return const(_wrap(v, t), t)
         case ir.Binary(op, ir.Const(int() as a), ir.Const(int() as b), _) if op in _WRAPPING:
-            return ir.Const(_wrap(_WRAPPING[op](a, b), t), t)
+            return const(_wrap(_WRAPPING[op](a, b), t), t)
         case ir.Binary("add" | "sub", a, ir.Const(0)) | ir.Binary("add", ir.Const(0), a):
             return a
         case ir.Binary("mul", a, ir.Const(1)) | ir.Binary("mul", ir.Const(1), a):
             return a
         case ir.Binary("mul", _, ir.Const(0)) | ir.Binary("mul", ir.Const(0), _):
-            return ir.Const(0, t)
+            return const(0, t)
     return None
 
 
@@ -399,7 +398,7 @@ def _index_binary(e: ir.Binary) -> ir.Expr | None:
     ca, cb = ir.int_value(a), ir.int_value(b)
     if ca is not None and cb is not None and e.op in _FOLD:
         v = _FOLD[e.op](ca, cb)
-        return ir.Const(v, dt.index) if v is not None else None
+        return const(v, dt.index) if v is not None else None
     if e.op in ("add", "sub", "mul"):
         n = normalize(e)
         return None if n == e else n
@@ -412,7 +411,7 @@ def _index_binary(e: ir.Binary) -> ir.Expr | None:
     if e.op == "mul" and _is(a, 1):
         return b
     if e.op == "mul" and (_is(a, 0) or _is(b, 0)):
-        return ir.Const(0, dt.index)
+        return const(0, dt.index)
     if e.op == "sub" and isinstance(a, ir.Binary) and a.op == "add" and a.b == b:
         return a.a  # (x + y) - y
     return None

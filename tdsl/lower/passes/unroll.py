@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from ... import dtypes as dt
 from .. import ir
+from ..build import add, const, eq, lt, sub
 from ..rewrite import Rewriter, substitute
 
 
@@ -23,18 +24,18 @@ class _Unroll(Rewriter):
         start, end = ir.int_value(s.start), ir.int_value(s.end)
         if start is not None and end is not None:
             for v in range(start, end):
-                copies.append(substitute(s.body, {s.var: ir.Const(v, dt.index)}))
+                copies.append(substitute(s.body, {s.var: const(v, dt.index)}))
         else:
             assert s.max_extent is not None, f"unrolled loop {s.var} without a constant extent"
             if s.max_extent == 0:
                 return ir.Block(())
             full, guarded = [], []
             for c in range(s.max_extent):
-                at = ir.Binary("add", s.start, ir.Const(c, dt.index), dt.index)
+                at = add(s.start, const(c, dt.index))
                 body = substitute(s.body, {s.var: at})
                 full.append(body)
-                guarded.append(body if c == 0 else ir.If(ir.Compare("lt", at, s.end), body))
-            guarded[0] = ir.If(ir.Compare("lt", s.start, s.end), guarded[0])
+                guarded.append(body if c == 0 else ir.If(lt(at, s.end), body))
+            guarded[0] = ir.If(lt(s.start, s.end), guarded[0])
             return ir.If(full_trip_test(s), ir.Block(tuple(full)), ir.Block(tuple(guarded)))
         return ir.Block(tuple(copies))
 
@@ -43,8 +44,8 @@ def full_trip_test(loop: ir.For) -> ir.Compare:
     """`end - start == max_extent`: the loop runs all its iterations (the unswitch pass
     hoists this test out of the loops around it)."""
     assert loop.max_extent is not None, f"loop {loop.var} without a constant extent"
-    trips = ir.Binary("sub", loop.end, loop.start, dt.index)
-    return ir.Compare("eq", trips, ir.Const(loop.max_extent, dt.index))
+    trips = sub(loop.end, loop.start)
+    return eq(trips, const(loop.max_extent, dt.index))
 
 
 def unroll(func: ir.LoweredFunc) -> ir.LoweredFunc:

@@ -142,6 +142,9 @@ class _Verifier(ScopedVisitor):
                 pass
             case ir.IfFeature(feature):
                 _known(feature, _FEATURES, "target feature")
+            case ir.Binder(lets):
+                raise VerifyError(f"the binder of {', '.join(n for n, _ in lets)} is still in "
+                                  "the loop nest (the place_binders pass replaces it by lets)")
             case _:
                 raise VerifyError(f"unknown statement {s!r}")
 

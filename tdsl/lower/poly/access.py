@@ -165,8 +165,8 @@ def reads(e: cx.Expr, tensor: Tensor | None = None) -> list[Scoped]:
     the reductions inside `e` whose loops enclose it in the code.
 
     A reduction inside another runs inside the step of the innermost enclosing reduction
-    whose dims it uses, and before all of them when it uses none (`from_ast`,
-    `_StmtWriter.reduction`): its reads happen even where an enclosing reduction it does
+    whose dims it uses, and before all of them when it uses none (`statement_writer`,
+    `StatementWriter.reduction`): its reads happen even where an enclosing reduction it does
     not use has an empty range, so that reduction's axes are not among theirs."""
     out: list[Scoped] = []
 
