@@ -41,8 +41,7 @@ T *restrict NAME = NAME_storage;`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from ..lower.abi import OUT_OF_MEMORY, may_fail
 from ..lower.contraction import chain_step
@@ -50,46 +49,28 @@ from ..lower.ir import (
     ATOMIC_OLD,
     NEGATED,
     Allocate,
-    Binary,
     Block,
     Buffer,
     Compare,
     Const,
-    Expr,
     For,
     ForKind,
+    GroupedProducts,
     If,
     IfFeature,
     Let,
-    Load,
     LoweredFunc,
     PackedLoad,
     Stmt,
     Storage,
     Store,
+    StreamedStores,
+    TransposingCopy,
     Var,
     constant_elements,
-    index_const,
-    int_value,
 )
 from ..lower.layout import element_count
-from ..lower.rewrite import (
-    atomic_fetch,
-    bound_names,
-    expr_vars,
-    stmt_exprs,
-    walk_exprs,
-    walk_stmts,
-)
-from ..lower.vectors import (
-    GroupedProducts,
-    TransposingCopy,
-    VectorLoop,
-    auto_vector_plan,
-    grouped_products,
-    loop_extent,
-    transposing_copy,
-)
+from ..lower.rewrite import atomic_fetch, walk_exprs, walk_stmts
 from ..lower.vectors import plan as vector_plan
 from . import helpers
 from .expr import ExprEmitter
@@ -139,8 +120,8 @@ class CSource:
 # loop of at most SHORT_LOOP iterations inside (one gcc may unroll completely) starts
 # with this statement, which keeps the loop vectorizer out of it and costs nothing at
 # run time. Other loops are left to the compiler (it vectorizes and interchanges
-# unscheduled loop nests), but for the outer loops around a reduction that
-# `auto_simd` makes simd loops.
+# unscheduled loop nests), but for the outer loops around a reduction that the
+# auto_simd pass marks (`For.auto_vector`), which are simd loops.
 SCALAR_LOOP = "TDSL_SCALAR_LOOP"
 SHORT_LOOP = 32
 _SCALAR_LOOP_DEFINITION = (
@@ -149,8 +130,6 @@ _SCALAR_LOOP_DEFINITION = (
     f"#define {SCALAR_LOOP} __asm__ __volatile__(\"\")\n"
 )
 _HEADER_ORDER = ("math.h", "stddef.h", "stdint.h", "stdlib.h", "string.h", "time.h")
-# the most bytes of a vectorized loop's streamed stores that go through a stack buffer
-STREAM_STAGE_BYTES = 1024
 
 
 def render(func: LoweredFunc, flavour: str = "host") -> str:
@@ -200,100 +179,6 @@ def _header(name: str, params: str, width: int = 100, returns: str = "int") -> s
         return line
     indent = CWriter.INDENT
     return f"{returns} {name}(\n{indent}" + f",\n{indent}".join(params.split(", ")) + "\n)"
-
-
-def _trips(s: For) -> Expr:
-    """The iteration count of loop `s`, `end - start`, without a term both share."""
-    start, end = s.start, s.end
-    if int_value(start) == 0:
-        return end
-    if isinstance(end, Binary) and end.op == "add" and end.a == start:
-        return end.b
-    return Binary("sub", end, start, start.dtype)
-
-
-def _straight_line(s: Stmt) -> Iterator[Stmt]:
-    """The statements `s` runs once each time it runs: through blocks, lets and
-    allocations, not into loops or branches."""
-    yield s
-    match s:
-        case Block(stmts):
-            for x in stmts:
-                yield from _straight_line(x)
-        case Let(body=body) | Allocate(body=body):
-            yield from _straight_line(body)
-
-
-def _unit_stride(e: Expr, var: str) -> bool:
-    """Whether index `e` is `var` plus terms that do not use it."""
-    match e:
-        case Var(name):
-            return name == var
-        case Binary("add", a, b):
-            return (_unit_stride(a, var) and var not in expr_vars(b)
-                    or _unit_stride(b, var) and var not in expr_vars(a))
-        case Binary("sub", a, b):
-            return _unit_stride(a, var) and var not in expr_vars(b)
-    return False
-
-
-def _first_lane(e: Expr, var: str, start: Expr) -> Expr:
-    """Index `e` (`_unit_stride` in `var`) at var = start, written without the term."""
-    def drop(x: Expr) -> Expr | None:  # x without var: None for nothing left
-        match x:
-            case Var(name) if name == var:
-                return None
-            case Binary("add", a, b) if var in expr_vars(a):
-                rest = drop(a)
-                return b if rest is None else Binary("add", rest, b, x.dtype)
-            case Binary("add", a, b):
-                rest = drop(b)
-                return a if rest is None else Binary("add", a, rest, x.dtype)
-            case Binary("sub", a, b):
-                rest = drop(a)
-                return Binary("sub", Const(0, x.dtype) if rest is None else rest, b, x.dtype)
-        raise AssertionError(f"{x!r} is not a unit-stride index in {var}")
-
-    base = drop(e)
-    if int_value(start) == 0:
-        return Const(0, e.dtype) if base is None else base
-    return start if base is None else Binary("add", base, start, e.dtype)
-
-
-# A loop no schedule vectorized is a simd loop all the same where
-# `lower.vectors.auto_vector_plan` proves its iterations independent and its accesses
-# contiguous or broadcast (an outer loop around a reduction: gcc's loop vectorizer
-# leaves those scalar, as LLVM's does); the plan is asked for 64-byte vectors, the
-# widest host C targets, and gcc picks its own width.
-AUTO_VECTOR_BYTES = 64
-
-
-def auto_simd(s: Stmt, status: str | None) -> bool:
-    """Whether host C makes a `#pragma omp simd` loop of serial loop `s` (outside any
-    simd loop) that no schedule vectorized (`AUTO_VECTOR_BYTES`)."""
-    return _auto_plan(s, status) is not None
-
-
-def _auto_plan(s: Stmt, status: str | None) -> VectorLoop | None:
-    if not (isinstance(s, For) and s.kind is ForKind.SERIAL) or may_fail(s.body):
-        return None
-    return auto_vector_plan(s, AUTO_VECTOR_BYTES, status)
-
-
-def _auto_pieces(s: For, plan: VectorLoop) -> tuple[For, For] | None:
-    """An `auto_simd` loop (`plan`: its plan) of constant extent that is not a whole
-    number of vectors, as two: the whole vectors, then the rest. gcc's vectorized
-    outer loop finishes the lanes left over one by one; a loop of its own for them
-    gets vector code of their width."""
-    if plan.extent is None or not isinstance(s.start, Const):
-        return None
-    lanes = plan.chunks[0]
-    whole = plan.extent // lanes * lanes
-    if whole == 0 or whole == plan.extent:
-        return None
-    cut = index_const(int(s.start.value) + whole)
-    return (replace(s, end=cut, max_extent=whole),
-            replace(s, start=cut, max_extent=plan.extent - whole))
 
 
 def _holds_loop(s: For) -> bool:
@@ -507,6 +392,12 @@ class _Renderer:
                 self.allocate(s)
             case IfFeature(feature, then, other):
                 self.if_feature(feature, then, other)
+            case GroupedProducts():
+                self.grouped(s)
+            case TransposingCopy():
+                self.transpose(s)
+            case StreamedStores():
+                self.streamed(s)
             case _:
                 raise TypeError(f"not a loop-IR statement: {s!r}")
 
@@ -575,23 +466,16 @@ class _Renderer:
         w.close()
 
     def block(self, stmts: tuple[Stmt, ...]) -> None:
-        """Statements in order; vectorized loops of small-integer products taken in
-        groups (`lower.vectors.grouped_products`) become one call of a multiply-add
-        helper where the C compiler targets the instruction (the loops otherwise)."""
-        k = 0
-        while k < len(stmts):
-            group = None
-            if self.flavour.gnu and not self.in_simd:
-                group = grouped_products(stmts, k)
-            if group is not None and not ({group.acc.name, group.b.name}
-                                          & (set(self.staged) | self.func.nontemporal)):
-                self._grouped(group, stmts[k:k + group.size])
-                k += group.size
-                continue
-            self.stmt(stmts[k])
-            k += 1
+        for x in stmts:
+            self.stmt(x)
 
-    def _grouped(self, g: GroupedProducts, loops: tuple[Stmt, ...]) -> None:
+    def grouped(self, g: GroupedProducts) -> None:
+        """Grouped products (the group pass) as one call of a multiply-add helper where
+        the C compiler targets the instruction, the loops (`fallback`) otherwise: in host
+        C; portable C, which has no helper for it, writes the loops."""
+        if not self.flavour.gnu:
+            self.stmt(g.fallback)
+            return
         acc = self.expr.element(g.acc, (g.acc_first,))
         b = self.expr.element(g.b, (g.b_first,))
         if g.size == 2:
@@ -609,18 +493,16 @@ class _Renderer:
             w.open(f"if ({self.expr(g.guard)})")
             w.line(f"{name}(&{acc}, &{b}, {xs}, {g.lanes});")
             w.middle("} else {")
-            for loop in loops:
-                self.stmt(loop)
+            self.stmt(g.fallback)
             w.close()
         w.line("#else")
-        for loop in loops:
-            self.stmt(loop)
+        self.stmt(g.fallback)
         w.line("#endif")
 
     def _quad_operand(self, g: GroupedProducts) -> str:
         """A quad's four bytes as one uint32_t, the first lowest: one 32-bit load when they
         are consecutive elements of one buffer (gcc would load and shift each)."""
-        first = g.consecutive()
+        first = g.packed
         if first is not None:
             return f"quad_bytes(&{self.expr.element(first.buffer, first.indices)})"
         parts = [cast("uint32_t", cast("uint8_t", self.expr(x))).text for x in g.xs]
@@ -630,48 +512,43 @@ class _Renderer:
         if s.kind is ForKind.PARALLEL and self.flavour.threads:
             self._task(s)
             return
-        auto = None
-        if self.flavour.openmp and not self.in_simd:
-            auto = _auto_plan(s, self.func.status_name)
-        pieces = _auto_pieces(s, auto) if auto is not None else None
-        if pieces is not None:
-            for piece in pieces:
-                self.loop(piece)
+        pragma, simd = self._pragma(s)
+        self._loop(s, pragma, simd)
+
+    def streamed(self, s: StreamedStores) -> None:
+        """A simd loop whose stores of `s.buffers` go to stack buffers, copied out
+        after it with streaming stores (the stream pass): in host C; portable C, which
+        has no streaming stores, writes the loop."""
+        loop = s.loop
+        if not self.flavour.gnu:
+            self.loop(loop)
             return
-        copy = transposing_copy(s) if self.flavour.gnu and not self.in_simd else None
-        if copy is not None and copy.dst.name not in self.func.nontemporal:
-            self._transpose(copy)
-            return
-        pragma, simd = self._pragma(s, auto is not None)
-        streamed = self._streamed(s) if simd else {}
-        if not streamed:
-            self._loop(s, pragma, simd)
-            return
-        # the loop's streamed stores go to stack buffers, copied out after it
         w = self.w
         w.open("")
-        first = self.expr(s.start)
-        trips = loop_extent(s)
-        assert trips is not None
+        first = self.expr(loop.start)
         copies = []
-        for buf, index in streamed.items():
+        for buf, index in zip(s.buffers, s.firsts, strict=True):
             stage = w.fresh(f"{buf.name}_stream")
-            w.line(f"{ctype(buf.dtype)} {stage}[{trips}] __attribute__((aligned(64)));")
-            self.staged[buf.name] = (stage, s.var, first)
-            at = self.expr.element(buf, (_first_lane(index, s.var, s.start),))
+            w.line(f"{ctype(buf.dtype)} {stage}[{s.extent}] __attribute__((aligned(64)));")
+            self.staged[buf.name] = (stage, loop.var, first)
+            at = self.expr.element(buf, (index,))
             copies.append(f"{helpers.STREAM_STORE}(&{at}, {stage}, "
-                          f"{trips * buf.dtype.itemsize});")
+                          f"{s.extent * buf.dtype.itemsize});")
         self._use_helper(helpers.STREAM_STORE)
-        self._loop(s, pragma, simd)
-        for buf in streamed:
+        self.loop(loop)
+        for buf in s.buffers:
             del self.staged[buf.name]
         for line in copies:
             w.line(line)
         w.close()
 
-    def _transpose(self, t: TransposingCopy) -> None:
-        """A transposing copy (`lower.vectors.transposing_copy`) as one call of
-        `helpers.TRANSPOSE`, or with a batch loop, that loop around the call."""
+    def transpose(self, t: TransposingCopy) -> None:
+        """A transposing copy (the transpose pass) as one call of `helpers.TRANSPOSE`
+        (which tests the compiler's AVX-512 macros itself), or with a batch loop, that
+        loop around the call: in host C; portable C writes the loop nest (`fallback`)."""
+        if not self.flavour.gnu:
+            self.stmt(t.fallback)
+            return
         name = helpers.TRANSPOSE[helpers.SUFFIX[t.dst.dtype.name]]
         self._use_helper(name)
         w = self.w
@@ -689,50 +566,9 @@ class _Renderer:
             if t.batch is not None:
                 w.close()
 
-    def _streamed(self, s: For) -> dict[Buffer, Expr]:
-        """The buffers whose stores in vectorized loop `s` stream (`LoweredFunc.nontemporal`),
-        each with its store's index; {} in portable C or where the loop does not
-        store them as whole runs.
-
-        gcc has no streaming-store builtin and does not make streaming stores of a
-        loop's ordinary ones, so the loop stores into a 64-byte aligned stack buffer
-        instead and `helpers.STREAM_STORE` copies that out with streaming
-        stores after it. A buffer qualifies when the loop has a constant extent of at
-        most `STREAM_STAGE_BYTES` of it and stores it at index `base + var` (base not
-        depending on the loop) and only there, outside any branch or inner loop, and
-        reads it only at that index, in the values of those stores after the first (an
-        element summed in the iteration: its reads find the stack buffer's lane, set
-        earlier in the same iteration)."""
-        if not (self.func.nontemporal and self.flavour.gnu):
-            return {}
-        trips = loop_extent(s)
-        if trips is None or trips <= 0:
-            return {}
-        body = s.body
-        inner = bound_names(body) | {s.var}
-        found: dict[Buffer, Expr] = {}
-        written = {x.buffer.name: x.buffer for x in walk_stmts(body) if isinstance(x, Store)}
-        for _, buf in sorted(written.items()):
-            if buf.name not in self.func.nontemporal or trips * buf.dtype.itemsize > STREAM_STAGE_BYTES:
-                continue
-            stores = [x for x in walk_stmts(body) if isinstance(x, Store) and x.buffer == buf]
-            top = [x for x in _straight_line(body) if isinstance(x, Store) and x.buffer == buf]
-            if top != stores or any(x.atomic or x.indices != stores[0].indices for x in stores):
-                continue
-            reads = [e for x in walk_stmts(body) for root in stmt_exprs(x)
-                     for e in walk_exprs(root) if isinstance(e, Load) and e.buffer == buf]
-            later = [e for x in stores[1:] for e in walk_exprs(x.value)
-                     if isinstance(e, Load) and e.buffer == buf]
-            if len(reads) != len(later) or any(e.indices != stores[0].indices for e in reads):
-                continue
-            index = stores[0].indices[0]
-            if _unit_stride(index, s.var) and not (expr_vars(index) - {s.var}) & inner:
-                found[buf] = index
-        return found
-
     def _staged_lane(self, name: str) -> CExpr | None:
         """The stack buffer's lane that stands for buffer `name`'s element in the loop
-        staging its stores (`_streamed`; accessed only at that element there), or None."""
+        staging its stores (`StreamedStores`; accessed only at that element there), or None."""
         if name not in self.staged:
             return None
         stage, var, first = self.staged[name]
@@ -879,9 +715,8 @@ class _Renderer:
                 and s.kind not in (ForKind.VECTORIZED, ForKind.UNROLLED)
                 and any(_short(x) for x in walk_stmts(s.body)))
 
-    def _pragma(self, s: For, auto: bool) -> tuple[str | None, bool]:
-        """(pragma line, starts a simd region); `auto`: `s` is an `auto_simd` loop
-        outside any simd loop.
+    def _pragma(self, s: For) -> tuple[str | None, bool]:
+        """(pragma line, starts a simd region).
 
         A loop whose body may fail to allocate is not a simd loop (it must be able
         to leave an iteration early), nor is a vectorized loop whose plan
@@ -889,14 +724,16 @@ class _Renderer:
         run as vector code: gcc 12 compiled such a loop wrong (an inner loop whose
         trip count differs between lanes; fuzz C seed 8201, case 91), and the C
         compiler may still vectorize a plain loop where it proves that safe. A
-        serial loop is a simd loop where `auto_simd` says so. Parallel loops are
-        tasks (`_task`), in portable C plain loops."""
+        serial loop is a simd loop where the auto_simd pass marked it
+        (`For.auto_vector`). Parallel loops are tasks (`_task`), in portable C plain
+        loops."""
         fl = self.flavour
-        if s.kind is ForKind.VECTORIZED and fl.openmp and not self.in_simd:
-            if not may_fail(s.body) and vector_plan(s, self.func.status_name).vectorized:
+        if fl.openmp and not self.in_simd:
+            if s.kind is ForKind.VECTORIZED:
+                if not may_fail(s.body) and vector_plan(s, self.func.status_name).vectorized:
+                    return "#pragma omp simd", True
+            elif s.auto_vector is not None:
                 return "#pragma omp simd", True
-        if auto:
-            return "#pragma omp simd", True
         if s.kind is ForKind.UNROLLED and fl.gnu and s.max_extent:
             return f"#pragma GCC unroll {min(s.max_extent, 65534)}", False
         return None, False

@@ -14,14 +14,17 @@ already allocated has been freed (`abi`'s unwind policy).
   with `llvm.loop.vectorize.*` hints (width: the largest power of two <=
   min(max_extent, 64)) when nothing but UNROLLED loops is nested in it,
   since LLVM only vectorizes innermost loops; UNROLLED loops carry
-  `llvm.loop.unroll.full`. A SERIAL loop with a loop inside is vector code
-  too when `lower.vectors.auto_vector_plan` proves its iterations independent
-  and its accesses contiguous (an outer loop around a reduction, which LLVM's
-  loop vectorizer of innermost loops leaves scalar), at the host's vector
-  width (`host_vector_bytes`). LLVM's loop vectorizer takes the other loops
-  (see jit.py). A loop nest that copies a block to its transpose
-  (`lower.vectors.transposing_copy`) is 8 x 8 tiles of shuffles
-  (`vector.emit_transposing_copy`) where the host has AVX-512.
+  `llvm.loop.unroll.full`. A SERIAL loop the auto_simd pass marked
+  (`For.auto_vector`: an outer loop around a reduction, which LLVM's loop
+  vectorizer of innermost loops leaves scalar) is vector code too, in the
+  chunks of `lower.vectors.auto_vector_plan` at the width it was marked for
+  (`host_vector_bytes` when lowered for LLVM). LLVM's loop vectorizer takes
+  the other loops (see jit.py). A `TransposingCopy` (the transpose pass) is
+  8 x 8 tiles of shuffles (`vector.emit_transposing_copy`) and a
+  `GroupedProducts` (the group pass) x86's multiply-adds where the host has
+  the instructions, their loop nests elsewhere; a `StreamedStores` (host C's)
+  is its loop, whose contiguous vector stores of outputs stored nontemporal
+  are streaming stores anyway.
 - A PARALLEL loop is a task of tdsl's thread pool (the outline pass made it one,
   `ir.Task`): its body is the function `i32 NAME.TASK.task(i64 lo, i64 hi, ptr
   env)`, which runs iterations [lo, hi) on the values and buffers of the task,
@@ -65,6 +68,7 @@ from ..lower.ir import (
     Expr,
     For,
     ForKind,
+    GroupedProducts,
     If,
     Let,
     LoweredFunc,
@@ -72,6 +76,8 @@ from ..lower.ir import (
     Stmt,
     Storage,
     Store,
+    StreamedStores,
+    TransposingCopy,
     Unary,
     Var,
     constant_elements,
@@ -79,13 +85,7 @@ from ..lower.ir import (
 from ..lower.ir import Binary as BinaryExpr
 from ..lower.ir import Load as LoadExpr
 from ..lower.rewrite import atomic_fetch, walk_stmts
-from ..lower.vectors import (
-    GroupedProducts,
-    TransposingCopy,
-    auto_vector_plan,
-    grouped_products,
-    transposing_copy,
-)
+from ..lower.vectors import auto_vector_plan
 from ..lower.vectors import plan as vector_plan
 from . import ops
 from .ops import I1, I8, I32, I64, PTR, VOID
@@ -391,12 +391,12 @@ class _FunctionEmitter:
                 self.parallel(s)
             case For(kind=ForKind.VECTORIZED) if (plan := vector_plan(s, self.status)).vectorized:
                 emit_vector_loop(self, s, plan)
-            case For(kind=ForKind.SERIAL | ForKind.UNROLLED) if (
-                    copy := self.transposing(s)) is not None:
-                emit_transposing_copy(self, copy)
-            case For(kind=ForKind.SERIAL) if (auto := auto_vector_plan(
-                    s, host_vector_bytes(), self.status)) is not None:
+            case For(auto_vector=int(width)):
+                auto = auto_vector_plan(s, width, self.status)
+                assert auto is not None, f"loop {s.var} is marked auto simd without a plan"
                 emit_vector_loop(self, s, auto)
+            case TransposingCopy() | GroupedProducts() | StreamedStores():
+                self.idiom(s)
             case For():
                 lo, hi = self.expr(s.start), self.expr(s.end)
                 self.counted_loop(s.var, lo, hi, s.body, self.loop_hints(s))
@@ -405,42 +405,33 @@ class _FunctionEmitter:
             case _:
                 raise TypeError(f"unknown loop-IR statement {s!r}")
 
-    def transposing(self, s: For) -> TransposingCopy | None:
-        """Loop nest `s` as a copy of a block to its transpose done in tiles of shuffles
-        (`vectors.transposing_copy`), where the host has AVX-512 (with 256-bit masked
-        loads and stores, as host C's helper) and the copy does not stream, else None."""
-        if not host_has("avx512vl"):
-            return None
-        copy = transposing_copy(s)
-        return copy if copy is not None and copy.dst.name not in self.mod.func.nontemporal else None
-
     def block(self, stmts: tuple[Stmt, ...]) -> None:
-        """Statements in order; vectorized loops of small-integer products taken in
-        groups (`lower.vectors.grouped_products`) become `grouped_products` where the
-        host has the instruction."""
-        k = 0
-        while k < len(stmts):
-            group = grouped_products(stmts, k)
-            if (group is not None and host_has(group.feature)
-                    and not {group.acc.name, group.b.name} & self.mod.func.nontemporal):
-                self.grouped_or_loops(group, stmts[k:k + group.size])
-                k += group.size
-                continue
-            self.stmt(stmts[k])
-            k += 1
+        for x in stmts:
+            self.stmt(x)
 
-    def grouped_or_loops(self, g: GroupedProducts, loops: tuple[Stmt, ...]) -> None:
-        """The group; where it has a guard (the last tile of a split, cut short), the
-        loops themselves when lanes are missing."""
+    def idiom(self, s: TransposingCopy | GroupedProducts | StreamedStores) -> None:
+        """A statement of the passes that plan for a target: tiles of shuffles or x86's
+        multiply-adds where the host has the instructions, else the loops themselves;
+        the loop of a `StreamedStores` (host C's staging), whose contiguous vector stores
+        of outputs stored nontemporal are streaming stores here anyway."""
+        match s:
+            case TransposingCopy() if host_has(s.feature):
+                emit_transposing_copy(self, s)
+            case GroupedProducts() if host_has(s.feature):
+                self.grouped_or_loops(s)
+            case TransposingCopy(fallback=fallback) | GroupedProducts(fallback=fallback):
+                self.stmt(fallback)
+            case StreamedStores(loop=loop):
+                self.stmt(loop)
+
+    def grouped_or_loops(self, g: GroupedProducts) -> None:
+        """The group (the group pass); where it has a guard (the last tile of a split, cut
+        short), the loops themselves (`fallback`) when lanes are missing."""
         if g.guard is None:
             self.grouped_products(g)
             return
-
-        def themselves() -> None:
-            for loop in loops:
-                self.stmt(loop)
-        self.if_then_else(self.cond(g.guard), lambda: self.grouped_products(g), themselves,
-                          name="group")
+        self.if_then_else(self.cond(g.guard), lambda: self.grouped_products(g),
+                          lambda: self.stmt(g.fallback), name="group")
 
     def grouped_products(self, g: GroupedProducts) -> None:
         """acc[l] += the group's products, 16 lanes at a time: x86's `vpmaddwd` on

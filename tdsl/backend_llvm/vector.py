@@ -18,7 +18,7 @@ once, on vectors of the chunk's lanes (`_Chunk`):
   of its condition, its loads at unclamped indices masked;
 - a temp allocated inside the loop is an array with a copy per lane.
 
-A copy of a block to its transpose (`vectors.transposing_copy`) is done in 8 x 8
+A copy of a block to its transpose (`ir.TransposingCopy`, the transpose pass) is done in 8 x 8
 tiles (`emit_transposing_copy`): eight row vectors in, three stages of shuffles,
 eight column vectors out, masked at the block's edges.
 
@@ -54,6 +54,7 @@ from ..lower.ir import (
     Stmt,
     Storage,
     Store,
+    TransposingCopy,
     Unary,
     Var,
     constant_elements,
@@ -62,7 +63,6 @@ from ..lower.ir import (
 from ..lower.vectors import (
     UNIFORM,
     Shape,
-    TransposingCopy,
     VectorLoop,
     guarded_arm,
     lane_shape,

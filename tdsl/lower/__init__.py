@@ -34,6 +34,17 @@ the targets:
     outline  every parallel loop a task of the thread pool: what its function
              receives, whether it may fail; parallel loops inside it made serial
 
+and, planning for the function's target (`ir.Target`, `finish(..., target=)`), outside
+the loops the targets run as vector code as a whole (`passes.simd_regions`):
+
+    auto_simd  serial loops around a reduction whose iterations are independent marked
+               to run as vector code (`For.auto_vector`); for host C, one of constant
+               extent cut into whole vectors and the rest
+    transpose  loop nests copying a block to its transpose made `TransposingCopy`s
+    group      runs of vectorized loops of small-integer products made `GroupedProducts`
+    stream     for host C, the stores of outputs stored nontemporal staged through the
+               stack (`StreamedStores`)
+
 Portable C (`td.emit_c`, lowered with `portable=True`) is for small cores built by
 a compiler tdsl does not control, and its function says so (`LoweredFunc.portable`):
 `convert` leaves inline reductions as loops (no unrolling the schedule did not ask
@@ -62,6 +73,7 @@ before the late passes (`PROFILE_PASSES`):
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Literal, overload
 
 from ..compute.tensor import Stage
@@ -69,10 +81,12 @@ from ..schedule import Schedule
 from ..schedule.schedule import set_legality_check
 from . import ir
 from .passes.allocate import place_allocations
+from .passes.auto_simd import auto_simd
 from .passes.dsp import use_dsp
 from .passes.extents import prove_extents
 from .passes.flatten import flatten
 from .passes.fold_loops import fold_loops
+from .passes.group import group_products
 from .passes.inbounds import check_in_bounds
 from .passes.index32 import narrow_indices
 from .passes.lanes import write_lanes
@@ -82,6 +96,8 @@ from .passes.partition import partition
 from .passes.profile import instrument
 from .passes.reassociate import reassociate
 from .passes.simplify import simplify
+from .passes.stream import stream_stores
+from .passes.transpose import transpose_copies
 from .passes.unroll import unroll
 from .passes.unswitch import unswitch
 from .passes.verify import verify
@@ -113,6 +129,10 @@ LATE_PASSES: tuple[tuple[str, Pass], ...] = (
     ("flatten", flatten),
     ("legalise", legalise),
     ("outline", outline),
+    ("auto_simd", auto_simd),
+    ("transpose", transpose_copies),
+    ("group", group_products),
+    ("stream", stream_stores),
 )
 # between legalise and outline, for portable C (`lower_schedule(..., portable=True)`)
 PORTABLE_PASSES: tuple[tuple[str, Pass], ...] = (
@@ -138,13 +158,17 @@ def late_passes(portable: bool = False) -> tuple[tuple[str, Pass], ...]:
     return LATE_PASSES[:cut] + PORTABLE_PASSES + LATE_PASSES[cut:]
 
 
-def finish(func: ir.LoweredFunc, check: bool = True, each: bool = True) -> ir.LoweredFunc:
+def finish(func: ir.LoweredFunc, check: bool = True, each: bool = True,
+           target: ir.Target | None = None) -> ir.LoweredFunc:
     """`func` (lowered by `lower_schedule(..., late=False)`, or loop IR built by hand)
-    through the late passes (`LATE_PASSES`: flatten, legalise, outline): the IR a target
-    takes.
+    through the late passes (`LATE_PASSES`: flatten, legalise, outline, then those that
+    plan for the target): the IR a target takes, for `target` (`ir.Target`; by default
+    the function's own, host C unless set).
     `check=False` skips the verifier after each pass (hand-built IR may leave out what
     lowering always provides, such as a vectorized loop's `max_extent`); `each=False`
     verifies only the result."""
+    if target is not None:
+        func = replace(func, target=target)
     for n, (_, run) in enumerate(LATE_PASSES):
         func = run(func)
         if check and (each or n == len(LATE_PASSES) - 1):

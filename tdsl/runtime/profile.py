@@ -32,7 +32,8 @@ _BUILDERS: dict[str, Callable[[ir.LoweredFunc], Any]] = {}
 
 
 def set_builder(target: str, build: Callable[[ir.LoweredFunc], Any]) -> None:
-    """Register how a target builds loop IR into a module with `run(arrays, sizes)`."""
+    """Register how a target builds a loop nest (before the late passes, which `build`
+    runs for the target: `lower.finish`) into a module with `run(arrays, sizes)`."""
     _BUILDERS[target] = build
 
 
@@ -175,7 +176,7 @@ def _rows(regions: list[Region], c: np.ndarray, calls: int, threads: int) -> tup
 
 def profile_kernel(kernel, arrays: dict[str, Any], runs: int) -> Profile:
     """See `Kernel.profile`."""
-    from ..lower import PROFILE_PASSES, finish
+    from ..lower import PROFILE_PASSES
 
     build = _BUILDERS.get(kernel.target)
     if build is None:
@@ -186,7 +187,7 @@ def profile_kernel(kernel, arrays: dict[str, Any], runs: int) -> Profile:
         regions = plan(func)
         for _, run in PROFILE_PASSES:
             func = run(func)
-        cached = (regions, build(finish(func)))
+        cached = (regions, build(func))
         kernel._profiled = cached
     regions, module = cached
     buffers, sizes, _ = kernel._prepare(arrays)

@@ -208,7 +208,7 @@ def test_trace_shows_every_step_in_order():
     names = [n for n, _ in trace]
     assert names == ["convert", "reassociate", "allocate", "extents", "simplify", "unroll",
                      "partition", "simplify", "unswitch", "fold", "inbounds", "flatten", "legalise",
-                     "outline"]
+                     "outline", "auto_simd", "transpose", "group", "stream"]
     assert trace["inbounds"] == td.lower(s)  # td.lower shows the nest before the late passes
     assert "# unrolled" in str(trace["convert"]) and "# unrolled" not in str(trace["unroll"])
     assert "(0 + 1)" in str(trace["unroll"]) and "(0 + 1)" not in str(trace.final)
