@@ -64,7 +64,7 @@ def _lowering_target(target: str) -> ir.Target:
     vector registers."""
     if target == "c":
         return ir.HOST_C
-    from .backend_llvm.codegen import host_vector_bytes
+    from .backend_llvm.host import host_vector_bytes
 
     return ir.Target("llvm", host_vector_bytes())
 

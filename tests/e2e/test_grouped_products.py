@@ -20,7 +20,7 @@ import tdsl as td
 from tdsl import dtypes as dt
 from tdsl.backend_c import DEFAULT_FLAGS
 from tdsl.backend_c import build as build_c
-from tdsl.backend_llvm.codegen import host_has
+from tdsl.backend_llvm.host import host_has
 from tdsl.lower import finish, ir, lower_schedule
 from tdsl.lower.passes.group import grouped_products
 

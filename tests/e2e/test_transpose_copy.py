@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import tdsl as td
 from tdsl.backend_c import DEFAULT_FLAGS
 from tdsl.backend_c import build as build_c
-from tdsl.backend_llvm.codegen import host_has
+from tdsl.backend_llvm.host import host_has
 from tdsl.lower import finish, ir, lower_schedule
 from tdsl.lower.passes.transpose import transposing_copy
 
