@@ -48,7 +48,7 @@ import harness
 import numpy as np
 
 import tdsl as td
-from tdsl.backend_llvm.codegen import host_has
+from tdsl.backend_llvm.host import host_has
 from tdsl.tune.machine import fingerprint
 
 SIZES = {"1024": (1024, 1024, 1024), "tiny": (37, 700, 53)}  # tiny: k long enough to saturate

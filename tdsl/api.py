@@ -66,9 +66,21 @@ def _build_module(target: str, final: ir.LoweredFunc) -> CModule | LLVMModule:
     return build_llvm(final)
 
 
+def _lowering_target(target: str) -> ir.Target:
+    """What the late passes plan for when building for `target` ("c" or "llvm"): host C
+    with 64-byte vectors (its compiler picks its own width), or LLVM with the host's
+    vector registers."""
+    if target == "c":
+        return ir.HOST_C
+    from .backend_llvm.host import host_vector_bytes
+
+    return ir.Target("llvm", host_vector_bytes())
+
+
 def _builder(target: str) -> Callable[[ir.LoweredFunc], CModule | LLVMModule]:
-    def build_for(final: ir.LoweredFunc) -> CModule | LLVMModule:
-        return _build_module(target, final)
+    def build_for(func: ir.LoweredFunc) -> CModule | LLVMModule:
+        return _build_module(target, finish(func, profile=True,
+                                            target=_lowering_target(target)))
     return build_for
 
 
@@ -105,7 +117,7 @@ def build(s, target: str = "c", name: str | None = None, *, verify: bool = True)
     if hit is None:
         # the loop nest the kernel shows
         func = lower_schedule(sched, name, each=verify, stop_after=LOOP_NEST)
-        final = finish(func, each=verify)
+        final = finish(func, each=verify, target=_lowering_target(target))
         module: CModule | LLVMModule = _build_module(target, final)
         if len(_BUILT) >= _BUILT_LIMIT:
             _BUILT.pop(next(iter(_BUILT)))

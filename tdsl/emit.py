@@ -25,7 +25,8 @@ from typing import TextIO
 from . import dtypes as dt
 from .api import as_schedule
 from .backend_c import helpers
-from .backend_c.render import ERR_SIZES, ERR_WORKSPACE, CSource, render_standalone
+from .backend_c.checks import ERR_SIZES, ERR_WORKSPACE
+from .backend_c.render import CSource, render_standalone
 from .backend_c.workspace import bytes_macro
 from .backend_c.writer import CWriter, sanitize
 from .compute import expr as cx

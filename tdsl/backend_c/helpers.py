@@ -68,7 +68,7 @@ BITCASTS = (("f32", "i32"), ("f32", "u32"), ("f64", "i64"), ("f16", "u16"), ("bf
 BITCAST = frozenset(n for f, i in BITCASTS for n in (f"bitcast_{i}_{f}", f"bitcast_{f}_{i}"))
 STREAM_STORE, STREAM_FENCE = "stream_store", "stream_fence"  # Schedule.store_nontemporal
 CLOCK = "clock_ns"  # the loop IR's clock: a monotonic clock in nanoseconds (Kernel.profile)
-# a block of 32-bit elements copied to its transpose (lower.vectors.transposing_copy), per type
+# a block of 32-bit elements copied to its transpose (lower.passes.transpose.transposing_copy), per type
 TRANSPOSE = {s: f"transpose_{s}" for s in ("f32", "i32", "u32")}
 # int32 sums of small-integer products taken in groups (render: lower.vectors.
 # grouped_products): int16 pairs; quads of unsigned x and signed b bytes, and the reverse

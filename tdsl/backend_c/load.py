@@ -20,7 +20,7 @@ from ..lower.ir import For, ForKind, LoweredFunc, Select
 from ..lower.rewrite import stmt_exprs, walk_exprs, walk_stmts
 from . import pool
 from .compile import DEFAULT_FLAGS, LARGE_SOURCE, NO_THREAD_JUMPS, NO_UNSWITCH, compile_source
-from .render import auto_simd, entry_name, render, signature
+from .render import entry_name, render, signature
 
 
 class _Library:
@@ -96,8 +96,8 @@ def flags_for(func: LoweredFunc, source: str = "") -> tuple[str, ...]:
     """gcc's flags for `func`, whose C is `source`: DEFAULT_FLAGS; NO_UNSWITCH for a
     source over LARGE_SOURCE bytes (see `compile.NO_UNSWITCH`); and NO_THREAD_JUMPS when
     a vectorized loop holds a select (a read through td.pad, a where) and no simd loop
-    holds a loop of its own (see `compile.NO_THREAD_JUMPS`; a serial loop the renderer
-    makes a simd loop, `render.auto_simd`, always does)."""
+    holds a loop of its own (see `compile.NO_THREAD_JUMPS`; a serial loop the auto_simd
+    pass marked, `For.auto_vector`, always does)."""
     base = DEFAULT_FLAGS + ((NO_UNSWITCH,) if len(source) > LARGE_SOURCE else ())
     simd = [s for s in walk_stmts(func.body)
             if isinstance(s, For) and s.kind is ForKind.VECTORIZED]
@@ -106,8 +106,7 @@ def flags_for(func: LoweredFunc, source: str = "") -> tuple[str, ...]:
                  for x in inside for top in stmt_exprs(x) for e in walk_exprs(top))
     if not select or any(isinstance(x, For) for x in inside):
         return base
-    status = func.status_name
-    if any(auto_simd(s, status) for s in walk_stmts(func.body)):
+    if any(isinstance(s, For) and s.auto_vector is not None for s in walk_stmts(func.body)):
         return base
     return base + (NO_THREAD_JUMPS,)
 

@@ -12,7 +12,7 @@ with inputs, outputs and sizes in the `LoweredFunc`'s order. A flavour
 - "host" (`HOST`): C11 that tdsl compiles and loads itself; OpenMP simd pragmas,
   GCC extensions, temporaries on the stack or the heap. A parallel loop runs on
   tdsl's thread pool as the outline pass made it a task (`ir.Task`): its body is a
-  static function of its own with `restrict` pointer parameters (`_Outline`),
+  static function of its own with `restrict` pointer parameters (`tasks.py`),
   called once per iteration by the task's function, which runs a chunk of
   iterations and reads what the body needs from an environment struct the kernel
   fills; the kernel calls `abi.PARALLEL_FOR` with both. The kernel returns 0, or
@@ -30,8 +30,13 @@ with inputs, outputs and sizes in the `LoweredFunc`'s order. A flavour
   (comparisons of sizes, such as a derived extent being at least 1) and a
   workspace that fits in the address space; it returns ERR_SIZES when one
   fails and ERR_WORKSPACE when the workspace is NULL or not aligned for its
-  widest element, before touching any array. `size_t NAME_workspace_size(sizes)`
-  reports the workspace bytes, or 0 for sizes the entry point rejects.
+  widest element, before touching any array (`checks.py`).
+  `size_t NAME_workspace_size(sizes)` reports the workspace bytes, or 0 for sizes
+  the entry point rejects.
+
+The statements of the passes that plan for a target (auto-SIMD marks, grouped
+products, transposing copies, streamed stores) are written as they say
+(`idioms.py`); the renderer decides nothing about the loop IR it is given.
 
 Where each temporary lives was decided by the allocate pass (`ir.Storage`); a
 flavour renders the storage it has and refuses the rest. Every temporary, wherever it
@@ -41,61 +46,41 @@ T *restrict NAME = NAME_storage;`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 from ..lower.abi import OUT_OF_MEMORY, may_fail
 from ..lower.contraction import chain_step
 from ..lower.ir import (
     ATOMIC_OLD,
-    NEGATED,
     Allocate,
-    Binary,
     Block,
     Buffer,
     Compare,
     Const,
-    Expr,
     For,
     ForKind,
+    GroupedProducts,
     If,
     IfFeature,
     Let,
-    Load,
     LoweredFunc,
     PackedLoad,
     Stmt,
     Storage,
     Store,
-    Var,
+    StreamedStores,
+    TransposingCopy,
     constant_elements,
-    index_const,
-    int_value,
 )
 from ..lower.layout import element_count
-from ..lower.rewrite import (
-    atomic_fetch,
-    bound_names,
-    expr_vars,
-    stmt_exprs,
-    walk_exprs,
-    walk_stmts,
-)
-from ..lower.vectors import (
-    GroupedProducts,
-    TransposingCopy,
-    VectorLoop,
-    auto_vector_plan,
-    grouped_products,
-    loop_extent,
-    transposing_copy,
-)
+from ..lower.rewrite import atomic_fetch, walk_stmts
 from ..lower.vectors import plan as vector_plan
-from . import helpers
+from . import checks, helpers, idioms, tasks
+from .checks import ERR_SIZES
 from .expr import ExprEmitter
 from .helpers import ctype
 from .workspace import Workspace, workspace_layout
-from .writer import CExpr, CWriter, atom, binary, call, cast, subscript
+from .writer import CExpr, CWriter, atom, binary, cast, prototype
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +107,6 @@ PORTABLE = Flavour("portable", "portable C99", openmp=False, threads=False, gnu=
                    storage=frozenset({Storage.STACK, Storage.WORKSPACE}), checked_entry=True)
 FLAVOURS = {f.name: f for f in (HOST, PORTABLE)}
 
-ERR_SIZES, ERR_WORKSPACE = 1, 2  # the portable entry point's refusals
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +123,8 @@ class CSource:
 # loop of at most SHORT_LOOP iterations inside (one gcc may unroll completely) starts
 # with this statement, which keeps the loop vectorizer out of it and costs nothing at
 # run time. Other loops are left to the compiler (it vectorizes and interchanges
-# unscheduled loop nests), but for the outer loops around a reduction that
-# `auto_simd` makes simd loops.
+# unscheduled loop nests), but for the outer loops around a reduction that the
+# auto_simd pass marks (`For.auto_vector`), which are simd loops.
 SCALAR_LOOP = "TDSL_SCALAR_LOOP"
 SHORT_LOOP = 32
 _SCALAR_LOOP_DEFINITION = (
@@ -149,8 +133,6 @@ _SCALAR_LOOP_DEFINITION = (
     f"#define {SCALAR_LOOP} __asm__ __volatile__(\"\")\n"
 )
 _HEADER_ORDER = ("math.h", "stddef.h", "stdint.h", "stdlib.h", "string.h", "time.h")
-# the most bytes of a vectorized loop's streamed stores that go through a stack buffer
-STREAM_STAGE_BYTES = 1024
 
 
 def render(func: LoweredFunc, flavour: str = "host") -> str:
@@ -193,109 +175,6 @@ def _bind_params(func: LoweredFunc, w: CWriter) -> str:
     return ", ".join(params) or "void"
 
 
-def _header(name: str, params: str, width: int = 100, returns: str = "int") -> str:
-    """`returns name(params)`, one parameter per line when that is too long."""
-    line = f"{returns} {name}({params})"
-    if len(line) + 2 <= width:
-        return line
-    indent = CWriter.INDENT
-    return f"{returns} {name}(\n{indent}" + f",\n{indent}".join(params.split(", ")) + "\n)"
-
-
-def _trips(s: For) -> Expr:
-    """The iteration count of loop `s`, `end - start`, without a term both share."""
-    start, end = s.start, s.end
-    if int_value(start) == 0:
-        return end
-    if isinstance(end, Binary) and end.op == "add" and end.a == start:
-        return end.b
-    return Binary("sub", end, start, start.dtype)
-
-
-def _straight_line(s: Stmt) -> Iterator[Stmt]:
-    """The statements `s` runs once each time it runs: through blocks, lets and
-    allocations, not into loops or branches."""
-    yield s
-    match s:
-        case Block(stmts):
-            for x in stmts:
-                yield from _straight_line(x)
-        case Let(body=body) | Allocate(body=body):
-            yield from _straight_line(body)
-
-
-def _unit_stride(e: Expr, var: str) -> bool:
-    """Whether index `e` is `var` plus terms that do not use it."""
-    match e:
-        case Var(name):
-            return name == var
-        case Binary("add", a, b):
-            return (_unit_stride(a, var) and var not in expr_vars(b)
-                    or _unit_stride(b, var) and var not in expr_vars(a))
-        case Binary("sub", a, b):
-            return _unit_stride(a, var) and var not in expr_vars(b)
-    return False
-
-
-def _first_lane(e: Expr, var: str, start: Expr) -> Expr:
-    """Index `e` (`_unit_stride` in `var`) at var = start, written without the term."""
-    def drop(x: Expr) -> Expr | None:  # x without var: None for nothing left
-        match x:
-            case Var(name) if name == var:
-                return None
-            case Binary("add", a, b) if var in expr_vars(a):
-                rest = drop(a)
-                return b if rest is None else Binary("add", rest, b, x.dtype)
-            case Binary("add", a, b):
-                rest = drop(b)
-                return a if rest is None else Binary("add", a, rest, x.dtype)
-            case Binary("sub", a, b):
-                rest = drop(a)
-                return Binary("sub", Const(0, x.dtype) if rest is None else rest, b, x.dtype)
-        raise AssertionError(f"{x!r} is not a unit-stride index in {var}")
-
-    base = drop(e)
-    if int_value(start) == 0:
-        return Const(0, e.dtype) if base is None else base
-    return start if base is None else Binary("add", base, start, e.dtype)
-
-
-# A loop no schedule vectorized is a simd loop all the same where
-# `lower.vectors.auto_vector_plan` proves its iterations independent and its accesses
-# contiguous or broadcast (an outer loop around a reduction: gcc's loop vectorizer
-# leaves those scalar, as LLVM's does); the plan is asked for 64-byte vectors, the
-# widest host C targets, and gcc picks its own width.
-AUTO_VECTOR_BYTES = 64
-
-
-def auto_simd(s: Stmt, status: str | None) -> bool:
-    """Whether host C makes a `#pragma omp simd` loop of serial loop `s` (outside any
-    simd loop) that no schedule vectorized (`AUTO_VECTOR_BYTES`)."""
-    return _auto_plan(s, status) is not None
-
-
-def _auto_plan(s: Stmt, status: str | None) -> VectorLoop | None:
-    if not (isinstance(s, For) and s.kind is ForKind.SERIAL) or may_fail(s.body):
-        return None
-    return auto_vector_plan(s, AUTO_VECTOR_BYTES, status)
-
-
-def _auto_pieces(s: For, plan: VectorLoop) -> tuple[For, For] | None:
-    """An `auto_simd` loop (`plan`: its plan) of constant extent that is not a whole
-    number of vectors, as two: the whole vectors, then the rest. gcc's vectorized
-    outer loop finishes the lanes left over one by one; a loop of its own for them
-    gets vector code of their width."""
-    if plan.extent is None or not isinstance(s.start, Const):
-        return None
-    lanes = plan.chunks[0]
-    whole = plan.extent // lanes * lanes
-    if whole == 0 or whole == plan.extent:
-        return None
-    cut = index_const(int(s.start.value) + whole)
-    return (replace(s, end=cut, max_extent=whole),
-            replace(s, start=cut, max_extent=plan.extent - whole))
-
-
 def _holds_loop(s: For) -> bool:
     """Whether loop `s` has a loop inside it."""
     return any(isinstance(x, For) for x in walk_stmts(s.body))
@@ -308,32 +187,6 @@ def _short(s: Stmt) -> bool:
     if isinstance(s.start, Const) and isinstance(s.end, Const):
         return int(s.end.value) - int(s.start.value) <= SHORT_LOOP
     return s.max_extent is not None and s.max_extent <= SHORT_LOOP
-
-
-@dataclass
-class _Region:
-    """Code that runs on one thread: the function body or a parallel loop's body."""
-
-    parallel: bool
-    live: list[str] = field(default_factory=list)  # heap temporaries to free on failure
-
-
-@dataclass
-class _Outline:
-    """A parallel loop's body being written as a function of its own (host C).
-
-    A task's function reads the kernel's pointers from its environment struct, and
-    pointers read from a struct lose `restrict`: gcc must then assume a store to an
-    output may change an input, and keeps every intermediate store of a sum
-    accumulated in the output (a depthwise convolution stored its vector ten times
-    per tap row, when gcc's OpenMP lowering did the same). So the body is a static
-    function whose pointer parameters are `restrict`, called once per iteration by
-    the task's function (and inlined by gcc, which keeps the restrict information).
-    Its parameters are the task's values and buffers (`ir.Task`); the names it
-    finds in scopes below `boundary` must be among them (`allowed`)."""
-
-    boundary: int  # scopes at this level and deeper belong to the function
-    allowed: frozenset[tuple[str, str]]  # ("var" | "buf", name) the task captures
 
 
 class _Renderer:
@@ -349,11 +202,12 @@ class _Renderer:
         # where each helper is used: "dsp" and "plain" branches of an IfFeature, "all"
         self.helper_where: dict[str, set[str]] = {}
         self.feature_branch = "all"
-        self.expr = ExprEmitter(self._name_of, self._use_helper, self.headers.add, self._staged_lane)
+        self.expr = ExprEmitter(self.name_of, self.use_helper, self.headers.add,
+                                 lambda name: idioms.staged_lane(self, name))
         self.expr.fma = flavour.fma
         self.expr.libm_free = not flavour.gnu
-        self.regions = [_Region(parallel=False)]
-        self.outline: _Outline | None = None
+        self.regions = [tasks.Region(parallel=False)]
+        self.outline: tasks.Outline | None = None
         self.tasks: list[str] = []  # what the task functions of parallel loops need, as text
         self.buffers = {b.name: b for b in (*func.inputs, *func.outputs)}
         self.buffers.update((x.buffer.name, x.buffer) for x in walk_stmts(func.body)
@@ -382,8 +236,8 @@ class _Renderer:
         declarations: list[str] = []
         valid_fn = None
         if self.flavour.checked_entry:
-            self.name = self._public(func.name)
-            valid_fn = self._checks(declarations)
+            self.name = checks.public_name(self, func.name)
+            valid_fn = checks.checks(self, declarations)
         else:
             self.name = entry_name(func, w)
         declarations.append(self._entry(valid_fn))
@@ -397,24 +251,24 @@ class _Renderer:
             if self.layout:
                 self.ws_param = w.bind(("workspace",), "workspace")
                 params = f"{params}, void *{self.ws_param}"
-            proto = _header(self.name, params)
+            proto = prototype(self.name, params)
             w.open(proto)
             self.body_level = w.level
             if valid_fn:
-                args = ", ".join(a.text for a in self._size_args())
-                self._reject(atom(f"!{valid_fn}({args})"), str(ERR_SIZES))
+                args = ", ".join(a.text for a in checks.size_args(self))
+                checks.reject(self, atom(f"!{valid_fn}({args})"), str(ERR_SIZES))
             if self.layout:
-                self._workspace_prologue()
+                checks.workspace_prologue(self)
             status = self.func.status
             if status is None:
                 self.stmt(self.func.body)
-                self._fence_streams()
+                idioms.fence_streams(self)
                 w.line("return 0;")
             else:  # the kernel's own status: 0 unless the body sets it
                 with w.binding(("buf", status.name), status.name) as name:
                     w.line(f"{ctype(status.dtype)} {name}[1] = {{0}};")
                     self.stmt(self.func.body)
-                    self._fence_streams()
+                    idioms.fence_streams(self)
                     w.line(f"return {name}[0];")
             w.close()
         return f"{proto};"
@@ -448,11 +302,11 @@ class _Renderer:
         parts.append(body)
         return "\n".join(parts)
 
-    def _use_helper(self, name: str) -> None:
+    def use_helper(self, name: str) -> None:
         self.helpers.setdefault(name, None)
         self.helper_where.setdefault(name, set()).add(self.feature_branch)
 
-    def _name_of(self, kind: str, name: str) -> str:
+    def name_of(self, kind: str, name: str) -> str:
         found = self.w.lookup_level((kind, name))
         if found is None:
             what = "buffer" if kind == "buf" else "variable"
@@ -473,7 +327,7 @@ class _Renderer:
             case Store(atomic=True):
                 self.atomic_store(s)
             case Store(buffer, indices, value):
-                at = self._staged_lane(buffer.name) or self.expr.element(buffer, indices)
+                at = idioms.staged_lane(self, buffer.name) or self.expr.element(buffer, indices)
                 step = chain_step(s) if self.flavour.fma and not self.in_simd else None
                 if step is not None:  # acc + x with no FMA (lower.contraction)
                     text = binary("+", self.expr(step[0]), self.expr(step[1]))
@@ -507,6 +361,12 @@ class _Renderer:
                 self.allocate(s)
             case IfFeature(feature, then, other):
                 self.if_feature(feature, then, other)
+            case GroupedProducts():
+                idioms.grouped(self, s)
+            case TransposingCopy():
+                idioms.transpose(self, s)
+            case StreamedStores():
+                idioms.streamed(self, s)
             case _:
                 raise TypeError(f"not a loop-IR statement: {s!r}")
 
@@ -575,174 +435,15 @@ class _Renderer:
         w.close()
 
     def block(self, stmts: tuple[Stmt, ...]) -> None:
-        """Statements in order; vectorized loops of small-integer products taken in
-        groups (`lower.vectors.grouped_products`) become one call of a multiply-add
-        helper where the C compiler targets the instruction (the loops otherwise)."""
-        k = 0
-        while k < len(stmts):
-            group = None
-            if self.flavour.gnu and not self.in_simd:
-                group = grouped_products(stmts, k)
-            if group is not None and not ({group.acc.name, group.b.name}
-                                          & (set(self.staged) | self.func.nontemporal)):
-                self._grouped(group, stmts[k:k + group.size])
-                k += group.size
-                continue
-            self.stmt(stmts[k])
-            k += 1
-
-    def _grouped(self, g: GroupedProducts, loops: tuple[Stmt, ...]) -> None:
-        acc = self.expr.element(g.acc, (g.acc_first,))
-        b = self.expr.element(g.b, (g.b_first,))
-        if g.size == 2:
-            name = helpers.PAIR_MADD
-            xs = ", ".join(cast("int16_t", self.expr(x)).text for x in g.xs)
-        else:
-            name = helpers.QUAD_MADD_U8I8 if g.x_unsigned else helpers.QUAD_MADD_I8U8
-            xs = self._quad_operand(g)
-        self._use_helper(name)
-        w = self.w
-        w.line(f"#if defined(__{g.feature.upper()}__)")
-        if g.guard is None:
-            w.line(f"{name}(&{acc}, &{b}, {xs}, {g.lanes});")
-        else:  # the last tile of a split, cut short: the loops where lanes are missing
-            w.open(f"if ({self.expr(g.guard)})")
-            w.line(f"{name}(&{acc}, &{b}, {xs}, {g.lanes});")
-            w.middle("} else {")
-            for loop in loops:
-                self.stmt(loop)
-            w.close()
-        w.line("#else")
-        for loop in loops:
-            self.stmt(loop)
-        w.line("#endif")
-
-    def _quad_operand(self, g: GroupedProducts) -> str:
-        """A quad's four bytes as one uint32_t, the first lowest: one 32-bit load when they
-        are consecutive elements of one buffer (gcc would load and shift each)."""
-        first = g.consecutive()
-        if first is not None:
-            return f"quad_bytes(&{self.expr.element(first.buffer, first.indices)})"
-        parts = [cast("uint32_t", cast("uint8_t", self.expr(x))).text for x in g.xs]
-        return " | ".join(p if t == 0 else f"{p} << {8 * t}" for t, p in enumerate(parts))
+        for x in stmts:
+            self.stmt(x)
 
     def loop(self, s: For) -> None:
         if s.kind is ForKind.PARALLEL and self.flavour.threads:
-            self._task(s)
+            tasks.task(self, s)
             return
-        auto = None
-        if self.flavour.openmp and not self.in_simd:
-            auto = _auto_plan(s, self.func.status_name)
-        pieces = _auto_pieces(s, auto) if auto is not None else None
-        if pieces is not None:
-            for piece in pieces:
-                self.loop(piece)
-            return
-        copy = transposing_copy(s) if self.flavour.gnu and not self.in_simd else None
-        if copy is not None and copy.dst.name not in self.func.nontemporal:
-            self._transpose(copy)
-            return
-        pragma, simd = self._pragma(s, auto is not None)
-        streamed = self._streamed(s) if simd else {}
-        if not streamed:
-            self._loop(s, pragma, simd)
-            return
-        # the loop's streamed stores go to stack buffers, copied out after it
-        w = self.w
-        w.open("")
-        first = self.expr(s.start)
-        trips = loop_extent(s)
-        assert trips is not None
-        copies = []
-        for buf, index in streamed.items():
-            stage = w.fresh(f"{buf.name}_stream")
-            w.line(f"{ctype(buf.dtype)} {stage}[{trips}] __attribute__((aligned(64)));")
-            self.staged[buf.name] = (stage, s.var, first)
-            at = self.expr.element(buf, (_first_lane(index, s.var, s.start),))
-            copies.append(f"{helpers.STREAM_STORE}(&{at}, {stage}, "
-                          f"{trips * buf.dtype.itemsize});")
-        self._use_helper(helpers.STREAM_STORE)
+        pragma, simd = self._pragma(s)
         self._loop(s, pragma, simd)
-        for buf in streamed:
-            del self.staged[buf.name]
-        for line in copies:
-            w.line(line)
-        w.close()
-
-    def _transpose(self, t: TransposingCopy) -> None:
-        """A transposing copy (`lower.vectors.transposing_copy`) as one call of
-        `helpers.TRANSPOSE`, or with a batch loop, that loop around the call."""
-        name = helpers.TRANSPOSE[helpers.SUFFIX[t.dst.dtype.name]]
-        self._use_helper(name)
-        w = self.w
-        with w.scope():
-            if t.batch is not None:
-                b = t.batch
-                start, end = self.expr(b.start), self.expr(b.end)
-                v = w.bind(("var", b.var), b.var)
-                w.open(f"for (int64_t {v} = {start}; {binary('<', atom(v), end)}; {v}++)")
-                self.ctypes[(("var", b.var), v)] = "int64_t"
-            dst = self.expr.element(t.dst, (t.dst_base,))
-            src = self.expr.element(t.src, (t.src_base,))
-            w.line(f"{name}(&{dst}, {t.dst_stride}, &{src}, {t.src_stride}, {t.rows}, "
-                   f"{t.cols});")
-            if t.batch is not None:
-                w.close()
-
-    def _streamed(self, s: For) -> dict[Buffer, Expr]:
-        """The buffers whose stores in vectorized loop `s` stream (`LoweredFunc.nontemporal`),
-        each with its store's index; {} in portable C or where the loop does not
-        store them as whole runs.
-
-        gcc has no streaming-store builtin and does not make streaming stores of a
-        loop's ordinary ones, so the loop stores into a 64-byte aligned stack buffer
-        instead and `helpers.STREAM_STORE` copies that out with streaming
-        stores after it. A buffer qualifies when the loop has a constant extent of at
-        most `STREAM_STAGE_BYTES` of it and stores it at index `base + var` (base not
-        depending on the loop) and only there, outside any branch or inner loop, and
-        reads it only at that index, in the values of those stores after the first (an
-        element summed in the iteration: its reads find the stack buffer's lane, set
-        earlier in the same iteration)."""
-        if not (self.func.nontemporal and self.flavour.gnu):
-            return {}
-        trips = loop_extent(s)
-        if trips is None or trips <= 0:
-            return {}
-        body = s.body
-        inner = bound_names(body) | {s.var}
-        found: dict[Buffer, Expr] = {}
-        written = {x.buffer.name: x.buffer for x in walk_stmts(body) if isinstance(x, Store)}
-        for _, buf in sorted(written.items()):
-            if buf.name not in self.func.nontemporal or trips * buf.dtype.itemsize > STREAM_STAGE_BYTES:
-                continue
-            stores = [x for x in walk_stmts(body) if isinstance(x, Store) and x.buffer == buf]
-            top = [x for x in _straight_line(body) if isinstance(x, Store) and x.buffer == buf]
-            if top != stores or any(x.atomic or x.indices != stores[0].indices for x in stores):
-                continue
-            reads = [e for x in walk_stmts(body) for root in stmt_exprs(x)
-                     for e in walk_exprs(root) if isinstance(e, Load) and e.buffer == buf]
-            later = [e for x in stores[1:] for e in walk_exprs(x.value)
-                     if isinstance(e, Load) and e.buffer == buf]
-            if len(reads) != len(later) or any(e.indices != stores[0].indices for e in reads):
-                continue
-            index = stores[0].indices[0]
-            if _unit_stride(index, s.var) and not (expr_vars(index) - {s.var}) & inner:
-                found[buf] = index
-        return found
-
-    def _staged_lane(self, name: str) -> CExpr | None:
-        """The stack buffer's lane that stands for buffer `name`'s element in the loop
-        staging its stores (`_streamed`; accessed only at that element there), or None."""
-        if name not in self.staged:
-            return None
-        stage, var, first = self.staged[name]
-        lane = atom(self._name_of("var", var))
-        return subscript(stage, lane if first.text == "0" else binary("-", lane, first))
-
-    def _fence_streams(self) -> None:
-        if self.func.nontemporal and self.flavour.gnu:
-            self._use_helper(helpers.STREAM_FENCE)
-            self.w.line(f"{helpers.STREAM_FENCE}();")
 
     def _loop(self, s: For, pragma: str | None, simd: bool) -> None:
         w = self.w
@@ -767,110 +468,6 @@ class _Renderer:
             self.in_simd, self.expr.blend = saved
             w.close()
 
-    def _task(self, s: For) -> None:
-        """Parallel loop `s` as a call of the thread pool (`abi.PARALLEL_FOR`) with its
-        task's function and environment (`ir.Task`); that function calls the body's
-        (`_Outline`) once per iteration. Their text goes before the entry point."""
-        task = s.task
-        if task is None:
-            raise ValueError(f"parallel loop {s.var} of {self.func.name} has no task (targets "
-                             "take loop IR through tdsl.lower.finish, whose outline pass "
-                             "makes one)")
-        w = self.w
-        values = [(v, self._name_of("var", v.name)) for v in task.values]
-        buffers = [(b, self._name_of("buf", b.name)) for b in task.buffers]
-        start, end = self.expr(s.start), self.expr(s.end)
-        body_fn = w.fresh(f"{self.name}_{s.var}_body", level=0)
-        task_fn = w.fresh(f"{self.name}_{task.name}_task", level=0)
-        env_type = w.fresh(f"{self.name}_{task.name}_env", level=0)
-        var, body = self._task_body(s, values, buffers)
-        params = [f"int64_t {var}"] + [f"{ctype(v.dtype)} {c}" for v, c in values] + [
-            f"{self._pointer(b)} *restrict {c}" for b, c in buffers]
-        returns = "static int" if task.fails else "static void"
-        header = _header(body_fn, ", ".join(params), returns=returns)
-        self.tasks.append("\n".join([f"{header} {{", *body, "}", ""]))
-        self.tasks.append(self._task_function(task, var, values, buffers,
-                                              (body_fn, task_fn, env_type)))
-        self._use_helper(helpers.PARALLEL_FOR)
-        w.open("")
-        env = "NULL"
-        if values or buffers:
-            env = w.fresh(f"{task.name}_env")
-            fields = ", ".join(c for _, c in values + buffers)
-            w.line(f"struct {env_type} {env} = {{{fields}}};")
-            env = f"&{env}"
-        run = f"{helpers.PARALLEL_FOR}({task_fn}, {env}, {start}, {end})"
-        if task.fails:
-            w.open(f"if ({run} != 0)")
-            self._unwind(self.regions[-1])
-            w.line(f"return {OUT_OF_MEMORY};")
-            w.close()
-        else:
-            w.line(f"{run};")
-        w.close()
-
-    def _task_body(self, s: For, values: list, buffers: list) -> tuple[str, list[str]]:
-        """(the loop variable's C name, the lines of the body's function, unindented
-        but for the function's own level)."""
-        w, task = self.w, s.task
-        assert task is not None
-        start, depth = len(w.lines), w.depth
-        allowed = frozenset([("var", v.name) for v, _ in values]
-                            + [("buf", b.name) for b, _ in buffers])
-        saved = self.outline, self.in_parallel
-        with w.scope():
-            w.depth += 1
-            var = w.bind(("var", s.var), s.var)
-            self.ctypes[(("var", s.var), var)] = "int64_t"
-            self.outline, self.in_parallel = _Outline(w.level, allowed), True
-            self.regions.append(_Region(parallel=True))
-            try:
-                self.stmt(s.body)
-                if task.fails:
-                    w.line("return 0;")
-            finally:
-                self.regions.pop()
-                self.outline, self.in_parallel = saved
-                w.depth -= 1
-        body = [line[len(w.INDENT) * depth:] if line else line for line in w.lines[start:]]
-        del w.lines[start:]
-        return var, body
-
-    def _task_function(self, task, var: str, values: list, buffers: list,
-                       names: tuple[str, str, str]) -> str:
-        """The task's environment struct and its function `int F(lo, hi, env)`, which
-        runs iterations [lo, hi) and returns 1 when one of them failed."""
-        body_fn, task_fn, env_type = names
-        taken = {c for _, c in values + buffers} | {var, *names}
-        own = CWriter(reserved=helpers.NAMES | taken)
-        lo, hi, arg, env = (own.fresh(x) for x in ("lo", "hi", "arg", "env"))
-        i = CWriter.INDENT
-        lines = []
-        if values or buffers:
-            lines.append(f"struct {env_type} {{")
-            lines += [f"{i}{ctype(v.dtype)} {c};" for v, c in values]
-            lines += [f"{i}{self._pointer(b)} *{c};" for b, c in buffers]
-            lines += ["};", ""]
-        lines.append(f"static int {task_fn}(int64_t {lo}, int64_t {hi}, void *{arg}) {{")
-        if values or buffers:
-            lines.append(f"{i}const struct {env_type} *{env} = {arg};")
-            lines += [f"{i}const {ctype(v.dtype)} {c} = {env}->{c};" for v, c in values]
-            lines += [f"{i}{self._pointer(b)} *restrict {c} = {env}->{c};" for b, c in buffers]
-        else:
-            lines.append(f"{i}(void){arg};")
-        lines.append(f"{i}for (int64_t {var} = {lo}; {var} < {hi}; {var}++) {{")
-        call_ = f"{body_fn}({', '.join([var] + [c for _, c in values + buffers])})"
-        if task.fails:
-            lines += [f"{i * 2}if ({call_} != 0) {{", f"{i * 3}return 1;", f"{i * 2}}}"]
-        else:
-            lines.append(f"{i * 2}{call_};")
-        lines += [f"{i}}}", f"{i}return 0;", "}", ""]
-        return "\n".join(lines)
-
-    def _pointer(self, buf: Buffer) -> str:
-        """The element type a pointer to `buf` has: `const` for an input."""
-        return f"{'const ' if buf.kind == 'input' else ''}{ctype(buf.dtype)}"
-
     def _scalar(self, s: For, simd: bool) -> bool:
         """Whether loop `s` is kept out of the C compiler's loop vectorizer: a host loop
         with a short loop inside, unless it is vectorized, inside a vectorized loop, or
@@ -879,9 +476,8 @@ class _Renderer:
                 and s.kind not in (ForKind.VECTORIZED, ForKind.UNROLLED)
                 and any(_short(x) for x in walk_stmts(s.body)))
 
-    def _pragma(self, s: For, auto: bool) -> tuple[str | None, bool]:
-        """(pragma line, starts a simd region); `auto`: `s` is an `auto_simd` loop
-        outside any simd loop.
+    def _pragma(self, s: For) -> tuple[str | None, bool]:
+        """(pragma line, starts a simd region).
 
         A loop whose body may fail to allocate is not a simd loop (it must be able
         to leave an iteration early), nor is a vectorized loop whose plan
@@ -889,14 +485,16 @@ class _Renderer:
         run as vector code: gcc 12 compiled such a loop wrong (an inner loop whose
         trip count differs between lanes; fuzz C seed 8201, case 91), and the C
         compiler may still vectorize a plain loop where it proves that safe. A
-        serial loop is a simd loop where `auto_simd` says so. Parallel loops are
-        tasks (`_task`), in portable C plain loops."""
+        serial loop is a simd loop where the auto_simd pass marked it
+        (`For.auto_vector`). Parallel loops are tasks (`_task`), in portable C plain
+        loops."""
         fl = self.flavour
-        if s.kind is ForKind.VECTORIZED and fl.openmp and not self.in_simd:
-            if not may_fail(s.body) and vector_plan(s, self.func.status_name).vectorized:
+        if fl.openmp and not self.in_simd:
+            if s.kind is ForKind.VECTORIZED:
+                if not may_fail(s.body) and vector_plan(s, self.func.status_name).vectorized:
+                    return "#pragma omp simd", True
+            elif s.auto_vector is not None:
                 return "#pragma omp simd", True
-        if auto:
-            return "#pragma omp simd", True
         if s.kind is ForKind.UNROLLED and fl.gnu and s.max_extent:
             return f"#pragma GCC unroll {min(s.max_extent, 65534)}", False
         return None, False
@@ -948,7 +546,7 @@ class _Renderer:
     def _heap(self, buf: Buffer, name: str, body: Stmt) -> None:
         """Allocate, run `body`, free; leave through `_fail` when the allocation fails."""
         w, t = self.w, ctype(buf.dtype)
-        self._use_helper(helpers.ALLOC)
+        self.use_helper(helpers.ALLOC)
         size = self.expr(element_count(buf.shape))
         region = self.regions[-1]
         w.line(f"{t} *restrict {name} = {helpers.ALLOC}({size}, sizeof({t}));")
@@ -966,143 +564,11 @@ class _Renderer:
         return 1, skipping the rest of the iteration; its task's function returns 1 too
         and the pool starts no more chunks (`lower.abi`'s unwind policy)."""
         w, region = self.w, self.regions[-1]
-        self._unwind(region)
+        self.unwind(region)
         w.line(f"return {1 if region.parallel else OUT_OF_MEMORY};")
 
-    def _unwind(self, region: _Region) -> None:
+    def unwind(self, region: tasks.Region) -> None:
         for name in reversed(region.live):
             self.w.line(f"free({name});")
 
     # ------------------------------------------------------------ the portable checks
-
-    def _checks(self, declarations: list[str]) -> str | None:
-        """The functions before a checked entry point: the workspace bytes, the size
-        check and NAME_workspace_size (declared); the size check's name, if any."""
-        w, func, layout = self.w, self.func, self.layout
-        size_fn = self._public(f"{func.name}_workspace_size") if layout else None
-        valid_fn = bytes_fn = None
-        if layout and layout.constant is None:
-            bytes_fn = w.fresh(f"{func.name}_workspace_bytes", level=0)
-            self._bytes_function(bytes_fn)
-            w.line()
-        if func.sizes:  # without sizes there is nothing to check
-            valid_fn = w.fresh(f"{func.name}_sizes_valid", level=0)
-            self._valid_function(valid_fn, bytes_fn)
-            w.line()
-        if size_fn:
-            declarations.append(self._size_function(size_fn, valid_fn, bytes_fn))
-            w.line()
-        return valid_fn
-
-    def _public(self, name: str) -> str:
-        got = self.w.fresh(name, level=0)
-        if got != name:
-            raise ValueError(f"{name!r} is not a valid, free C identifier (it would be {got!r})")
-        return name
-
-    def _sizes(self) -> str:
-        """The size parameters, bound in the current scope."""
-        params = [f"int64_t {self.w.bind(('var', v.name), v.name)}" for v in self.func.sizes]
-        return ", ".join(params) or "void"
-
-    def _valid_function(self, name: str, bytes_fn: str | None) -> None:
-        w = self.w
-        w.line("/* 1 when the sizes are valid for this kernel, else 0. */")
-        with w.scope():
-            w.open(f"static int {name}({self._sizes()})")
-            for v in self.func.sizes:
-                c = atom(self._name_of("var", v.name))
-                out = binary("||", binary("<", c, atom("1")), binary(">", c, atom("INT32_MAX")))
-                self._reject(out, "0")
-            for cond in self.requires:
-                self._reject(self.expr(Compare(NEGATED[cond.op], cond.a, cond.b)), "0")
-            for limit in self.func.index_limits:  # 32-bit index arithmetic (index32)
-                self._reject(binary(">", self._polynomial(limit), atom("INT32_MAX")), "0")
-            if bytes_fn is not None:  # the workspace depends on the sizes
-                nbytes = call(bytes_fn, *self._size_args())
-                too_big = binary(">", nbytes, cast("uint64_t", atom("PTRDIFF_MAX")))
-                self._reject(too_big, "0")
-            w.line("return 1;")
-            w.close()
-
-    def _polynomial(self, terms: tuple[tuple[int, tuple[str, ...]], ...]) -> CExpr:
-        """C text of a polynomial in the sizes (`LoweredFunc.index_limits`) in saturating
-        uint64_t: no overflow, whatever the sizes."""
-        self._use_helper(helpers.MUL_SAT)
-        self._use_helper(helpers.ADD_SAT)
-        total = None
-        for coef, names in terms:
-            term = atom(f"{coef}u")
-            for n in names:
-                term = call(helpers.MUL_SAT, term, cast("uint64_t", atom(self._name_of("var", n))))
-            total = term if total is None else call(helpers.ADD_SAT, total, term)
-        assert total is not None
-        return total
-
-    def _reject(self, cond, value: str) -> None:
-        self.w.open(f"if ({cond})")
-        self.w.line(f"return {value};")
-        self.w.close()
-
-    def _size_args(self) -> list:
-        return [atom(self._name_of("var", v.name)) for v in self.func.sizes]
-
-    def _bytes_function(self, name: str) -> None:
-        """The workspace bytes in uint64_t, saturating instead of overflowing;
-        called only for sizes whose extents are at least 1."""
-        w, layout = self.w, self.layout
-        assert layout is not None
-        self._use_helper(helpers.MUL_SAT)
-        self._use_helper(helpers.ADD_SAT)
-        w.line("/* Workspace bytes, or UINT64_MAX when that does not fit in 64 bits. */")
-        with w.scope():
-            w.open(f"static uint64_t {name}({self._sizes()})")
-            used = {v.name for b in layout.slots for e in b.buffer.shape
-                    for v in walk_exprs(e) if isinstance(v, Var)}
-            for v in self.func.sizes:
-                if v.name not in used:
-                    w.line(f"(void){self._name_of('var', v.name)};")
-            acc = w.fresh("nbytes")
-            w.line(f"uint64_t {acc} = 0;")
-            for slot in layout.slots:
-                nbytes = self._slot_bytes(slot.buffer)
-                w.line(f"{acc} = {call(helpers.ADD_SAT, atom(acc), nbytes)};  /* {slot.buffer.name} */")
-            w.line(f"return {acc};")
-            w.close()
-
-    def _slot_bytes(self, buf: Buffer):
-        """C text of a buffer's bytes, in saturating uint64_t."""
-        scale = buf.dtype.itemsize
-        for f in buf.shape:
-            if isinstance(f, Const):
-                scale *= int(f.value)
-        value = atom(f"{scale}u")
-        for f in buf.shape:
-            if not isinstance(f, Const):
-                value = call(helpers.MUL_SAT, value, cast("uint64_t", self.expr(f)))
-        return value
-
-    def _size_function(self, name: str, valid_fn: str | None, bytes_fn: str | None) -> str:
-        w = self.w
-        w.line("/* Bytes of workspace the kernel needs for these sizes; 0 if it rejects them. */")
-        with w.scope():
-            proto = f"size_t {name}({self._sizes()})"
-            w.open(proto)
-            args = ", ".join(a.text for a in self._size_args())
-            constant = self.layout.constant if self.layout else None
-            nbytes = f"(size_t){bytes_fn}({args})" if bytes_fn else f"{constant}u"
-            w.line(f"return {valid_fn}({args}) ? {nbytes} : 0;" if valid_fn else f"return {nbytes};")
-            w.close()
-        self.headers.add("stddef.h")
-        return proto + ";"
-
-    def _workspace_prologue(self) -> None:
-        w, ws, layout = self.w, self.ws_param, self.layout
-        assert ws is not None and layout is not None
-        misaligned = binary("!=", binary("%", cast("uintptr_t", atom(ws)),
-                                         atom(str(layout.align))), atom("0"))
-        self._reject(binary("||", binary("==", atom(ws), atom("NULL")), misaligned),
-                     str(ERR_WORKSPACE))
-        self.headers.add("stddef.h")
-        self.ws_base = w.bind(("workspace_bytes",), "ws")
-        w.line(f"unsigned char *{self.ws_base} = {ws};")

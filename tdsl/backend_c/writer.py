@@ -303,3 +303,12 @@ class CWriter:
             if key in bound:
                 return bound[key], level
         return None
+
+
+def prototype(name: str, params: str, width: int = 100, returns: str = "int") -> str:
+    """`returns name(params)`, one parameter per line when that is too long."""
+    line = f"{returns} {name}({params})"
+    if len(line) + 2 <= width:
+        return line
+    indent = CWriter.INDENT
+    return f"{returns} {name}(\n{indent}" + f",\n{indent}".join(params.split(", ")) + "\n)"

@@ -14,14 +14,17 @@ already allocated has been freed (`abi`'s unwind policy).
   with `llvm.loop.vectorize.*` hints (width: the largest power of two <=
   min(max_extent, 64)) when nothing but UNROLLED loops is nested in it,
   since LLVM only vectorizes innermost loops; UNROLLED loops carry
-  `llvm.loop.unroll.full`. A SERIAL loop with a loop inside is vector code
-  too when `lower.vectors.auto_vector_plan` proves its iterations independent
-  and its accesses contiguous (an outer loop around a reduction, which LLVM's
-  loop vectorizer of innermost loops leaves scalar), at the host's vector
-  width (`host_vector_bytes`). LLVM's loop vectorizer takes the other loops
-  (see jit.py). A loop nest that copies a block to its transpose
-  (`lower.vectors.transposing_copy`) is 8 x 8 tiles of shuffles
-  (`vector.emit_transposing_copy`) where the host has AVX-512.
+  `llvm.loop.unroll.full`. A SERIAL loop the auto_simd pass marked
+  (`For.auto_vector`: an outer loop around a reduction, which LLVM's loop
+  vectorizer of innermost loops leaves scalar) is vector code too, in the
+  chunks of `lower.vectors.auto_vector_plan` at the width it was marked for
+  (`host.host_vector_bytes` when lowered for LLVM). LLVM's loop vectorizer takes
+  the other loops (see jit.py). A `TransposingCopy` (the transpose pass) is
+  8 x 8 tiles of shuffles (`idioms.emit_transposing_copy`) and a
+  `GroupedProducts` (the group pass) x86's multiply-adds where the host has
+  the instructions, their loop nests elsewhere; a `StreamedStores` (host C's)
+  is its loop, whose contiguous vector stores of outputs stored nontemporal
+  are streaming stores anyway.
 - A PARALLEL loop is a task of tdsl's thread pool (the outline pass made it one,
   `ir.Task`): its body is the function `i32 NAME.TASK.task(i64 lo, i64 hi, ptr
   env)`, which runs iterations [lo, hi) on the values and buffers of the task,
@@ -43,14 +46,13 @@ already allocated has been freed (`abi`'s unwind policy).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from contextlib import contextmanager
 from types import MappingProxyType
 
 from llvmlite import ir
 
-from ..dtypes import index, int16
+from ..dtypes import index
 from ..lower.abi import OUT_OF_MEMORY, PARALLEL_FOR
 from ..lower.contraction import chain_step, fused_product
 from ..lower.ir import (
@@ -65,6 +67,7 @@ from ..lower.ir import (
     Expr,
     For,
     ForKind,
+    GroupedProducts,
     If,
     Let,
     LoweredFunc,
@@ -72,6 +75,8 @@ from ..lower.ir import (
     Stmt,
     Storage,
     Store,
+    StreamedStores,
+    TransposingCopy,
     Unary,
     Var,
     constant_elements,
@@ -79,17 +84,12 @@ from ..lower.ir import (
 from ..lower.ir import Binary as BinaryExpr
 from ..lower.ir import Load as LoadExpr
 from ..lower.rewrite import atomic_fetch, walk_stmts
-from ..lower.vectors import (
-    GroupedProducts,
-    TransposingCopy,
-    auto_vector_plan,
-    grouped_products,
-    transposing_copy,
-)
+from ..lower.vectors import auto_vector_plan
 from ..lower.vectors import plan as vector_plan
 from . import ops
+from .idioms import emit_idiom
 from .ops import I1, I8, I32, I64, PTR, VOID
-from .vector import emit_transposing_copy, emit_vector_loop
+from .vector import emit_vector_loop
 
 MAX_VECTOR_WIDTH = 64
 
@@ -119,26 +119,6 @@ _RESERVED = frozenset(
     | {PARALLEL_FOR}
     | {symbol for symbol, _, _ in _HEAP.values()}
 )
-
-
-@functools.cache
-def host_has(feature: str) -> bool:
-    """Whether the host CPU has instruction-set extension `feature` (LLVM's name)."""
-    import llvmlite.binding as llvm
-
-    return bool(llvm.get_host_cpu_features().get(feature))
-
-
-@functools.cache
-def host_vector_bytes() -> int:
-    """The width of the host's vector registers in bytes: 64 with AVX-512, 32 with
-    AVX, else 16."""
-    import llvmlite.binding as llvm
-
-    features = llvm.get_host_cpu_features()
-    if features.get("avx512f"):
-        return 64
-    return 32 if features.get("avx") else 16
 
 
 def entry_symbol(name: str) -> str:
@@ -391,12 +371,12 @@ class _FunctionEmitter:
                 self.parallel(s)
             case For(kind=ForKind.VECTORIZED) if (plan := vector_plan(s, self.status)).vectorized:
                 emit_vector_loop(self, s, plan)
-            case For(kind=ForKind.SERIAL | ForKind.UNROLLED) if (
-                    copy := self.transposing(s)) is not None:
-                emit_transposing_copy(self, copy)
-            case For(kind=ForKind.SERIAL) if (auto := auto_vector_plan(
-                    s, host_vector_bytes(), self.status)) is not None:
+            case For(auto_vector=int(width)):
+                auto = auto_vector_plan(s, width, self.status)
+                assert auto is not None, f"loop {s.var} is marked auto simd without a plan"
                 emit_vector_loop(self, s, auto)
+            case TransposingCopy() | GroupedProducts() | StreamedStores():
+                emit_idiom(self, s)
             case For():
                 lo, hi = self.expr(s.start), self.expr(s.end)
                 self.counted_loop(s.var, lo, hi, s.body, self.loop_hints(s))
@@ -405,83 +385,9 @@ class _FunctionEmitter:
             case _:
                 raise TypeError(f"unknown loop-IR statement {s!r}")
 
-    def transposing(self, s: For) -> TransposingCopy | None:
-        """Loop nest `s` as a copy of a block to its transpose done in tiles of shuffles
-        (`vectors.transposing_copy`), where the host has AVX-512 (with 256-bit masked
-        loads and stores, as host C's helper) and the copy does not stream, else None."""
-        if not host_has("avx512vl"):
-            return None
-        copy = transposing_copy(s)
-        return copy if copy is not None and copy.dst.name not in self.mod.func.nontemporal else None
-
     def block(self, stmts: tuple[Stmt, ...]) -> None:
-        """Statements in order; vectorized loops of small-integer products taken in
-        groups (`lower.vectors.grouped_products`) become `grouped_products` where the
-        host has the instruction."""
-        k = 0
-        while k < len(stmts):
-            group = grouped_products(stmts, k)
-            if (group is not None and host_has(group.feature)
-                    and not {group.acc.name, group.b.name} & self.mod.func.nontemporal):
-                self.grouped_or_loops(group, stmts[k:k + group.size])
-                k += group.size
-                continue
-            self.stmt(stmts[k])
-            k += 1
-
-    def grouped_or_loops(self, g: GroupedProducts, loops: tuple[Stmt, ...]) -> None:
-        """The group; where it has a guard (the last tile of a split, cut short), the
-        loops themselves when lanes are missing."""
-        if g.guard is None:
-            self.grouped_products(g)
-            return
-
-        def themselves() -> None:
-            for loop in loops:
-                self.stmt(loop)
-        self.if_then_else(self.cond(g.guard), lambda: self.grouped_products(g), themselves,
-                          name="group")
-
-    def grouped_products(self, g: GroupedProducts) -> None:
-        """acc[l] += the group's products, 16 lanes at a time: x86's `vpmaddwd` on
-        int16 pairs (then an add, which LLVM folds into `vpdpwssd` where the host has
-        VNNI), or VNNI's `vpdpbusd` on byte quads (unsigned operand first). The
-        group's uniform operands are packed into one 32-bit value, splat."""
-        b = self.b
-        lanes16 = ir.VectorType(I32, 16)
-        bits = 32 // g.size
-        packed: ir.Value = ir.Constant(I32, 0)
-        for t, x in enumerate(g.xs):
-            part = b.zext(self.typed(x, int16) if g.size == 2 else self.expr(x), I32)
-            if bits * t:
-                part = b.shl(part, ir.Constant(I32, bits * t))
-            packed = b.or_(packed, part)
-        splat = b.insert_element(ir.Constant(lanes16, ir.Undefined), packed, ir.Constant(I32, 0))
-        splat = b.shuffle_vector(splat, ir.Constant(lanes16, ir.Undefined),
-                                 ir.Constant(lanes16, [0] * 16))
-        elem = ir.IntType(bits)
-        wide = ir.VectorType(elem, 16 * g.size)
-        xs = b.bitcast(splat, wide)
-        if g.size == 2:
-            madd = ops.declare(self.mod.module, "llvm.x86.avx512.pmaddw.d.512", lanes16,
-                               [wide, wide], ("nounwind", "readnone"))
-        else:
-            madd = ops.declare(self.mod.module, "llvm.x86.avx512.vpdpbusd.512", lanes16,
-                               [lanes16, wide, wide], ("nounwind", "readnone"))
-        acc0, b0 = self.address(g.acc, (g.acc_first,)), self.address(g.b, (g.b_first,))
-        for lane in range(0, g.lanes, 16):
-            at = b.gep(acc0, [ir.Constant(I64, lane)], inbounds=True, source_etype=I32)
-            from_ = b.gep(b0, [ir.Constant(I64, g.size * lane)], inbounds=True,
-                          source_etype=elem)
-            sums = self.annotate(b.load(at, typ=lanes16, align=4), g.acc)
-            vs = self.annotate(b.load(from_, typ=wide, align=g.b.dtype.itemsize), g.b)
-            if g.size == 2:
-                total = b.add(sums, b.call(madd, [xs, vs]))
-            elif g.x_unsigned:
-                total = b.call(madd, [sums, xs, vs])
-            else:
-                total = b.call(madd, [sums, vs, xs])
-            self.annotate(b.store(total, at, align=4), g.acc)
+        for x in stmts:
+            self.stmt(x)
 
     def atomic_store(self, s: Store) -> None:
         """An atomic read-modify-write (`Store.atomic`). In an outlined parallel body:

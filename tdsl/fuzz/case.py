@@ -201,7 +201,7 @@ def build(task, send, res, s):
     return f
 
 
-# how each backend's source writes one grouped product (lower.vectors.grouped_products)
+# how each backend's source writes one grouped product (lower.passes.group.grouped_products)
 GROUP_CALLS = ("pair_madd_i16(&", "quad_madd_u8i8(&", "quad_madd_i8u8(&",
                'call <16 x i32> @"llvm.x86.avx512.pmaddw.d.512"',
                'call <16 x i32> @"llvm.x86.avx512.vpdpbusd.512"')

@@ -393,7 +393,7 @@ def make_stage(g, name):
 
 
 # (group size, x's type, b's type) of a grouped product: the five kinds
-# lower.vectors.grouped_products turns into one x86 instruction per 16 lanes (int16
+# lower.passes.group.grouped_products turns into one x86 instruction per 16 lanes (int16
 # pairs; an unsigned and a signed byte in quads), then two near misses it must leave
 # as loops (int8 x int8 quads: vpdpbusd needs an unsigned operand; int8 pairs)
 GROUP_KINDS = ((2, "int8", "int16"), (2, "uint8", "int16"), (2, "int16", "int16"),

@@ -127,7 +127,7 @@ class SchedGen:
         """Stage's last two or three loops split, their inner loops innermost, the
         last vectorized; `cache` (its cache_write) computed per tile and laid out with
         the first of them fastest: storing each tile is a copy to the transpose
-        (`lower.vectors.transposing_copy`; with three, conv2d's `k_i y_i x_i` from
+        (`lower.passes.transpose.transposing_copy`; with three, conv2d's `k_i y_i x_i` from
         Acc[y, x, k], a loop between the copy's two); the factors mostly divide the
         loops (a tile cut short at an edge is not a constant block)."""
         dims = [lp for lp in self.loops(stage) if not lp.startswith("k")]
@@ -251,7 +251,7 @@ class SchedGen:
         """A grouped product's register tile (`genexpr.make_grouped`): a few rows and
         tj columns in vectors of v lanes, the group's t loop unrolled between the rows
         and the vectors, so that each row is consecutive vectorized loops
-        acc[j] += x_t * b[G j + t] that `lower.vectors.grouped_products` makes one
+        acc[j] += x_t * b[G j + t] that `lower.passes.group.grouped_products` makes one
         instruction per 16 lanes; now and then a near miss it must leave alone
         (8 lanes, t not unrolled, t outside the rows)."""
         name, gr = st["name"], st["grouped"]

@@ -49,6 +49,17 @@ write it out for the targets (`finish` runs them on a loop nest):
     outline       every parallel loop a task of the thread pool: what its function
                   receives, whether it may fail; parallel loops inside it made serial
 
+and, planning for the function's target (`ir.Target`, `finish(..., target=)`), outside
+the loops the targets run as vector code as a whole (`passes.simd_regions`):
+
+    auto_simd  serial loops around a reduction whose iterations are independent marked
+               to run as vector code (`For.auto_vector`); for host C, one of constant
+               extent cut into whole vectors and the rest
+    transpose  loop nests copying a block to its transpose made `TransposingCopy`s
+    group      runs of vectorized loops of small-integer products made `GroupedProducts`
+    stream     for host C, the stores of outputs stored nontemporal staged through the
+               stack (`StreamedStores`)
+
 Portable C (`td.emit_c`, lowered with `portable=True`) is for small cores built by
 a compiler tdsl does not control, and its function says so (`LoweredFunc.portable`):
 `convert` leaves inline reductions as loops (no unrolling the schedule did not ask
@@ -63,7 +74,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, overload
 
 from ..compute.tensor import Stage
@@ -72,10 +83,12 @@ from ..schedule import Schedule
 from ..schedule.schedule import set_legality_check
 from . import ir
 from .passes.allocate import place_allocations
+from .passes.auto_simd import auto_simd
 from .passes.dsp import use_dsp
 from .passes.extents import prove_extents
 from .passes.flatten import flatten
 from .passes.fold_loops import fold_loops
+from .passes.group import group_products
 from .passes.inbounds import check_in_bounds
 from .passes.index32 import narrow_indices
 from .passes.lanes import write_lanes
@@ -87,6 +100,8 @@ from .passes.place_binders import place_binders
 from .passes.profile import instrument
 from .passes.reassociate import reassociate
 from .passes.simplify import simplify
+from .passes.stream import stream_stores
+from .passes.transpose import transpose_copies
 from .passes.unroll import unroll
 from .passes.unswitch import unswitch
 from .passes.verify import verify
@@ -192,6 +207,11 @@ PIPELINE: tuple[Step, ...] = (
     _on_func("lanes", write_lanes, only="portable"),
     _on_func("index32", narrow_indices, only="portable"),  # before outline, which takes
     _on_func("outline", outline),                          # the names bodies end up with
+    # planning for the function's target (`ir.Target`), outside simd regions
+    _on_func("auto_simd", auto_simd),
+    _on_func("transpose", transpose_copies),
+    _on_func("group", group_products),
+    _on_func("stream", stream_stores),
 )
 STEP_NAMES: tuple[str, ...] = tuple(dict.fromkeys(s.name for s in PIPELINE))
 # the step after which the loop nest is complete: what `td.lower(s)` shows and a kernel
@@ -245,14 +265,17 @@ def _run(lowering: Lowering, chosen: Sequence[Step], keep_steps: bool, each: boo
 
 
 def finish(func: ir.LoweredFunc, check: bool = True, each: bool = True, *,
-           profile: bool = False) -> ir.LoweredFunc:
+           profile: bool = False, target: ir.Target | None = None) -> ir.LoweredFunc:
     """`func`, a loop nest (`lower_schedule(..., stop_after=LOOP_NEST)`, `td.lower(s)`,
     or loop IR built by hand), through the steps of `PIPELINE` after `LOOP_NEST`: the IR
-    a target takes. The portable-only steps run when `func.portable`, `instrument`
+    a target takes, planned for `target` (`ir.Target`; by default the function's own,
+    host C unless set). The portable-only steps run when `func.portable`, `instrument`
     with `profile`.
     `check=False` skips the verifier after each step (hand-built IR may leave out what
     lowering always provides, such as a vectorized loop's `max_extent`); `each=False`
     verifies only the result."""
+    if target is not None:
+        func = replace(func, target=target)
     lowering = Lowering(func.name, portable=func.portable, isa=func.isa, profile=profile,
                         func=func)
     chosen = steps(func.portable, profile, after=LOOP_NEST)

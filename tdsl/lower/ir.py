@@ -245,7 +245,9 @@ class For(Stmt):
     """for var in [start, end): body. `max_extent` bounds end - start when known;
     `reassociate` marks a reduction loop the reassociate pass has yet to rewrite;
     `task`, on a parallel loop once the outline pass has run, how it runs on the
-    thread pool."""
+    thread pool; `auto_vector`, on a serial loop no schedule vectorized, the vector
+    bytes the auto_simd pass planned it for (`lower.vectors.auto_vector_plan`): the
+    targets run it as vector code."""
 
     var: str
     start: Expr
@@ -255,6 +257,7 @@ class For(Stmt):
     max_extent: int | None = None
     reassociate: Reassociation | None = None
     task: Task | None = None
+    auto_vector: int | None = None
 
 
 @_node
@@ -292,6 +295,112 @@ class Binder(Stmt):
     statements that use the bounds, and the verifier refuses it."""
 
     lets: tuple[tuple[str, Expr], ...]
+
+
+# an x86 extension a grouped product or a transposing copy is done with (LLVM's name)
+X86Feature = Literal["avx512bw", "avx512vnni", "avx512vl"]
+
+
+@_node
+class GroupedProducts(Stmt):
+    """n consecutive vectorized loops over the same lanes (the group pass)
+
+        for v in [lo, hi): acc[i] = acc[i] + int32(xs[0]) * int32(b[j])
+        ...
+        for v in [lo, hi): acc[i] = acc[i] + int32(xs[n - 1]) * int32(b[j + n - 1])
+
+    with i advancing by 1 and j by n with v: together, acc[i] += the n products of
+    the group per lane, which x86 does for 16 lanes in one instruction, reading b's
+    16 n values as one vector: pairs of int16 (`vpmaddwd`, VNNI's `vpdpwssd`), quads
+    of bytes (VNNI's `vpdpbusd`, one operand unsigned and the other signed).
+    `acc_first` and `b_first` are the indices at v = lo; `packed`, when the xs are
+    loads of consecutive elements of one buffer, the first of them.
+
+    `guard` is None when the loops always run over `lanes` lanes. The last tile of
+    a split that does not divide its loop ends the loops at hi = min(lo + lanes, e):
+    then `guard` is the condition lo + lanes <= e under which all lanes are there,
+    and where it fails the loops themselves run. `fallback` is the loops themselves,
+    which a target runs where the CPU lacks `feature` (or the guard fails)."""
+
+    acc: Buffer
+    acc_first: Expr
+    xs: tuple[Expr, ...]
+    b: Buffer
+    b_first: Expr
+    lanes: int
+    guard: Expr | None
+    packed: Load | None
+    fallback: Stmt
+
+    @property
+    def size(self) -> int:
+        """The number of products in a group: 2 or 4."""
+        return len(self.xs)
+
+    @property
+    def feature(self) -> X86Feature:
+        """The x86 extension whose instruction does the group (LLVM's name): avx512bw for
+        pairs, avx512vnni for quads."""
+        return "avx512bw" if self.size == 2 else "avx512vnni"
+
+    @property
+    def x_unsigned(self) -> bool:
+        """Whether the uniform operands are the unsigned bytes of a quad (b the signed);
+        `vpdpbusd` takes the unsigned operand first."""
+        return self.size == 4 and self.b.dtype.name == "int8"
+
+
+@_node
+class Batch:
+    """The loop around a transposing copy's block (`TransposingCopy.batch`): one copy
+    for each `var` in [start, end)."""
+
+    var: str
+    start: Expr
+    end: Expr
+
+
+@_node
+class TransposingCopy(Stmt):
+    """A loop nest `for c: [for b:] vectorized for r: dst[d + c * dst_stride + r] =
+    src[s + r * src_stride + c]` (the transpose pass): with d and s the indices at the
+    first iterations of c and r (`dst_base`, `src_base`), a copy of a block of `rows` x
+    `cols` 32-bit elements to its transpose, done in tiles of vector shuffles; with
+    `batch` (the loop over b), one such copy per iteration of b, whose variable the
+    bases may read. `fallback` is the loop nest itself, which a target runs where the
+    CPU lacks `feature`."""
+
+    dst: Buffer
+    dst_base: Expr
+    dst_stride: int
+    src: Buffer
+    src_base: Expr
+    src_stride: int
+    rows: int
+    cols: int
+    batch: Batch | None
+    fallback: Stmt
+
+    @property
+    def feature(self) -> X86Feature:
+        """The x86 extension the tiles of shuffles take (masked 256-bit loads and stores)."""
+        return "avx512vl"
+
+
+@_node
+class StreamedStores(Stmt):
+    """Simd loop `loop` (vectorized, or marked `auto_vector`) whose stores of each of
+    `buffers` (outputs stored nontemporal, `LoweredFunc.nontemporal`) go to a stack
+    buffer of `extent` elements instead, lane k standing for iteration start + k,
+    copied out after the loop with streaming stores from the element at `firsts[n]`
+    of `buffers[n]` on (the stream pass, for host C: its compiler makes no streaming
+    stores of a loop's ordinary ones). In the loop, each of `buffers` is stored, and
+    read, only at that element of the iteration."""
+
+    loop: For
+    buffers: tuple[Buffer, ...]
+    firsts: tuple[Expr, ...]
+    extent: int
 
 
 # the variable an atomic store's value reads: the element's value before the store
@@ -388,6 +497,21 @@ def fits_stack(buf: Buffer) -> bool:
     return count is not None and count * buf.dtype.itemsize <= STACK_LIMIT
 
 
+@_node
+class Target:
+    """The target a function is lowered for (`LoweredFunc.target`), which the late
+    passes that plan for a backend read: `backend` "c" (host C through the C
+    compiler: auto-SIMD loops of constant extent cut into whole vectors and the rest,
+    streamed stores staged through the stack) or "llvm"; `vector_bytes`, the widest
+    vector the auto_simd pass plans loops for."""
+
+    backend: Literal["c", "llvm"] = "c"
+    vector_bytes: int = 64
+
+
+HOST_C = Target("c", 64)
+
+
 # what a portable function may use beyond C99 (`LoweredFunc.isa`)
 Isa = Literal["generic", "armv7e-m"]
 ISAS: tuple[Isa, ...] = ("generic", "armv7e-m")
@@ -414,6 +538,9 @@ class LoweredFunc:
     it may use beyond plain C ("armv7e-m": the Arm DSP extension, under a test of the
     compiler's feature macro).
 
+    `target` is what the late passes that plan for one backend plan for (`Target`;
+    `lower.finish` sets it); a portable function's is not read.
+
     `index_limits`, set by the `index32` pass when the body's index arithmetic is
     32-bit (`dtypes.index32`), are polynomials in the sizes, each a sum of
     `coefficient * size * size ...` terms given as (coefficient, size names); the
@@ -430,6 +557,7 @@ class LoweredFunc:
     index_limits: tuple[tuple[tuple[int, tuple[str, ...]], ...], ...] = ()
     portable: bool = False
     isa: Isa = "generic"
+    target: Target = HOST_C
 
     @property
     def status_name(self) -> str | None:

@@ -60,10 +60,11 @@ def expr(e: ir.Expr, prec: int = 0) -> str:
 def _lines(s: ir.Stmt, ind: int, out: list[str], streamed: frozenset[str] = frozenset()) -> None:
     pad = "  " * ind
     match s:
-        case ir.For(var, start, end, kind, body, _, mark, task):
+        case ir.For(var, start, end, kind, body, _, mark, task, auto):
             tags = ([] if kind is ir.ForKind.SERIAL else [kind.value]) + (
                 [] if mark is None else [f"reassociate {mark.op} into {mark.buffer.name}"]) + (
-                [] if task is None else [_task(task)])
+                [] if task is None else [_task(task)]) + (
+                [] if auto is None else [f"auto simd ({auto} bytes)"])
             tag = f"  # {', '.join(tags)}" if tags else ""
             out.append(f"{pad}for {var} in {expr(start)} .. {expr(end)}:{tag}")
             _lines(body, ind + 1, out, streamed)
@@ -89,10 +90,46 @@ def _lines(s: ir.Stmt, ind: int, out: list[str], streamed: frozenset[str] = froz
             _lines(body, ind, out, streamed)
         case ir.Binder(lets):
             out.append(f"{pad}bind {', '.join(f'{n} = {expr(v)}' for n, v in lets)}")
+        case ir.GroupedProducts():
+            _grouped(s, ind, out, streamed)
+        case ir.TransposingCopy():
+            _transpose(s, ind, out, streamed)
+        case ir.StreamedStores(loop, buffers, _, extent):
+            names = ", ".join(b.name for b in buffers)
+            out.append(f"{pad}stream {names} through the stack ({extent} elements each):")
+            _lines(loop, ind + 1, out, streamed)
         case ir.Allocate(buf, body):
             shape = ", ".join(expr(x) for x in buf.shape)
             out.append(f"{pad}allocate {buf.name}[{shape}] {buf.dtype.name}")
             _lines(body, ind, out, streamed)
+
+
+def _grouped(g: ir.GroupedProducts, ind: int, out: list[str], streamed: frozenset[str]) -> None:
+    """`if target has FEATURE:` the group as one statement, `else:` its loops."""
+    pad = "  " * ind
+    guard = "" if g.guard is None else f" and {expr(g.guard)}"
+    xs = ", ".join(expr(x) for x in g.xs)
+    out.append(f"{pad}if target has {g.feature}{guard}:")
+    out.append(f"{pad}  {g.acc.name}[{expr(g.acc_first)} +: {g.lanes}] += products of "
+               f"({xs}) with {g.b.name}[{expr(g.b_first)} +: {g.lanes * g.size}] "
+               f"in groups of {g.size}")
+    out.append(f"{pad}else:")
+    _lines(g.fallback, ind + 1, out, streamed)
+
+
+def _transpose(t: ir.TransposingCopy, ind: int, out: list[str], streamed: frozenset[str]) -> None:
+    """`if target has FEATURE:` the copy in tiles, `else:` its loop nest."""
+    pad = "  " * ind
+    out.append(f"{pad}if target has {t.feature}:")
+    inner = pad + "  "
+    if t.batch is not None:
+        out.append(f"{inner}for {t.batch.var} in {expr(t.batch.start)} .. {expr(t.batch.end)}:")
+        inner += "  "
+    out.append(f"{inner}transpose {t.dst.name}[{expr(t.dst_base)} + c * {t.dst_stride} + r] = "
+               f"{t.src.name}[{expr(t.src_base)} + r * {t.src_stride} + c] "
+               f"for r < {t.rows}, c < {t.cols}")
+    out.append(f"{pad}else:")
+    _lines(t.fallback, ind + 1, out, streamed)
 
 
 def _task(t: ir.Task) -> str:

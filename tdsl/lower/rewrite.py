@@ -9,6 +9,7 @@ for "unchanged", and untouched subtrees are shared, not copied.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import Literal, cast
 
 from . import ir
@@ -72,8 +73,8 @@ class Rewriter:
         ve, vs = self.visit_expr, self.visit
         new: ir.Stmt
         match s:
-            case ir.For(var, start, end, kind, body, mx, mark, task):
-                new = ir.For(var, ve(start), ve(end), kind, vs(body), mx, mark, task)
+            case ir.For(var, start, end, kind, body, mx, mark, task, auto):
+                new = ir.For(var, ve(start), ve(end), kind, vs(body), mx, mark, task, auto)
             case ir.If(c, t, e):
                 new = ir.If(ve(c), vs(t), vs(e) if e is not None else None)
             case ir.Block(stmts):
@@ -88,6 +89,24 @@ class Rewriter:
                 new = ir.IfFeature(feature, vs(t), vs(e))
             case ir.Binder(lets):
                 new = ir.Binder(tuple((name, ve(v)) for name, v in lets))
+            case ir.GroupedProducts():
+                packed = s.packed if s.packed is None else ve(s.packed)
+                new = replace(s, acc_first=ve(s.acc_first), xs=tuple(ve(x) for x in s.xs),
+                              b_first=ve(s.b_first),
+                              guard=None if s.guard is None else ve(s.guard),
+                              packed=packed if isinstance(packed, ir.Load) else None,
+                              fallback=vs(s.fallback))
+            case ir.TransposingCopy(batch=batch):
+                if batch is not None:
+                    batch = ir.Batch(batch.var, ve(batch.start), ve(batch.end))
+                new = replace(s, dst_base=ve(s.dst_base), src_base=ve(s.src_base), batch=batch,
+                              fallback=vs(s.fallback))
+            case ir.StreamedStores(loop, buffers, firsts, extent):
+                inner = vs(loop)
+                if not isinstance(inner, ir.For):  # no loop left to stage the stores of
+                    new = inner
+                else:
+                    new = ir.StreamedStores(inner, buffers, tuple(ve(x) for x in firsts), extent)
             case _:
                 raise AssertionError(f"unknown statement {s!r}")
         if new == s:
@@ -125,6 +144,10 @@ def walk_stmts(s: ir.Stmt) -> Iterator[ir.Stmt]:
         case ir.Block(stmts):
             for x in stmts:
                 yield from walk_stmts(x)
+        case ir.GroupedProducts(fallback=body) | ir.TransposingCopy(fallback=body):
+            yield from walk_stmts(body)
+        case ir.StreamedStores(loop=loop):
+            yield from walk_stmts(loop)
 
 
 def stmt_count(s: ir.Stmt) -> int:
@@ -145,6 +168,12 @@ def stmt_exprs(s: ir.Stmt) -> tuple[ir.Expr, ...]:
             return (value,)
         case ir.Binder(lets):
             return tuple(v for _, v in lets)
+        case ir.GroupedProducts(acc_first=acc, xs=xs, b_first=b, guard=guard):
+            return (acc, *xs, b) + (() if guard is None else (guard,))
+        case ir.TransposingCopy(dst_base=dst, src_base=src, batch=batch):
+            return (dst, src) + (() if batch is None else (batch.start, batch.end))
+        case ir.StreamedStores(firsts=firsts):
+            return firsts
     return ()
 
 
@@ -213,18 +242,10 @@ class ScopedVisitor:
             case ir.Binder(lets):
                 for _, v in lets:
                     ve(v)
-            case ir.Store(_, idx, value, atomic):
-                for i in idx:
-                    ve(i)
-                if atomic:  # the value reads the element's old value
-                    outside = self.scope
-                    self.scope = outside | {ir.ATOMIC_OLD}
-                    try:
-                        ve(value)
-                    finally:
-                        self.scope = outside
-                else:
-                    ve(value)
+            case ir.GroupedProducts() | ir.TransposingCopy() | ir.StreamedStores():
+                self._idiom(s)
+            case ir.Store():
+                self._store(s)
             case ir.Allocate(buf, body):
                 for extent in buf.shape:
                     ve(extent)
@@ -236,6 +257,50 @@ class ScopedVisitor:
                     self.buffers = outside
             case _:
                 raise AssertionError(f"unknown statement {s!r}")
+
+    def _store(self, s: ir.Store) -> None:
+        """A store's indices, then its value (which reads the element's old value when
+        the store is atomic)."""
+        for i in s.indices:
+            self.visit_expr(i)
+        if not s.atomic:
+            self.visit_expr(s.value)
+            return
+        outside = self.scope
+        self.scope = outside | {ir.ATOMIC_OLD}
+        try:
+            self.visit_expr(s.value)
+        finally:
+            self.scope = outside
+
+    def _idiom(self, s: ir.Stmt) -> None:
+        """A statement of the passes that plan for a backend: its expressions, then the
+        statements it stands for."""
+        ve = self.visit_expr
+        match s:
+            case ir.GroupedProducts(acc_first=acc, xs=xs, b_first=b, guard=guard):
+                for x in (acc, *xs, b) + (() if guard is None else (guard,)):
+                    ve(x)
+                self.visit(s.fallback)
+            case ir.TransposingCopy(dst_base=dst, src_base=src, batch=batch):
+                if batch is None:
+                    ve(dst)
+                    ve(src)
+                else:
+                    ve(batch.start)
+                    ve(batch.end)
+                    outside = self.scope
+                    self.scope = outside | {batch.var}
+                    try:
+                        ve(dst)
+                        ve(src)
+                    finally:
+                        self.scope = outside
+                self.visit(s.fallback)
+            case ir.StreamedStores(loop=loop, firsts=firsts):
+                for x in firsts:
+                    ve(x)
+                self.visit(loop)
 
     def visit_expr(self, e: ir.Expr) -> None:
         """Visit `e` and its operands."""

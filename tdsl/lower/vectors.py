@@ -31,18 +31,9 @@ an index the same in every lane is contiguous.
 The LLVM backend emits exactly this plan (`backend_llvm.vector`); the C
 backend asks the C compiler for the same loops with `#pragma omp simd`.
 
-Consecutive vectorized loops that add small-integer products to the same int32
-lanes, one for each element of a packed operand's groups of 2 or 4
-(`grouped_products`), are what a small-integer matrix product unrolls to; both
-backends do each 16 lanes of such a group as one multiply-add where the host has
-it (x86 AVX-512BW's `vpmaddwd` and VNNI's `vpdpwssd` for int16 pairs, VNNI's
-`vpdpbusd` for quads of an unsigned and a signed byte).
-
-A loop nest that copies a block of 32-bit elements to its transpose
-(`transposing_copy`: a cache written in one layout and stored in another, as a
-convolution's register tile of channels x pixels stored to a channels-first output)
-is done by both backends, where the host has AVX-512, in 8 x 8 or 16 x 16 tiles
-of vector shuffles rather than an element at a time.
+Two idioms of vectorized loops, small-integer products taken in groups and
+transposing copies, are recognised by passes of their own (`passes.group`,
+`passes.transpose`), which make them statements of the loop IR.
 
 `report(func)` lists the plan of every vectorized loop of a function, which
 `Kernel.vectorization` shows and `td.build` warns about.
@@ -473,6 +464,10 @@ class _Walker:
             case ir.Allocate(buffer=buf, body=body):
                 self.check_private(s)
                 self.stmt(body, env, private | {buf.name}, masked)
+            case ir.GroupedProducts(fallback=body) | ir.TransposingCopy(fallback=body):
+                self.stmt(body, env, private, masked)  # as the loops they stand for
+            case ir.StreamedStores(loop=body):
+                self.stmt(body, env, private, masked)
             case _:
                 raise TypeError(f"unknown loop-IR statement {s!r}")
 
@@ -514,6 +509,10 @@ def report(func: ir.LoweredFunc) -> VectorReport:
             case ir.For(kind=ir.ForKind.VECTORIZED):
                 out.append(plan(s, status))
             case ir.For(body=body) | ir.Let(body=body) | ir.Allocate(body=body):
+                visit(body)
+            case ir.GroupedProducts(fallback=body) | ir.TransposingCopy(fallback=body):
+                visit(body)
+            case ir.StreamedStores(loop=body):
                 visit(body)
             case ir.Block(stmts=stmts):
                 for x in stmts:
@@ -596,271 +595,3 @@ def auto_vector_plan(loop: ir.For, vector_bytes: int,
                                                                         "broadcast"}:
         return None
     return out
-
-
-# ---------------------------------------------------------------- grouped products
-
-# `grouped_products` takes loops of a multiple of this many lanes: one 512-bit vector of
-# int32 sums
-GROUP_LANES = 16
-# (group size, the uniform operand's types, the vector operand's types): int16 pairs
-# (x86's vpmaddwd, VNNI's vpdpwssd) and quads of an unsigned and a signed byte, either
-# way round (VNNI's vpdpbusd); every product and every sum of a group is exact in int32
-# but for a pair of -32768 * -32768, which wraps as the int32 sum does
-GROUPS = ((4, ("uint8",), ("int8",)), (4, ("int8",), ("uint8",)),
-          (2, ("int8", "uint8", "int16"), ("int16",)))
-
-
-@dataclass(frozen=True, slots=True)
-class GroupedProducts:
-    """n consecutive vectorized loops over the same lanes (`grouped_products`)
-
-        for v in [lo, hi): acc[i] = acc[i] + int32(xs[0]) * int32(b[j])
-        ...
-        for v in [lo, hi): acc[i] = acc[i] + int32(xs[n - 1]) * int32(b[j + n - 1])
-
-    with i advancing by 1 and j by n with v: together, acc[i] += the n products of
-    the group per lane, which x86 does for 16 lanes in one instruction, reading b's
-    16 n values as one vector: pairs of int16 (`vpmaddwd`, VNNI's `vpdpwssd`), quads
-    of bytes (VNNI's `vpdpbusd`, one operand unsigned and the other signed).
-    `acc_first` and `b_first` are the indices at v = lo.
-
-    `guard` is None when the loops always run over `lanes` lanes. The last tile of
-    a split that does not divide its loop ends the loops at hi = min(lo + lanes, e):
-    then `guard` is the condition lo + lanes <= e under which all lanes are there,
-    and where it fails the loops themselves run."""
-
-    acc: ir.Buffer
-    acc_first: ir.Expr
-    xs: tuple[ir.Expr, ...]
-    b: ir.Buffer
-    b_first: ir.Expr
-    lanes: int
-    guard: ir.Expr | None = None
-
-    @property
-    def size(self) -> int:
-        """The number of products in a group: 2 or 4."""
-        return len(self.xs)
-
-    @property
-    def feature(self) -> str:
-        """The x86 extension whose instruction does the group (LLVM's name): avx512bw for
-        pairs, avx512vnni for quads."""
-        return "avx512bw" if self.size == 2 else "avx512vnni"
-
-    @property
-    def x_unsigned(self) -> bool:
-        """Whether the uniform operands are the unsigned bytes of a quad (b the signed);
-        `vpdpbusd` takes the unsigned operand first."""
-        return self.size == 4 and self.b.dtype.name == "int8"
-
-    def consecutive(self) -> ir.Load | None:
-        """The first x when every x is a load of one buffer at the first's index + t
-        (the group's uniform operands lie together in memory), else None."""
-        loads = [x for x in self.xs if isinstance(x, ir.Load)]
-        return loads[0] if len(loads) == len(self.xs) and _in_a_row(loads) else None
-
-
-def _in_a_row(loads: list[ir.Load]) -> bool:
-    """Whether the t-th load reads the same flat buffer as the first, at its index + t."""
-    first = loads[0]
-    return all(x.buffer == first.buffer and len(x.indices) == len(first.indices) == 1
-               and constant_difference(x.indices[0], first.indices[0]) == t
-               for t, x in enumerate(loads))
-
-
-def _product_step(s: ir.Stmt) -> tuple[ir.For, ir.Store, ir.Expr, ir.Load] | None:
-    """(loop, store, x, b-load) when `s` is a vectorized loop holding only
-    `acc[i] = acc[i] + int32(x) * int32(b[j])` (either operand order) with acc int32,
-    x, b of integer types narrower than 32 bits and x the same in every lane."""
-    if not (isinstance(s, ir.For) and s.kind is ir.ForKind.VECTORIZED and s.reassociate is None):
-        return None
-    st = s.body
-    if not (isinstance(st, ir.Store) and not st.atomic and st.buffer.dtype == dt.int32
-            and len(st.indices) == 1):
-        return None
-    v = st.value
-    if not (isinstance(v, ir.Binary) and v.op == "add" and v.dtype == dt.int32):
-        return None
-    narrow = ("int8", "uint8", "int16")
-    for old, prod in ((v.a, v.b), (v.b, v.a)):
-        if not (isinstance(old, ir.Load) and old.buffer == st.buffer and old.indices == st.indices):
-            continue
-        if not (isinstance(prod, ir.Binary) and prod.op == "mul" and prod.dtype == dt.int32):
-            continue
-        for x, y in ((prod.a, prod.b), (prod.b, prod.a)):
-            if not (isinstance(x, ir.Cast) and isinstance(y, ir.Cast)):
-                continue
-            load = y.a
-            if (isinstance(load, ir.Load) and load.dtype.name in narrow and len(load.indices) == 1
-                    and x.a.dtype.name in narrow and s.var not in expr_vars(x.a)):
-                return s, st, x.a, load
-    return None
-
-
-def grouped_products(stmts: tuple[ir.Stmt, ...], k: int) -> GroupedProducts | None:
-    """The statements of a block from `stmts[k]` on as a `GroupedProducts` (the largest
-    group of `GROUPS` that fits), or None.
-
-    Besides the form: the n loops run over the same range of a multiple of
-    GROUP_LANES lanes, at most MAX_LANES (a constant range, or one cut short at its
-    end: the group then has a guard, see `GroupedProducts`); the n stores have the same index, which
-    advances by 1 with the loop; b is another buffer than acc, read at j + t by the t-th loop (j
-    advancing by n); each x is the same in every lane and reads nothing of acc (so
-    it is what it was before the first loop stored). Each lane then updates its own
-    element of acc, and doing a lane's n products together gives the same int32
-    sums, which wrap alike in any order."""
-    steps: list[tuple[ir.For, ir.Store, ir.Expr, ir.Load]] = []
-    for s in stmts[k:k + 4]:
-        step = _product_step(s)
-        if step is None:
-            break
-        steps.append(step)
-    for n, xtypes, btypes in GROUPS:
-        if len(steps) >= n:
-            found = _group(steps[:n], xtypes, btypes)
-            if found is not None:
-                return found
-    return None
-
-
-def _group(steps: list[tuple[ir.For, ir.Store, ir.Expr, ir.Load]], xtypes: tuple[str, ...],
-           btypes: tuple[str, ...]) -> GroupedProducts | None:
-    n = len(steps)
-    loop, first, _, b0 = steps[0]
-    acc, var = first.buffer, loop.var
-    lanes, guard = _full_lanes(loop)
-    if lanes is None or not 0 < lanes <= MAX_LANES or lanes % GROUP_LANES:
-        return None
-    if b0.buffer.name == acc.name or b0.dtype.name not in btypes:
-        return None
-    j0 = b0.indices[0]
-    if index_step(first.indices[0], var) != 1 or index_step(j0, var) != n:
-        return None
-    for lt, st, x, _ in steps:
-        if (lt.var, lt.start, lt.end) != (var, loop.start, loop.end):
-            return None
-        if st.buffer != acc or st.indices != first.indices:
-            return None
-        if x.dtype.name not in xtypes:  # (x is the same in every lane: _product_step)
-            return None
-        if any(isinstance(e, ir.Load) and e.buffer.name == acc.name for e in walk_exprs(x)):
-            return None
-    if not _in_a_row([bt for _, _, _, bt in steps]):
-        return None
-    first_lane = {var: loop.start}
-    return GroupedProducts(acc, index_at(first.indices[0], first_lane),
-                           tuple(x for _, _, x, _ in steps), b0.buffer,
-                           index_at(j0, first_lane), lanes, guard)
-
-
-def _full_lanes(loop: ir.For) -> tuple[int | None, ir.Expr | None]:
-    """(lanes, None) for a loop over a constant number of lanes; (lanes, hi <= e) for
-    one ending at min(hi, e) with hi - start constant (a split's last tile, cut
-    short where e says); (None, None) otherwise."""
-    lanes = loop_extent(loop)
-    if lanes is not None:
-        return lanes, None
-    end = loop.end
-    if isinstance(end, ir.Binary) and end.op == "min":
-        for hi, e in ((end.a, end.b), (end.b, end.a)):
-            lanes = constant_difference(hi, loop.start)
-            if lanes is not None:
-                return lanes, ir.Compare("le", hi, e)
-    return None, None
-
-
-# A transposing copy is done in tiles of shuffles (`transposing_copy`) when both of its
-# loops have at least this many iterations. Measured on a Zen 4 (rows of 4 to 8
-# elements, 32 columns, 8 x 8 tiles): 4-5x faster than gcc's element-by-element copy
-# at 4 rows
-TRANSPOSE_MIN = 4
-
-
-@dataclass(frozen=True, slots=True)
-class TransposingCopy:
-    """A loop nest `for c: [for b:] vectorized for r: dst[d + c * dst_stride + r] =
-    src[s + r * src_stride + c]` (`transposing_copy`): with d and s the indices at
-    the first iterations of c and r, a copy of a block of `rows` x `cols` elements to
-    its transpose; with `batch` (the loop over b), one such copy per iteration of b,
-    whose variable d and s may hold."""
-
-    dst: ir.Buffer
-    dst_base: ir.Expr
-    dst_stride: int
-    src: ir.Buffer
-    src_base: ir.Expr
-    src_stride: int
-    rows: int
-    cols: int
-    batch: ir.For | None = None
-
-
-def _disjoint(steps: list[tuple[int, int]]) -> bool:
-    """Whether an index that moves by `step` with each of some loops (`(step, trips)`
-    pairs) is different in every iteration of the nest: sorted by step, each step is
-    longer than the distance all the shorter ones cover together."""
-    covered = 0
-    for step, trips in sorted((abs(st), n) for st, n in steps if n > 1):
-        if step <= covered:
-            return False
-        covered += step * (trips - 1)
-    return True
-
-
-def transposing_copy(s: ir.For) -> TransposingCopy | None:
-    """`s` as a copy of a block of 32-bit elements to its transpose, or None.
-
-    That is: `s`, a serial or unrolled loop over c, holds only a vectorized loop over
-    r, or only a serial or unrolled loop over b that holds only that, and r's loop holds
-    only `dst[i] = src[j]` for two distinct buffers of one 32-bit type, i advancing by 1
-    with r and j by 1 with c and by a constant other than 0 and +-1 with r; i takes a
-    different value in every iteration (so no element is stored twice, and the order of
-    the copies does not matter); r's and c's loops have constant extents of at least
-    TRANSPOSE_MIN, r's bounds do not depend on c or b, nor b's on c. A cache written in
-    one layout and stored in another (`Schedule.cache_write` with `Schedule.layout`)
-    ends in such a nest."""
-    serial = (ir.ForKind.SERIAL, ir.ForKind.UNROLLED)
-    inner = s.body
-    if s.kind not in serial or not isinstance(inner, ir.For):
-        return None
-    batch = None
-    if inner.kind in serial and isinstance(inner.body, ir.For):
-        batch, inner = inner, inner.body
-        if s.var in expr_vars(batch.start) | expr_vars(batch.end):
-            return None
-    store = inner.body
-    if (inner.kind is not ir.ForKind.VECTORIZED or not isinstance(store, ir.Store)
-            or store.atomic):
-        return None
-    load = store.value
-    dst = store.buffer
-    if not isinstance(load, ir.Load) or load.buffer.name == dst.name:
-        return None
-    if load.dtype != dst.dtype or dst.dtype.name not in ("float32", "int32", "uint32"):
-        return None
-    if len(store.indices) != 1 or len(load.indices) != 1:
-        return None
-    outer = {s.var} | ({batch.var} if batch is not None else set())
-    if outer & (expr_vars(inner.start) | expr_vars(inner.end)):
-        return None
-    rows, cols = loop_extent(inner), loop_extent(s)
-    if rows is None or cols is None or min(rows, cols) < TRANSPOSE_MIN:
-        return None
-    di, si = store.indices[0], load.indices[0]
-    d_row, d_col = index_step(di, inner.var), index_step(di, s.var)
-    s_row, s_col = index_step(si, inner.var), index_step(si, s.var)
-    if d_row != 1 or s_col != 1 or d_col is None or s_row is None or abs(s_row) < 2:
-        return None
-    steps = [(d_row, rows), (d_col, cols)]
-    if batch is not None:
-        d_batch, trips = index_step(di, batch.var), loop_extent(batch)
-        if d_batch is None or trips is None or index_step(si, batch.var) is None:
-            return None
-        steps.append((d_batch, trips))
-    if not _disjoint(steps):  # with r's step 1, also c's at least rows
-        return None
-    first = {s.var: s.start, inner.var: inner.start}
-    return TransposingCopy(dst, index_at(di, first), d_col, load.buffer, index_at(si, first),
-                           s_row, rows, cols, batch)

@@ -26,13 +26,15 @@ from ..display import escape, seconds_text
 from ..lower import ir
 from ..lower.passes.profile import SLOTS, Region, counters, plan
 
-# target -> a function building a backend module from finished loop IR (set by tdsl.api:
-# the runtime sits beside the backends and does not import them)
+# target -> a function building a backend module with the profiling step from a loop nest
+# (set by tdsl.api: the runtime sits beside the backends and does not import them)
 _BUILDERS: dict[str, Callable[[ir.LoweredFunc], Any]] = {}
 
 
 def set_builder(target: str, build: Callable[[ir.LoweredFunc], Any]) -> None:
-    """Register how a target builds loop IR into a module with `run(arrays, sizes)`."""
+    """Register how a target builds a loop nest (`lower.LOOP_NEST`; `build` runs the rest
+    of the pipeline with its profiling step, planned for the target: `lower.finish(...,
+    profile=True, target=...)`) into a module with `run(arrays, sizes)`."""
     _BUILDERS[target] = build
 
 
@@ -175,16 +177,15 @@ def _rows(regions: list[Region], c: np.ndarray, calls: int, threads: int) -> tup
 
 def profile_kernel(kernel, arrays: dict[str, Any], runs: int) -> Profile:
     """See `Kernel.profile`."""
-    from ..lower import finish
-
     build = _BUILDERS.get(kernel.target)
     if build is None:
         raise RuntimeError(f"no builder registered for target {kernel.target!r} (import tdsl)")
     cached = getattr(kernel, "_profiled", None)
     if cached is None:
         func = kernel.lowered  # the loop nest (lower.LOOP_NEST)
-        # the rest of the pipeline with its profiling step (instrument)
-        cached = (plan(func), build(finish(func, profile=True)))
+        # the target's builder runs the rest of the pipeline with its profiling step
+        # (instrument), planned for the target
+        cached = (plan(func), build(func))
         kernel._profiled = cached
     regions, module = cached
     buffers, sizes, _ = kernel._prepare(arrays)

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import tdsl as td
-from tdsl.backend_llvm.codegen import host_has
+from tdsl.backend_llvm.host import host_has
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 SCRIPTS = ("sgemm", "conv2d", "blur", "softmax")

@@ -1,4 +1,4 @@
-"""Small-integer products summed in groups (lower.vectors.grouped_products).
+"""Small-integer products summed in groups (the group pass, lower.passes.group).
 
 Consecutive vectorized loops `acc[i] += int32(x_t) * int32(b[j + t])`, t < n and
 j advancing by n per lane, are what an int8 or int16 matrix product with its
@@ -20,9 +20,9 @@ import tdsl as td
 from tdsl import dtypes as dt
 from tdsl.backend_c import DEFAULT_FLAGS
 from tdsl.backend_c import build as build_c
-from tdsl.backend_llvm.codegen import host_has
+from tdsl.backend_llvm.host import host_has
 from tdsl.lower import finish, ir, lower_schedule
-from tdsl.lower.vectors import grouped_products
+from tdsl.lower.passes.group import grouped_products
 
 # the C helpers' paths: VNNI, AVX-512BW without it (pairs only), and the loops themselves
 PATHS = {"native": DEFAULT_FLAGS, "no-vnni": (*DEFAULT_FLAGS, "-mno-avx512vnni"),

@@ -1,4 +1,4 @@
-"""A copy to the transpose in host C (lower.vectors.transposing_copy,
+"""A copy to the transpose in host C (the transpose pass, lower.passes.transpose,
 backend_c.helpers.TRANSPOSE).
 
 A loop nest that stores a block of 32-bit elements to its transpose (a plain
@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 import tdsl as td
 from tdsl.backend_c import DEFAULT_FLAGS
 from tdsl.backend_c import build as build_c
-from tdsl.backend_llvm.codegen import host_has
+from tdsl.backend_llvm.host import host_has
 from tdsl.lower import finish, ir, lower_schedule
-from tdsl.lower.vectors import transposing_copy
+from tdsl.lower.passes.transpose import transposing_copy
 
 ELIGIBLE = (td.float32, td.int32, td.uint32)
 OTHERS = (td.float64, td.int16, td.uint8)

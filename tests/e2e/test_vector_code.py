@@ -311,7 +311,7 @@ def test_kernel_shows_its_vectorized_loops_in_jupyter():
 
 
 def lanes_of(dtype) -> int:
-    from tdsl.backend_llvm.codegen import host_vector_bytes
+    from tdsl.backend_llvm.host import host_vector_bytes
 
     return host_vector_bytes() // dtype.itemsize
 

@@ -124,10 +124,10 @@ GROUPED = {13: "avx512bw", 266: "avx512vnni"}
 @pytest.mark.parametrize("target", ["c", "llvm"])
 @pytest.mark.parametrize("index", sorted(GROUPED))
 def test_the_generator_reaches_grouped_products(target, index):
-    """The campaigns exercise lower.vectors.grouped_products: the generated kernel
+    """The campaigns exercise lower.passes.group.grouped_products: the generated kernel
     does its products in groups (C: the helpers' calls, LLVM: the intrinsics where
     the host has them) and answers as td.evaluate does."""
-    from tdsl.backend_llvm.codegen import host_has
+    from tdsl.backend_llvm.host import host_has
 
     spec = gen.generate(7, index)
     assert any("grouped" in st for st in spec["stages"]), "pick new GROUPED cases"
@@ -144,10 +144,10 @@ TRANSPOSED = 125
 
 @pytest.mark.parametrize("target", ["c", "llvm"])
 def test_the_generator_reaches_transposing_copies(target):
-    """The campaigns exercise lower.vectors.transposing_copy: the generated kernel
+    """The campaigns exercise lower.passes.transpose.transposing_copy: the generated kernel
     copies a block to its transpose in tiles of shuffles (C: the helper's call, LLVM:
     its shuffles where the host has AVX-512) and answers as td.evaluate does."""
-    from tdsl.backend_llvm.codegen import host_has
+    from tdsl.backend_llvm.host import host_has
 
     res = run_task({"id": 0, "seed": 7, "index": TRANSPOSED, "target": target}, lambda m: None)
     assert res["class"] == "exact", res.get("detail")

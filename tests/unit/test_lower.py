@@ -211,7 +211,8 @@ def test_trace_shows_every_step_in_order():
     names = [n for n, _ in trace]
     assert names == ["convert", "place_binders", "reassociate", "allocate", "extents",
                      "simplify", "unroll", "partition", "simplify", "unswitch", "fold", "inbounds",
-                     "flatten", "narrow", "legalise", "outline"]
+                     "flatten", "narrow", "legalise", "outline", "auto_simd", "transpose",
+                     "group", "stream"]
     assert trace["inbounds"] == td.lower(s)  # td.lower shows the nest before the late passes
     assert "# unrolled" in str(trace["convert"]) and "# unrolled" not in str(trace["unroll"])
     assert "(0 + 1)" in str(trace["unroll"]) and "(0 + 1)" not in str(trace.final)
@@ -267,7 +268,8 @@ def test_portable_lowering_runs_the_portable_steps():
 
     names = [n for n, _ in lower_schedule(_split_scale(), workspace=True, portable=True,
                                           trace=True)]
-    assert names[-7:] == ["flatten", "narrow", "legalise", "dsp", "lanes", "index32", "outline"]
+    assert names[-11:] == ["flatten", "narrow", "legalise", "dsp", "lanes", "index32", "outline",
+                           "auto_simd", "transpose", "group", "stream"]
 
 
 def test_binders_are_a_step_of_their_own():

@@ -5,7 +5,7 @@ products to an accumulator in one instruction (SMLAD), and sign-extend two
 bytes of a word into two halves in one more (SXTB16, or SXTAB16, which adds a
 pair of halves as it does). This pass finds the products a schedule groups for
 that, in the form the x86 path groups them for vpmaddwd/vpdpbusd
-(`lower.vectors.grouped_products`), and writes them with those operations:
+(`lower.passes.group.grouped_products`), and writes them with those operations:
 
 lanes  n consecutive vectorized loops over the same constant range of lanes v
        (at most MAX_LANES), the t-th storing `acc[i] = acc[i] + p_t * q_t` (int32),

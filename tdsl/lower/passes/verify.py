@@ -18,7 +18,9 @@ its storage once the allocate pass has run, and one on the stack has a
 constant size within `ir.STACK_LIMIT`; a loop with a task (`ir.Task`, from the
 outline pass) is a parallel loop outside any other parallel loop, its task's
 values and buffers are exactly what its body uses from outside, and task names
-are unique.
+are unique; a loop marked auto simd is serial; grouped products are 2 or 4 narrow
+products into int32 sums over whole 512-bit vectors, a transposing copy copies between
+two buffers of one 32-bit type, and streamed stores stage outputs stored nontemporal.
 """
 
 from __future__ import annotations
@@ -116,17 +118,10 @@ class _Verifier(ScopedVisitor):
 
     def stmt(self, s: ir.Stmt) -> None:
         match s:
-            case ir.For(var, _, _, kind, _, mx, mark):
-                if mark is not None and self.placed:
-                    raise VerifyError(f"loop {var} is still marked for reassociation (the "
-                                      "reassociate pass rewrites it before allocate)")
-                if not isinstance(kind, ir.ForKind):
-                    raise VerifyError(f"loop {var} has kind {kind!r}, not one of: "
-                                      f"{', '.join(f'ForKind.{k.name}' for k in ir.ForKind)}")
-                if var in self.scope:
-                    raise VerifyError(f"loop variable {var} shadows an enclosing name")
-                if kind in (ir.ForKind.VECTORIZED, ir.ForKind.UNROLLED) and mx is None:
-                    raise VerifyError(f"{kind.value} loop {var} has no constant extent")
+            case ir.For():
+                self.loop(s)
+            case ir.GroupedProducts() | ir.TransposingCopy() | ir.StreamedStores():
+                _idiom(s, self.scope)
             case ir.Store(buf, idx, v):
                 self.buffer(buf, idx)
                 if v.dtype != buf.dtype:
@@ -148,6 +143,25 @@ class _Verifier(ScopedVisitor):
             case _:
                 raise VerifyError(f"unknown statement {s!r}")
 
+    def loop(self, s: ir.For) -> None:
+        """A loop's kind, its variable, its extent and its marks."""
+        var, kind, mx, mark = s.var, s.kind, s.max_extent, s.reassociate
+        if mark is not None and self.placed:
+            raise VerifyError(f"loop {var} is still marked for reassociation (the "
+                              "reassociate pass rewrites it before allocate)")
+        if not isinstance(kind, ir.ForKind):
+            raise VerifyError(f"loop {var} has kind {kind!r}, not one of: "
+                              f"{', '.join(f'ForKind.{k.name}' for k in ir.ForKind)}")
+        if var in self.scope:
+            raise VerifyError(f"loop variable {var} shadows an enclosing name")
+        if kind in (ir.ForKind.VECTORIZED, ir.ForKind.UNROLLED) and mx is None:
+            raise VerifyError(f"{kind.value} loop {var} has no constant extent")
+        if s.auto_vector is not None and (kind is not ir.ForKind.SERIAL
+                                          or s.auto_vector < 1):
+            raise VerifyError(f"{kind.value} loop {var} is marked auto simd for "
+                              f"{s.auto_vector} bytes (serial loops only, of at "
+                              "least one byte)")
+
     def buffer(self, buf: ir.Buffer, idx: tuple[ir.Expr, ...]) -> None:
         _known(buf.kind, _BUFFER_KINDS, f"buffer {buf.name} of kind")
         if buf.kind == "temp" and buf.name not in self.buffers:
@@ -155,6 +169,41 @@ class _Verifier(ScopedVisitor):
         for i in idx:
             if i.dtype not in dt.INDEX_TYPES:
                 raise VerifyError(f"index of {buf.name} has dtype {i.dtype!r}")
+
+
+def _idiom(s: ir.Stmt, scope: frozenset[str]) -> None:
+    """A statement of the passes that plan for a backend (group, transpose, stream)."""
+    match s:
+        case ir.GroupedProducts():
+            _grouped(s)
+        case ir.TransposingCopy(dst=dst, src=src, batch=batch):
+            if dst.name == src.name or dst.dtype != src.dtype or dst.dtype.bits != 32:
+                raise VerifyError(f"transposing copy of {src.name} ({src.dtype!r}) to "
+                                  f"{dst.name} ({dst.dtype!r}): two buffers of one 32-bit "
+                                  "type")
+            if min(s.rows, s.cols) < 1:
+                raise VerifyError(f"transposing copy to {dst.name} of {s.rows} x {s.cols}")
+            if batch is not None and batch.var in scope:
+                raise VerifyError(f"batch variable {batch.var} shadows an enclosing name")
+        case ir.StreamedStores(loop, buffers, firsts, extent):
+            if not isinstance(loop, ir.For) or len(buffers) != len(firsts) or extent < 1:
+                raise VerifyError(f"streamed stores of {', '.join(b.name for b in buffers)}"
+                                  " need a loop, a first element per buffer and an extent "
+                                  "of at least 1")
+            for b in buffers:
+                if b.kind != "output":
+                    raise VerifyError(f"streamed stores of {b.name}, buffer of kind {b.kind} "
+                                      "(outputs only)")
+
+
+def _grouped(g: ir.GroupedProducts) -> None:
+    """A group of 2 or 4 products into int32 sums, over whole 512-bit vectors of them."""
+    if g.size not in (2, 4) or g.acc.dtype != dt.int32 or g.acc.name == g.b.name:
+        raise VerifyError(f"grouped products into {g.acc.name} ({g.acc.dtype!r}) of {g.size} "
+                          f"operands from {g.b.name}: 2 or 4, into int32, from another buffer")
+    if g.lanes < 16 or g.lanes % 16:
+        raise VerifyError(f"grouped products into {g.acc.name} over {g.lanes} lanes: a "
+                          "multiple of 16")
 
 
 def _declared_buffers(func: ir.LoweredFunc) -> None:
@@ -235,6 +284,9 @@ def _tasks(s: ir.Stmt, inside: str | None = None, names: set[str] | None = None)
         case ir.IfFeature(then=then, else_=other):
             _tasks(then, inside, names)
             _tasks(other, inside, names)
+        case (ir.GroupedProducts(fallback=body) | ir.TransposingCopy(fallback=body)
+              | ir.StreamedStores(loop=body)):
+            _tasks(body, inside, names)
         case ir.If(then=then, else_=other):
             _tasks(then, inside, names)
             if other is not None:
@@ -260,4 +312,8 @@ def verify(func: ir.LoweredFunc, pending: frozenset[str] = frozenset(),
     v.visit(func.body)
     _dsp_placed(func)
     _tasks(func.body)
+    for x in walk_stmts(func.body):
+        if isinstance(x, ir.StreamedStores) and {b.name for b in x.buffers} - func.nontemporal:
+            raise VerifyError(f"streamed stores of {', '.join(b.name for b in x.buffers)}, "
+                              "not all stored nontemporal (LoweredFunc.nontemporal)")
     return func
