@@ -120,18 +120,28 @@ def threads():
 
 
 def _restoring_environment():
+    from tdsl.backend_c import pool
+
     before = dict(os.environ)
+    loaded = pool._pool
+    configured = (pool.default_threads(), pool.cores())
     yield
     if os.environ != before:
         os.environ.clear()
         os.environ.update(before)
+    if pool._pool is not None and (loaded is None or (pool.default_threads(), pool.cores())
+                                   != configured):
+        # the pool read its default when it was loaded, perhaps in the changed environment
+        pool._pool.lib.tdsl_configure(pool.default_threads(), pool.cores())
 
 
 # Each test, and each module (its module-scoped fixtures: a LocalCluster), ends with the
-# process environment it started with. distributed's Nanny (a LocalCluster of
-# processes) sets OMP_NUM_THREADS=1 and the like in the *calling* process's os.environ
-# before it spawns a worker, and leaves them there; a later test of the same process
-# would then see another default thread count.
+# process environment it started with, and the thread pool with the default threads of
+# that environment. distributed's Nanny (a LocalCluster of processes) sets
+# OMP_NUM_THREADS=1 and the like in the *calling* process's os.environ before it spawns
+# a worker, and leaves them there; the pool, when it is loaded then, takes 1 as its
+# default, as OpenMP's runtime reads the variable once; a later test of the same process
+# would see another default thread count.
 _environment_as_it_was = pytest.fixture(autouse=True)(_restoring_environment)
 _module_environment_as_it_was = pytest.fixture(autouse=True, scope="module")(
     _restoring_environment)
