@@ -348,3 +348,13 @@ def atomic_fetch(s: ir.Store) -> tuple[AtomicFetchOp, ir.Expr] | None:
     if ir.ATOMIC_OLD in expr_vars(v.b):
         return None
     return cast(AtomicFetchOp, v.op), v.b
+
+
+def fresh_name(base: str, taken: set[str]) -> str:
+    """`base`, or `base2`, `base3`, ... : the first not in `taken`, which it joins."""
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = f"{base}{n}"
+    taken.add(name)
+    return name

@@ -53,7 +53,7 @@ from dataclasses import dataclass, replace
 from ... import dtypes as dt
 from .. import ir
 from ..build import add, call, const, index
-from ..rewrite import Rewriter, Substitute, bound_names, expr_vars, substitute
+from ..rewrite import Rewriter, Substitute, bound_names, expr_vars, fresh_name, substitute
 from .simplify import constant_difference, normalize
 
 MAX_LANES = 8  # lanes written out one by one (accumulators held in registers)
@@ -143,12 +143,7 @@ class _Names:
         self.taken = taken
 
     def fresh(self, base: str) -> str:
-        name, n = base, 1
-        while name in self.taken:
-            n += 1
-            name = f"{base}{n}"
-        self.taken.add(name)
-        return name
+        return fresh_name(base, self.taken)
 
 
 def _call(fn: str, *args: ir.Expr) -> ir.Expr:

@@ -24,6 +24,7 @@ from ...compute.traversal import is_affine_index
 from ...errors import DefinitionError, ScheduleError
 from ...schedule import Schedule
 from ...schedule.state import Schedulable
+from ..rewrite import fresh_name
 from .access import Scoped, access_map, check_accesses, functions_map, reads, tensor_set
 from .affine import Vars, largest_constant, loop_pwaff, pwaff, space
 from .hull import between, box_hull, has_divs, to_map
@@ -247,12 +248,7 @@ class StatementBuilder:
         return (blk & lifted).intersect_params(self.context)
 
     def fresh(self, base: str) -> str:
-        name, n = base, 1
-        while name in self.taken:
-            n += 1
-            name = f"{base}{n}"
-        self.taken.add(name)
-        return name
+        return fresh_name(base, self.taken)
 
     def readers(self, stage: Stage) -> list[tuple[Statement, list[Scoped]]]:
         out = []
