@@ -153,6 +153,46 @@ def test_an_unbounded_index_keeps_64_bits():
     assert _loops(func2) == {dt.index32}
 
 
+def test_a_bound_no_sizes_can_meet_keeps_64_bits(tmp_path):
+    """A gather through a clamped int32 index: its bound is the int32 range times a row,
+    above INT32_MAX whatever the sizes, so 32 bits would make an entry point that refuses
+    every call (a fuzz campaign found one, refusing H=16, W=1); it stays in 64 bits and
+    computes what td.evaluate does."""
+    y, x = td.dims("y x")
+    H, W = td.size("H"), td.size("W")
+    A = td.input("A", {y: H, x: W}, td.float32)
+    I = td.input("I", {y: H, x: W}, td.int32)
+    out = td.compute("out", {y: H, x: W}, td.clamp(A)[I[y, x], x] * 2)
+    sched = td.schedule(out)
+    func = lower_schedule(sched, "gather", workspace=True, portable=True)
+    assert _loops(func) == {dt.index} and func.index_limits == ()
+    td.emit_c(sched, "gather", tmp_path)
+    a = np.arange(6, dtype=np.float32).reshape(3, 2)
+    idx = np.array([[2, -5], [0, 9], [1, 1]], dtype=np.int32)
+    want = td.evaluate(out, A=a, I=idx)
+    driver = tmp_path / "driver.c"
+    values = ", ".join(map(str, a.ravel()))
+    indices = ", ".join(map(str, idx.ravel()))
+    driver.write_text(f"""#include <stdio.h>
+#include "gather.h"
+int main(void) {{
+    static const float A[6] = {{{values}}};
+    static const int32_t I[6] = {{{indices}}};
+    float out[6];
+    if (gather(A, I, out, 3, 2) != 0) return 1;
+    for (int k = 0; k < 6; k++) printf("%g\\n", out[k]);
+    return 0;
+}}
+""")
+    exe = tmp_path / "driver"
+    subprocess.run([tool("gcc"), *STRICT, "-O1", "-I", tmp_path, tmp_path / "gather.c", driver,
+                    "-o", exe], check=True, capture_output=True)
+    done = subprocess.run([exe], capture_output=True, text=True)
+    assert done.returncode == 0, "the entry point refused valid sizes"
+    got = np.array([float(v) for v in done.stdout.split()], dtype=np.float32).reshape(3, 2)
+    np.testing.assert_array_equal(got, want)
+
+
 def test_sizes_beyond_the_32_bit_bound_are_refused(tmp_path):
     """blur's sizes are symbolic: the entry point checks the header's bound on them and
     refuses (1, nothing touched) sizes that pass the per-size check but not the bound."""

@@ -17,9 +17,10 @@ is bound once to a 32-bit copy at the top of the body, every index
 expression is rewritten in index32, and the polynomials that are not
 constants become `LoweredFunc.index_limits`, which the entry point checks
 (each at most INT32_MAX, computed without overflow) before it runs, refusing
-the sizes otherwise. A constant bound above INT32_MAX, or a value that
-cannot be bounded (an index cast from a 64-bit integer), leaves the function
-as it is, in 64 bits.
+the sizes otherwise. A bound above INT32_MAX at the smallest sizes (every size
+1: a constant above it, or a polynomial no sizes could meet, such as a row
+times the range of an int32 index), or a value that cannot be bounded (an
+index cast from a 64-bit integer), leaves the function as it is, in 64 bits.
 
 Guarantees: where it narrows, every index value, and every intermediate
 value of an index expression, lies in [-INT32_MAX, INT32_MAX] for every size
@@ -263,9 +264,11 @@ def narrow_indices(func: ir.LoweredFunc) -> ir.LoweredFunc:
         return func
     limits = []
     for p in bounds:
+        # every size is at least 1, so a bound is at least the sum of its coefficients:
+        # above INT32_MAX, no sizes could pass the entry point's check
+        if sum(p.values()) > INT32_MAX:
+            return func
         if all(not m for m in p):  # a constant
-            if p.get((), 0) > INT32_MAX:
-                return func
             continue
         limits.append(tuple(sorted((c, m) for m, c in p.items() if c)))
     taken = {v.name for v in func.sizes} | bound_names(func.body)
