@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..dtypes import index
+from ..errors import InternalError
 from ..lower.ir import (
     Allocate,
     Binary,
@@ -107,11 +108,26 @@ def _macro_text(e: Expr) -> str:
             return f"({_macro_text(a)} {'/' if op == 'pdiv' else '%'} {_macro_text(b)})"
         case Binary("tdiv" | "trem" as op, a, b):  # C's own (the legalise pass's)
             return f"({_macro_text(a)} {'/' if op == 'tdiv' else '%'} {_macro_text(b)})"
-        case Select(Compare(op, a, b), x, y):
-            sym = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[op]
-            return (f"({_macro_text(a)} {sym} {_macro_text(b)} ? {_macro_text(x)} : "
-                    f"{_macro_text(y)})")
+        case Select(cond, x, y):
+            return f"({_condition_text(cond)} ? {_macro_text(x)} : {_macro_text(y)})"
         case Binary("floordiv", a, Const(int() as d)) if d > 0:
             x = _macro_text(a)
             return f"({x} >= 0 ? {x} / INT64_C({d}) : -((INT64_C({d} - 1) - {x}) / INT64_C({d})))"
-    raise ValueError(f"a workspace size is not an expression of sizes C can print: {e!r}")
+    raise InternalError(f"a workspace size is not an expression of sizes C can print: {e!r}")
+
+
+def _condition_text(e: Expr) -> str:
+    """C text of a condition on sizes (comparisons joined by and, or, not) in a
+    workspace size."""
+    match e:
+        case Compare(op, a, b):
+            sym = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[op]
+            return f"({_macro_text(a)} {sym} {_macro_text(b)})"
+        case Binary("and" | "or" as op, a, b) if a.dtype.is_bool:
+            sym = "&&" if op == "and" else "||"
+            return f"({_condition_text(a)} {sym} {_condition_text(b)})"
+        case Unary("invert", a) if a.dtype.is_bool:
+            return f"(!{_condition_text(a)})"
+        case Const(value) if e.dtype.is_bool:
+            return "1" if value else "0"
+    raise InternalError(f"a workspace size's condition is not one C can print: {e!r}")

@@ -94,6 +94,7 @@ def _inputs(name: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
         "int_ops": lambda: {"a": _int8_edges(rng), "b": _int8_edges(rng)[::-1].copy()},
         "fused_at": lambda: {"a": rng.integers(-1000, 1000, (9, 16), dtype=np.int32)},
         "inline_reductions": lambda: {"a": rng.integers(-50, 50, (7, 12), dtype=np.int32)},
+        "padded_at": lambda: {"a": rng.integers(0, 8, (7, 1), dtype=np.uint8)},
         "fc_s8": lambda: {"input": _s8(rng, 256), "filter": _s8(rng, 64, 256),
                           "bias": rng.integers(-20000, 20000, 64, dtype=np.int32)},
         "conv_s8": lambda: {"input": _s8(rng, 16, 16, 16), "filter": _s8(rng, 16, 3, 3, 16),
@@ -152,6 +153,20 @@ def int_ops() -> td.Schedule:
     return td.schedule((o8, o16, o32, o64, ou, tr, sh))
 
 
+def padded_at() -> td.Schedule:
+    """A producer computed at its consumer's row, read through a pad at rows y + 2 and
+    2 y: its block's rows are piecewise in H (a select on a range of H), and so is the
+    workspace, which the header's NAME_WORKSPACE_BYTES macro must write in C (a fuzz
+    campaign's emit_c failed on it)."""
+    y, x = td.dims("y x")
+    H = td.size("H")
+    a = td.input("a", {y: H, x: 1}, td.uint8)
+    s0 = td.compute("s0", {y: H, x: 1}, a[y, x] > 3)
+    s1 = td.compute("s1", {y: H, x: 1}, td.pad(s0, False)[y, x + 1] | s0[y, x])
+    s2 = td.compute("s2", {y: H, x: 1}, td.pad(s1, True)[y + 2, x] & td.pad(s1, True)[2 * y, x])
+    return td.schedule(s2).compute_at(s1, s2, "y")
+
+
 def fused_at() -> td.Schedule:
     """A row minimum and a tiled, reordered producer computed at a fused loop with the
     consumer's y_o loop inside it: blocks over rows of one parity, bounds set per
@@ -184,9 +199,10 @@ def inline_reductions() -> td.Schedule:
     return td.schedule((best, solve, nest)).compute_at("rowsum", best, "y")
 
 
-TEST_KERNELS = {"int_ops": int_ops, "fused_at": fused_at, "inline_reductions": inline_reductions}
+TEST_KERNELS = {"int_ops": int_ops, "fused_at": fused_at, "inline_reductions": inline_reductions,
+                "padded_at": padded_at}
 NAMES = ["matmul", "blur_root", "blur", "blur_sliding", "softmax", "qmatmul", "scale", "int_ops", "fused_at",
-         "inline_reductions", "fc_s8", "conv_s8", "depthwise_s8", "avgpool_s8", "maxpool_s8"]
+         "inline_reductions", "padded_at", "fc_s8", "conv_s8", "depthwise_s8", "avgpool_s8", "maxpool_s8"]
 
 
 @dataclass
@@ -235,10 +251,18 @@ def ir_value(e: ir.Expr, sizes: dict[str, int]) -> int:
             return sizes[n]
         case ir.Binary(op, a, b):
             x, y = ir_value(a, sizes), ir_value(b, sizes)
+            if op in ("and", "or"):  # of conditions (0 or 1)
+                return x & y if op == "and" else x | y
             return {"add": x + y, "sub": x - y, "mul": x * y, "min": min(x, y), "max": max(x, y),
                     "pdiv": x // y, "floordiv": x // y, "pmod": x % y, "mod": x % y}[op]
         case ir.Unary("neg", a):
             return -ir_value(a, sizes)
+        case ir.Select(c, a, b):
+            return ir_value(a, sizes) if ir_value(c, sizes) else ir_value(b, sizes)
+        case ir.Compare(op, a, b):
+            x, y = ir_value(a, sizes), ir_value(b, sizes)
+            return int({"eq": x == y, "ne": x != y, "lt": x < y, "le": x <= y, "gt": x > y,
+                        "ge": x >= y}[op])
     raise AssertionError(e)
 
 
