@@ -163,7 +163,8 @@ def padded_at() -> td.Schedule:
     a = td.input("a", {y: H, x: 1}, td.uint8)
     s0 = td.compute("s0", {y: H, x: 1}, a[y, x] > 3)
     s1 = td.compute("s1", {y: H, x: 1}, td.pad(s0, False)[y, x + 1] | s0[y, x])
-    s2 = td.compute("s2", {y: H, x: 1}, td.pad(s1, True)[y + 2, x] & td.pad(s1, True)[2 * y, x])
+    s2 = td.compute("s2", {y: H, x: 1}, td.cast(
+        td.pad(s1, True)[y + 2, x] & td.pad(s1, True)[2 * y, x], td.uint8) + a[y, x])
     return td.schedule(s2).compute_at(s1, s2, "y")
 
 
