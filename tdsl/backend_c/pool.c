@@ -14,6 +14,17 @@
    variable): a kernel with many parallel loops in a row finds them awake, and a
    machine with other work gets its cores back within that time.
 
+   Two threads of one loop on one CPU: when the machine has more runnable threads
+   than cores (another process computing beside the kernel), the system can leave a
+   worker on the CPU of the thread that called the loop, the two taking turns while
+   the competitor has a core to itself; the loop then runs at the speed of one thread
+   and needs 2x its time on a 2-core machine, where a fair share of the machine would
+   cost 1.5x. On Linux each thread running a chunk counts itself on its CPU
+   (`on_cpu`); a worker that is about to run a chunk on a CPU where another thread of
+   the pool's loops runs moves to a CPU where none does, if its affinity allows one
+   (it sets its affinity to those CPUs, then back: the system may move it again
+   later, and then it moves again). At most once per MOVE_NS per worker.
+
    How many threads a call uses: at most the calling thread's setting
    (tdsl_set_num_threads, 0 meaning the process default of tdsl_configure), the
    caller included; and a worker joins a loop only while fewer threads than the
@@ -39,6 +50,7 @@
 #include <time.h>
 #if defined(__linux__)
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -60,6 +72,8 @@ typedef int (*tdsl_task)(int64_t lo, int64_t hi, void *env);
 #define CHUNKS_PER_THREAD 8         /* lower.abi.CHUNKS_PER_THREAD */
 #define SPIN_NS 50000               /* an idle worker spins this long, then sleeps */
 #define WAIT_SPIN_NS 20000          /* a caller waiting for chunks in flight, likewise */
+#define MOVE_NS 1000000             /* a worker moves off a shared CPU at most this often */
+#define CPU_SLOTS 256               /* CPUs counted in on_cpu (a CPU beyond: not counted) */
 
 struct slot {
     _Alignas(64) _Atomic uint64_t state;  /* generation:32 | seats:8 | next chunk:24 */
@@ -81,13 +95,68 @@ static struct {
     _Atomic int idle;            /* workers asleep or about to be */
     _Atomic int busy;            /* threads running kernel work */
     _Atomic int workers;
-    _Atomic int64_t loops, helped, serial;  /* statistics */
+    _Atomic int64_t loops, helped, serial, moved;  /* statistics */
     int default_threads, cores;
     pthread_mutex_t lock;        /* creating workers */
 } pool = {.free = ~(uint64_t)0, .default_threads = 1, .cores = 1,
           .lock = PTHREAD_MUTEX_INITIALIZER};
 
 static _Thread_local int thread_setting;  /* tdsl_set_num_threads; 0: the default */
+
+/* ------------------------------------------------------------ CPUs */
+
+#if defined(__linux__)
+/* threads running a chunk on each CPU, as sched_getcpu() said when they started it */
+static struct {
+    _Alignas(64) _Atomic int n;
+} on_cpu[CPU_SLOTS];
+
+static _Thread_local int64_t last_move;  /* when this worker last moved (now_ns) */
+
+static int enter_cpu(void) {
+    int cpu = sched_getcpu();
+    if (cpu < 0 || cpu >= CPU_SLOTS)
+        return -1;
+    atomic_fetch_add_explicit(&on_cpu[cpu].n, 1, memory_order_relaxed);
+    return cpu;
+}
+
+static void leave_cpu(int cpu) {
+    if (cpu >= 0)
+        atomic_fetch_sub_explicit(&on_cpu[cpu].n, 1, memory_order_relaxed);
+}
+
+static int64_t now_ns(void);
+
+/* A worker counted on `cpu` (enter_cpu) before running a chunk: when another thread
+   runs a chunk there too, move to a CPU of its affinity where none does, if there is
+   one; returns the CPU it is counted on afterwards. */
+static int spread(int cpu) {
+    if (cpu < 0 || atomic_load_explicit(&on_cpu[cpu].n, memory_order_relaxed) < 2)
+        return cpu;
+    int64_t t = now_ns();
+    if (t - last_move < MOVE_NS)
+        return cpu;
+    last_move = t;
+    cpu_set_t allowed, open_cpus;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+        return cpu;
+    CPU_ZERO(&open_cpus);
+    for (int c = 0; c < CPU_SLOTS; c++)
+        if (CPU_ISSET(c, &allowed) && atomic_load_explicit(&on_cpu[c].n, memory_order_relaxed) == 0)
+            CPU_SET(c, &open_cpus);
+    if (CPU_COUNT(&open_cpus) == 0 || sched_setaffinity(0, sizeof open_cpus, &open_cpus) != 0)
+        return cpu;
+    sched_setaffinity(0, sizeof allowed, &allowed);  /* on a free CPU now; free to move again */
+    atomic_fetch_add_explicit(&pool.moved, 1, memory_order_relaxed);
+    leave_cpu(cpu);
+    return enter_cpu();
+}
+#else
+static int enter_cpu(void) { return -1; }
+static void leave_cpu(int cpu) { (void)cpu; }
+static int spread(int cpu) { return cpu; }
+#endif
 
 /* ------------------------------------------------------------ waiting */
 
@@ -142,11 +211,15 @@ static int64_t now_ns(void) {
 /* Run chunk k of the loop in slot s (whose fields the caller has read), count it
    finished and wake the loop's caller when it was the last. */
 static void run_chunk(struct slot *s, tdsl_task fn, void *env, int64_t lo, int64_t hi,
-                      int64_t chunk, uint32_t chunks, uint32_t k) {
+                      int64_t chunk, uint32_t chunks, uint32_t k, int is_worker) {
     int64_t a = lo + (int64_t)k * chunk;
     int64_t b = hi - a > chunk ? a + chunk : hi;
     uint32_t done = 1;
+    int cpu = enter_cpu();
+    if (is_worker)
+        cpu = spread(cpu);
     int status = atomic_load_explicit(&s->failed, memory_order_relaxed) ? 0 : fn(a, b, env);
+    leave_cpu(cpu);
     if (status != 0) {
         int none = 0;
         atomic_compare_exchange_strong(&s->failed, &none, status);
@@ -195,7 +268,7 @@ static int help(struct slot *s) {
                                                    memory_order_acquire))
             continue;
         joined = 1;
-        run_chunk(s, fn, env, lo, hi, chunk, chunks, NEXT(st));
+        run_chunk(s, fn, env, lo, hi, chunk, chunks, NEXT(st), 1);
         ran++;
         st = atomic_load_explicit(&s->state, memory_order_acquire);
     }
@@ -327,7 +400,7 @@ int tdsl_parallel_for(tdsl_task fn, void *env, int64_t lo, int64_t hi) {
         if (!atomic_compare_exchange_weak_explicit(&s->state, &st, st + 1, memory_order_acq_rel,
                                                    memory_order_acquire))
             continue;
-        run_chunk(s, fn, env, lo, hi, chunk, chunks, NEXT(st));
+        run_chunk(s, fn, env, lo, hi, chunk, chunks, NEXT(st), 0);
         st = atomic_load_explicit(&s->state, memory_order_acquire);
     }
     atomic_fetch_and(&pool.open, ~((uint64_t)1 << k));
@@ -394,11 +467,33 @@ void tdsl_configure(int default_threads, int cores) {
     }
 }
 
-/* Workers started, loops run on the pool, (worker, loop) pairs that ran chunks, and
-   loops run serially for want of a free slot. */
-void tdsl_pool_stats(int64_t out[4]) {
+/* The check a worker makes before each chunk, made by the calling thread as if
+   `others` more threads of the pool ran chunks on its CPU: moves it to a CPU where none
+   does if its affinity allows one (and it has not moved in the last MOVE_NS). Returns
+   the CPU it runs on afterwards; -1 where CPUs are not counted (not Linux). */
+int tdsl_pool_spread(int others) {
+#if defined(__linux__)
+    int cpu = enter_cpu();
+    if (cpu < 0)
+        return -1;
+    atomic_fetch_add_explicit(&on_cpu[cpu].n, others, memory_order_relaxed);
+    int before = cpu;
+    cpu = spread(cpu);
+    atomic_fetch_sub_explicit(&on_cpu[before].n, others, memory_order_relaxed);
+    leave_cpu(cpu);
+    return sched_getcpu();
+#else
+    (void)others;
+    return -1;
+#endif
+}
+
+/* Workers started, loops run on the pool, (worker, loop) pairs that ran chunks, loops
+   run serially for want of a free slot, and moves of a worker off a shared CPU. */
+void tdsl_pool_stats(int64_t out[5]) {
     out[0] = atomic_load(&pool.workers);
     out[1] = atomic_load(&pool.loops);
     out[2] = atomic_load(&pool.helped);
     out[3] = atomic_load(&pool.serial);
+    out[4] = atomic_load(&pool.moved);
 }

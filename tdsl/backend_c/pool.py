@@ -45,7 +45,16 @@ class Pool:
         self.lib.tdsl_set_num_threads.argtypes = [ctypes.c_int]
         self.lib.tdsl_num_threads.restype = ctypes.c_int
         self.lib.tdsl_thread_setting.restype = ctypes.c_int
+        self.lib.tdsl_pool_spread.argtypes = [ctypes.c_int]
+        self.lib.tdsl_pool_spread.restype = ctypes.c_int
         self.lib.tdsl_configure(default_threads(), cores())
+
+    def spread(self, others: int) -> int:
+        """The check a worker makes before each chunk, made by the calling thread as if
+        `others` more threads of the pool ran chunks on its CPU (see pool.c): it moves
+        to a CPU where none does when its affinity allows one. The CPU it runs on
+        afterwards; -1 where the pool does not count CPUs (not Linux)."""
+        return int(self.lib.tdsl_pool_spread(others))
 
     @property
     def address(self) -> int:
@@ -54,10 +63,11 @@ class Pool:
 
     def stats(self) -> dict[str, int]:
         """Workers started so far, loops run on the pool, (worker, loop) pairs in which a
-        worker ran chunks, and loops run serially for want of a free slot."""
-        out = (ctypes.c_int64 * 4)()
+        worker ran chunks, loops run serially for want of a free slot, and moves of a
+        worker off a CPU where another thread of the pool was running a chunk."""
+        out = (ctypes.c_int64 * 5)()
         self.lib.tdsl_pool_stats(out)
-        return dict(zip(("workers", "loops", "helped", "serial"), out, strict=True))
+        return dict(zip(("workers", "loops", "helped", "serial", "moved"), out, strict=True))
 
 
 def cores() -> int:

@@ -378,3 +378,74 @@ def test_numpy_blas_and_parallel_kernels_take_turns_in_one_process(backend):
 
     assert work(0) == 0
     assert run_threads(work, 2) == [0, 0]
+
+
+def test_a_worker_sharing_a_cpu_with_another_moves_off_it_and_keeps_its_affinity(pool):
+    """A worker about to run a chunk on a CPU where another thread of the pool runs one
+    moves to a CPU where none does, and its affinity is what it was before; with one
+    CPU allowed it stays (pool.c: spread)."""
+    allowed = os.sched_getaffinity(0)
+    if len(allowed) < 2:
+        pytest.skip("one CPU: nowhere to move to")
+    seen = []
+
+    def on_a_fresh_thread(mask):  # a thread of its own: no move in the last MOVE_NS
+        def run():
+            os.sched_setaffinity(0, mask)
+            before = os.sched_getaffinity(0)
+            alone = pool.spread(0)
+            shared = pool.spread(1)
+            seen.append((alone, shared, os.sched_getaffinity(0) == before))
+        t = threading.Thread(target=run)
+        t.start()
+        t.join(DEADLINE)
+
+    on_a_fresh_thread(allowed)
+    on_a_fresh_thread({min(allowed)})
+    (alone, shared, kept), (one, still, kept_one) = seen
+    if alone == -1:
+        pytest.skip("the pool counts CPUs on Linux only")
+    assert shared != alone and shared in allowed and kept
+    assert one == still == min(allowed) and kept_one
+
+
+def test_workers_keep_their_affinity_after_moving_under_load(pool):
+    """Calls on two threads while a competitor spins on every CPU but the caller's:
+    exact results, and every thread of the process ends with the affinity it started
+    with (moves off a shared CPU restore it)."""
+    if len(os.sched_getaffinity(0)) < 2 or not os.path.isdir("/proc/self/task"):
+        pytest.skip("needs two CPUs and Linux's /proc")
+    proc = subprocess.run([sys.executable, "-c", MOVES.format(paths=TEST_PATHS)],
+                          capture_output=True, text=True, timeout=DEADLINE)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    wrong, kept = proc.stdout.split()
+    assert wrong == "0" and kept == "True"
+
+
+MOVES = """
+import os, subprocess, sys, threading
+sys.path[:0] = {paths!r}
+import numpy as np
+import tdsl as td
+from test_pool import stencil_steps
+everyone = os.sched_getaffinity(0)
+td.set_num_threads(2)
+kernels = []
+for target in ("c", "llvm"):
+    out, s = stencil_steps(131, 6)
+    a = np.random.default_rng(5).integers(-1000, 1000, (131, 131), dtype=np.int64)
+    kernels.append((td.build(s, target=target), a, td.evaluate(out, a=a)))
+    kernels[-1][0](a=a)  # the pool's workers start with every CPU allowed
+cpu = min(everyone)
+os.sched_setaffinity(0, {{cpu}})   # the caller on one CPU, competitors on the others
+spin = [subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{{{{c}}}}}})\\nwhile True: pass"])
+        for c in everyone if c != cpu]
+try:
+    wrong = sum(not np.array_equal(f(a=a), want) for f, a, want in kernels for _ in range(300))
+finally:
+    for p in spin:
+        p.kill()
+os.sched_setaffinity(0, everyone)
+kept = all(os.sched_getaffinity(int(t)) == everyone for t in os.listdir("/proc/self/task"))
+print(wrong, kept)
+"""
