@@ -13,7 +13,12 @@ model spends few of them. It predicts the log of a candidate's time as
 - the learned part is a ridge regression on the knob values (one indicator per value
   of each knob), fitted to the log-times measured so far on this machine and, at a
   third of the weight, to the records of other machines in the log (each machine
-  centred on its own mean: their speeds differ, the effects of a knob much less).
+  centred on its own mean: their speeds differ, the effects of a knob much less);
+- the prior's weight is fitted too (one more column, pulled towards 1 by the ridge,
+  kept in [0, 1.5]): where the measurements contradict it (a depthwise convolution's
+  one-row tiles are the fastest although their short chains of FMAs "wait on the
+  latency": the reduction is nine taps, and the iterations around it overlap), the
+  model stops trusting it instead of never measuring what it advises against.
 
 Why this and not a boosted-tree model over program features (TVM's): the knobs of
 tdsl's templates are few and categorical, and their effects on the log-time are
@@ -22,7 +27,9 @@ a factor), which a linear model learns from a dozen points; the interactions it
 misses are the ones the analytic prior knows (a tile's rows x columns against the
 registers). It needs nothing beyond numpy, is deterministic, and costs
 milliseconds per proposal. The next candidate is the one predicted fastest, with a
-small bonus for knob values not measured yet (so each value is seen early).
+small bonus for knob values not measured yet; and every EXPLORE-th proposal is the
+best-scored candidate with a value not measured yet, however bad the prediction
+(`propose(..., novel=True)`), so every value is measured early.
 """
 
 from __future__ import annotations
@@ -44,6 +51,9 @@ _SAMPLE = 2_000
 FOREIGN_WEIGHT = 1 / 3
 RIDGE = 1.0
 NOVELTY = 0.03  # log-time bonus per knob value not measured yet
+PRIOR_RIDGE = 1.0  # how hard the prior's fitted weight is pulled towards 1
+PRIOR_WEIGHT = (0.0, 1.5)  # the bounds of that weight
+EXPLORE = 4  # every EXPLORE-th proposal of a search measures a value not measured yet
 DEFAULT_PULL = 0.02  # log-time cost per knob moved from the auto-scheduler's choice
 
 
@@ -92,12 +102,15 @@ class Model:
             for c in choices:
                 self.columns[(n, repr(c))] = len(self.columns)
         self.X: list[np.ndarray] = []
+        self.p: list[float] = []  # the prior of each observation
         self.y: list[float] = []
         self.w: list[float] = []
         self.group: list[str] = []
         self.seen: set[tuple[str, str]] = set()
         self.coef: np.ndarray | None = None
         self.mean = 0.0
+        self.prior_weight = 1.0
+        self.prior_mean = 0.0  # of this machine's observations
 
     # ------------------------------------------------------------ features
 
@@ -136,7 +149,8 @@ class Model:
             return  # a record of another template
         mine = same_machine(machine, here)
         self.X.append(self.features(values))
-        self.y.append(math.log(seconds) - self.prior(values))
+        self.p.append(self.prior(values))
+        self.y.append(math.log(seconds) - self.p[-1])
         self.w.append(1.0 if mine else FOREIGN_WEIGHT)
         self.group.append("here" if mine else json.dumps(machine, sort_keys=True))
         if mine:
@@ -146,25 +160,36 @@ class Model:
     def _fit(self) -> None:
         if not self.y:
             self.coef, self.mean = np.zeros(len(self.columns)), 0.0
+            self.prior_weight, self.prior_mean = 1.0, 0.0
             return
         X, y, w = np.array(self.X), np.array(self.y), np.array(self.w)
+        p = np.array(self.p)
         groups = np.array(self.group)
         for g in set(self.group):  # each machine centred on its own mean
             sel = groups == g
             y[sel] -= y[sel].mean()
+            p[sel] -= p[sel].mean()
         here = groups == "here"
         self.mean = float(np.array(self.y)[here].mean()) if here.any() else 0.0
+        self.prior_mean = float(np.array(self.p)[here].mean()) if here.any() else 0.0
+        # y = log-time - prior; its last column fits the prior's weight less 1
         sw = np.sqrt(w)[:, None]
-        A = X * sw
+        A = np.hstack([X, p[:, None]]) * sw
         b = y * sw[:, 0]
-        self.coef = np.linalg.solve(A.T @ A + RIDGE * np.eye(A.shape[1]), A.T @ b)
+        ridge = np.full(A.shape[1], RIDGE)
+        ridge[-1] = PRIOR_RIDGE
+        coef = np.linalg.solve(A.T @ A + np.diag(ridge), A.T @ b)
+        self.coef = coef[:-1]
+        self.prior_weight = float(np.clip(1.0 + coef[-1], *PRIOR_WEIGHT))
 
     def predict(self, values: dict[str, Any]) -> float:
         """Predicted log-seconds (up to a constant when nothing here is measured)."""
         if self.coef is None:
             self._fit()
         assert self.coef is not None
-        return self.mean + float(self.features(values) @ self.coef) + self.prior(values)
+        p = self.prior(values)
+        return (self.mean + float(self.features(values) @ self.coef) + self.prior_mean
+                + self.prior_weight * (p - self.prior_mean))
 
     def score(self, values: dict[str, Any]) -> float:
         """What the next proposal minimises: the prediction less the novelty bonus."""
@@ -186,12 +211,17 @@ class Model:
                     out.append({**base, n: c})
         return out
 
-    def propose(self, skip: set[str], around: list[dict[str, Any]]) -> dict[str, Any] | None:
-        """The best-scored candidate whose key is not in `skip`; None when none is left."""
+    def propose(self, skip: set[str], around: list[dict[str, Any]],
+                novel: bool = False) -> dict[str, Any] | None:
+        """The best-scored candidate whose key is not in `skip` (with `novel`, among
+        those with a knob value not measured here yet, if there is any); None when none
+        is left."""
+        pool = [v for v in self.pool(around) if _key(v) not in skip]
+        if novel:
+            fresh = [v for v in pool if any((n, repr(v[n])) not in self.seen for n in self.names)]
+            pool = fresh or pool
         best, best_score = None, math.inf
-        for values in self.pool(around):
-            if _key(values) in skip:
-                continue
+        for values in pool:
             s = self.score(values)
             if s < best_score:
                 best, best_score = values, s

@@ -348,12 +348,13 @@ class _Search:
 class _Ranked:
     """The candidates to try, in order: the defaults, then the one the cost model
     (`tdsl.tune.model`) predicts fastest among those not measured, refitted after each
-    result. A candidate the template refuses is not counted as a trial."""
+    result, every EXPLORE-th of them among those with a knob value not measured yet.
+    A candidate the template refuses is not counted as a trial."""
 
     def __init__(self, template: Template, trials: int, done: dict[str, dict],
                  past: list[dict[str, Any]], here: dict[str, object]):
         from .auto import _this_machine
-        from .model import Model
+        from .model import EXPLORE, Model
 
         self.template, self.done, self.left, self.here = template, done, trials, here
         self.model = Model(template, _this_machine())
@@ -365,6 +366,8 @@ class _Ranked:
         self.grid = None
         self.planned = max(0, min(trials, template.space_size - len(done)))
         self._refused = 0
+        self._proposed = 0
+        self._explore = EXPLORE
 
     def _best(self) -> list[dict[str, Any]]:
         ok = [r for r in self.done.values() if r["status"] == "ok"]
@@ -378,7 +381,9 @@ class _Ranked:
             else:
                 self.first = None
                 skip = set(self.done) | self.asked
-                found = self.model.propose(skip, self._best())
+                self._proposed += 1
+                found = self.model.propose(skip, self._best(),
+                                           novel=self._proposed % self._explore == 0)
                 if found is None:
                     return None
                 values = found
