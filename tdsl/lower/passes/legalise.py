@@ -90,7 +90,7 @@ from ..fastexp import (
     MAGIC,
     POLY,
 )
-from ..rewrite import Rewriter, bound_names, expr_vars
+from ..rewrite import Rewriter, bound_names, expr_vars, fresh_name
 from .fixed_point import fixed_point_node
 
 Bind = Callable[[ir.Expr, str], ir.Expr]
@@ -357,11 +357,7 @@ class BindingRewriter(Rewriter):
         for name, bound in self.pending:  # the same operand bound for another expansion
             if bound == value:
                 return ir.Var(name, value.dtype)
-        name, n = role, 1
-        while name in self.taken:
-            n += 1
-            name = f"{role}{n}"
-        self.taken.add(name)
+        name = fresh_name(role, self.taken)
         self.pending.append((name, value))
         return ir.Var(name, value.dtype)
 
