@@ -348,6 +348,16 @@ for _name in PRIMITIVE_METHODS:
     _knob_aware(_name)
 
 
+def _branch(self, choice, branches):
+    from .template import Template
+
+    return Template(self).branch(choice, branches)
+
+
+_branch.__name__ = _branch.__qualname__ = "branch"
+Schedule.branch = _branch  # type: ignore[attr-defined]
+
+
 def _names(names):
     """names= as given: a string stays a string so the primitive can refuse it
     (tuple("ab") would silently be ("a", "b"))."""

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,20 +24,39 @@ class Call:
     method: str
     args: tuple[Any, ...]
     kwargs: tuple[tuple[str, Any], ...]
+    # (knob, value) pairs: the call is made only when every such knob has that value
+    # (a branch of `Template.branch`)
+    when: tuple[tuple[Knob, Any], ...] = ()
 
     def knobs(self) -> list[Knob]:
-        return knobs_in(self.args) + knobs_in([v for _, v in self.kwargs])
+        return ([k for k, _ in self.when] + knobs_in(self.args)
+                + knobs_in([v for _, v in self.kwargs]))
+
+    def in_branch(self, values: dict[str, Any]) -> bool:
+        """Whether the call's branch (if any) is the one these knob values choose."""
+        return all(_typed(values[k.name]) == _typed(v) for k, v in self.when)
+
+    def active(self, values: dict[str, Any]) -> bool:
+        """Whether the call is made with these knob values: its branch is chosen, and no
+        knob in its arguments is None."""
+        return self.in_branch(values) and not any(
+            values[k.name] is None for k in knobs_in(self.args)
+            + knobs_in([v for _, v in self.kwargs]))
 
     def bound(self, values: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
-        """The arguments with each knob replaced by its value; None when a knob's value is
-        None (the call is left out)."""
-        if any(values[k.name] is None for k in self.knobs()):
+        """The arguments with each knob replaced by its value; None when the call is left
+        out (a knob's value is None, or the call belongs to a branch not chosen)."""
+        if not self.active(values):
             return None
         return _bind(self.args, values), {k: _bind(v, values) for k, v in self.kwargs}
 
     def code(self) -> str:
         args = [_code(a) for a in self.args] + [f"{k}={_code(v)}" for k, v in self.kwargs]
         return f"{self.method}({', '.join(args)})"
+
+    def condition(self) -> str:
+        """The branch the call belongs to, as text ("" when it is always made)."""
+        return " and ".join(f"{k.name} == {v!r}" for k, v in self.when)
 
 
 def _frozen(value: Any) -> Any:
@@ -132,6 +152,52 @@ class Template:
         call = Call(method, _frozen(tuple(args)), tuple((k, _frozen(v)) for k, v in kwargs.items()))
         return Template(self.base, self.calls + (call,))
 
+    def branch(self, choice: Knob, branches: dict[Any, Callable[[Template], Template]]
+               ) -> Template:
+        """This template followed by one of several sequences of primitives, chosen by the
+        knob `choice`: `branches` maps each of its choices to a function that adds that
+        sequence to the template it is given (a choice missing from it adds nothing).
+
+            t = td.schedule(out).branch(td.knob("out.form", ["strip", "acc"]), {
+                "strip": lambda t: t.split(out, "y", 2).unroll(out, "y_i"),
+                "acc":   lambda t: t.cache_write(out, "Acc").compute_at("Acc", out, "y"),
+            })
+            t.instantiate(**{"out.form": "acc"})    # the calls of "acc" only
+
+        Before:  for c, for y, for x: out = ...
+        After (strip):  for c, for y_o, for y_i (unrolled), for x: out = ...
+
+        Each branch is checked at once, made after this template with the knobs'
+        defaults; the calls of the branches not chosen are left out (and their knobs do
+        not matter: `canonical` sets them to their defaults)."""
+        if not isinstance(choice, Knob):
+            raise ScheduleError(f"branch: choice must be a td.knob, got {choice!r}")
+        bad = [v for v in branches if not choice.accepts(v)]
+        if bad:
+            raise ScheduleError(f"branch: {bad[0]!r} is not a choice of knob {choice.name!r}; "
+                                f"its choices are {list(choice.choices)!r}")
+        calls = list(self.calls)
+        for value, build in branches.items():
+            made = build(Template(self.base, self.calls))
+            if not isinstance(made, Template) or made.calls[:len(self.calls)] != self.calls:
+                raise ScheduleError(f"branch {value!r} of knob {choice.name!r} must add calls "
+                                    "to the template it is given and return it")
+            for c in made.calls[len(self.calls):]:
+                calls.append(Call(c.method, c.args, c.kwargs, ((choice, value), *c.when)))
+        made = Template(self.base, calls)
+        for value in branches:  # every branch, checked with the other knobs' defaults
+            if _typed(value) != _typed(choice.default):
+                made.instantiate(**{choice.name: value})
+        return made
+
+    def canonical(self, values: dict[str, Any]) -> dict[str, Any]:
+        """`values` with every knob that no call made uses (a knob of a branch not
+        chosen) set to its default: two candidates with the same canonical values make
+        the same schedule."""
+        chosen = self.choose(**values)
+        used = {k.name for c in self.calls if c.in_branch(chosen) for k in c.knobs()}
+        return {n: (v if n in used else self._knobs[n].default) for n, v in chosen.items()}
+
     # ------------------------------------------------------------ primitives
 
     def split(self, *args: Any, **kwargs: Any) -> Template:
@@ -212,8 +278,15 @@ class Template:
 
     @property
     def space_size(self) -> int:
-        """How many schedules the knobs can make (the product of their numbers of choices)."""
-        return math.prod(len(k.choices) for k in self._knobs.values())
+        """How many schedules the knobs can make: the product of their numbers of choices,
+        less the combinations that differ only in the knobs of a branch not chosen."""
+        product = math.prod(len(k.choices) for k in self._knobs.values())
+        if not any(c.when for c in self.calls) or product > 100_000:
+            return product
+        names = list(self._knobs)
+        return len({json.dumps(self.canonical(dict(zip(names, combo))), sort_keys=True,
+                               default=repr)
+                    for combo in itertools.product(*(k.choices for k in self._knobs.values()))})
 
     def knob(self, name: str) -> Knob:
         """The knob of that name."""
@@ -287,7 +360,9 @@ class Template:
             "outputs": [o.name for o in self.outputs],
             "primitives": [p.to_dict() for p in self.base.primitives],
             "calls": [{"method": c.method, "args": [_to_json(a) for a in c.args],
-                       "kwargs": {k: _to_json(v) for k, v in c.kwargs}} for c in self.calls],
+                       "kwargs": {k: _to_json(v) for k, v in c.kwargs},
+                       **({"when": [[_to_json(k), v] for k, v in c.when]} if c.when else {})}
+                      for c in self.calls],
         }, indent=1)
 
     @classmethod
@@ -310,18 +385,28 @@ class Template:
                 raise ScheduleError(
                     f"bad template call record {c!r}: {c['method']!r} is not a schedule "
                     f"primitive; primitives are: {', '.join(PRIMITIVE_METHODS)}")
+            when = c.get("when", [])
+            if not (isinstance(when, list) and all(
+                    isinstance(w, list) and len(w) == 2 and isinstance(w[0], dict)
+                    and "knob" in w[0] for w in when)):
+                raise ScheduleError(
+                    f'bad template call record {c!r}: "when" must be a list of [knob, value] '
+                    'pairs')
             out.append(Call(
                 c["method"], tuple(_from_json(a, base.pipeline) for a in c.get("args", [])),
-                tuple((k, _from_json(v, base.pipeline)) for k, v in c.get("kwargs", {}).items())))
+                tuple((k, _from_json(v, base.pipeline)) for k, v in c.get("kwargs", {}).items()),
+                tuple((_from_json(k, base.pipeline), v) for k, v in when)))
         return cls(base, out)
 
     def __repr__(self) -> str:
         outs = ", ".join(o.name for o in self.outputs)
         head = f"td.schedule({outs if len(self.outputs) == 1 else '(' + outs + ',)'})"
-        calls = [_method_call(p) for p in self.base.primitives] + [c.code() for c in self.calls]
+        calls = [_method_call(p) for p in self.base.primitives] + [
+            c.code() + (f"  # when {c.condition()}" if c.when else "") for c in self.calls]
         if not calls:
             return f"td.Template({head})"
-        return "(" + head + "".join(f"\n   .{c}" for c in calls) + ")"
+        end = "\n)" if any(c.when for c in self.calls) else ")"  # not inside a comment
+        return "(" + head + "".join(f"\n   .{c}" for c in calls) + end
 
     def _repr_html_(self) -> str:
         """In Jupyter: the calls with their knobs, and each knob's choices and default."""
@@ -373,3 +458,4 @@ def _from_json(value: Any, pipeline: Pipeline) -> Any:
 
 for _name in PRIMITIVE_METHODS:  # the chained methods say what the Schedule's say
     getattr(Template, _name).__doc__ = getattr(Schedule, _name).__doc__
+Schedule.branch.__doc__ = Template.branch.__doc__  # type: ignore[attr-defined]

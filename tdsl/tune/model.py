@@ -203,13 +203,19 @@ class Model:
         sample and every single-knob move from each of `around`."""
         knobs = self.template.knobs
         if self.template.space_size <= _ENUMERATE:
-            return [dict(zip(self.names, c)) for c in itertools.product(*knobs.values())]
-        out = [{n: self.rng.choice(knobs[n]) for n in self.names} for _ in range(_SAMPLE)]
-        for base in around:
-            for n in self.names:
-                for c in knobs[n]:
-                    out.append({**base, n: c})
-        return out
+            out = [dict(zip(self.names, c)) for c in itertools.product(*knobs.values())]
+        else:
+            out = [{n: self.rng.choice(knobs[n]) for n in self.names} for _ in range(_SAMPLE)]
+            for base in around:
+                for n in self.names:
+                    for c in knobs[n]:
+                        out.append({**base, n: c})
+        # one candidate per schedule: a branch's knobs do not matter when it is not chosen
+        unique: dict[str, dict[str, Any]] = {}
+        for values in out:
+            v = self.template.canonical(values)
+            unique.setdefault(_key(v), v)
+        return list(unique.values())
 
     def propose(self, skip: set[str], around: list[dict[str, Any]],
                 novel: bool = False) -> dict[str, Any] | None:

@@ -293,7 +293,8 @@ class _Search:
     def _every(self) -> Iterator[dict[str, Any]]:
         yield dict(self.template.defaults)
         for combo in itertools.product(*self.template.knobs.values()):
-            yield dict(zip(self.names, combo))
+            # a branch's knobs do not matter when it is not chosen: the same schedule
+            yield self.template.canonical(dict(zip(self.names, combo)))
 
     def next(self) -> dict[str, Any] | None:
         """The next candidate's knob values to measure, or None when done."""
@@ -312,7 +313,7 @@ class _Search:
                 self.study.enqueue_trial(self.first)
                 self.first = None
             trial = self.study.ask(self._dists())
-            values = {n: trial.params[n] for n in self.names}
+            values = self.template.canonical({n: trial.params[n] for n in self.names})
             k = _knob_key(values)
             rec = self.done.get(k)
             if rec is not None or k in self.asked:

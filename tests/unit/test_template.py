@@ -1,5 +1,7 @@
 """Knobs and templates: schedules with open choices, and the plain schedules they make."""
 
+import json
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -13,6 +15,10 @@ def matmul(n=24, k=20, m=16):
     A = td.input("A", {i: n, kk: k}, td.float32)
     B = td.input("B", {kk: k, j: m}, td.float32)
     return td.compute("C", {i: n, j: m}, td.sum(A[i, kk] * B[kk, j], over=kk))
+
+
+A_T = np.random.default_rng(3).standard_normal((24, 20), dtype=np.float32)
+B_T = np.random.default_rng(4).standard_normal((20, 16), dtype=np.float32)
 
 
 def template(C):
@@ -153,3 +159,69 @@ def test_primitive_methods_explain_themselves():
         assert doc and "for " in doc, name
         assert getattr(td.Template, name).__doc__ == doc
     assert "td.knob" in td.knob.__doc__ and "instantiate" in td.Template.__doc__
+
+
+def branched(C):
+    return (td.schedule(C)
+            .branch(td.knob("form", ["tile", "acc"]), {
+                "tile": lambda t: t.tile(C, i=td.knob("ti", [4, 8]), j=8).vectorize(C, "j_i"),
+                "acc": lambda t: (t.cache_write(C, "Cacc").tile(C, i=8, j=8)
+                                  .compute_at("Cacc", C, "j_o").vectorize(C, "j_i")),
+            })
+            .parallel(C, td.knob("par", ["i_o", None])))
+
+
+def test_a_branch_chooses_between_sequences_of_primitives():
+    C = matmul()
+    t = branched(C)
+    assert t.knobs == {"form": ("tile", "acc"), "ti": (4, 8), "par": ("i_o", None)}
+    tile = td.schedule(C).tile(C, i=8, j=8).vectorize(C, "j_i")
+    acc = (td.schedule(C).cache_write(C, "Cacc").tile(C, i=8, j=8)
+           .compute_at("Cacc", C, "j_o").vectorize(C, "j_i"))
+    assert t.instantiate(ti=8, par=None) == tile
+    assert t.instantiate(form="acc", par="i_o") == acc.parallel(C, "i_o")
+    assert t.instantiate(form="acc", ti=4) == t.instantiate(form="acc", ti=8)
+    assert "# when form == 'acc'" in repr(t)
+
+
+def test_the_knobs_of_a_branch_not_chosen_do_not_count():
+    C = matmul()
+    t = branched(C)
+    assert t.canonical({"form": "acc", "ti": 8, "par": None}) == {
+        "form": "acc", "ti": 4, "par": None}
+    assert t.canonical({"form": "tile", "ti": 8}) == {"form": "tile", "ti": 8, "par": "i_o"}
+    # tile: 2 x 2, acc: 2 (ti does not matter there)
+    assert t.space_size == 6
+    r = td.tune(t, trials=20, progress=False, confirm=0, A=A_T, B=B_T)
+    schedules = [json.dumps(h["schedule"], sort_keys=True) for h in r.history]
+    assert len(schedules) == 6 and len(set(schedules)) == 6
+    np.testing.assert_allclose(td.build(r.schedule)(A=A_T, B=B_T), A_T @ B_T, rtol=1e-5,
+                               atol=1e-5)
+
+
+@pytest.mark.parametrize("target", ["c", "llvm"])
+def test_every_branch_computes_the_matmul(target):
+    C = matmul()
+    t = branched(C)
+    for values in ({}, {"form": "acc"}, {"form": "tile", "ti": 4, "par": None}):
+        out = td.build(t.instantiate(**values), target=target)(A=A_T, B=B_T)
+        np.testing.assert_allclose(out, A_T @ B_T, rtol=1e-5, atol=1e-5)
+
+
+def test_branches_round_trip_through_json_and_bad_ones_are_refused():
+    C = matmul()
+    t = branched(C)
+    back = td.Template.from_json(t.to_json(), C)
+    assert back == t and back.knobs == t.knobs
+    assert back.instantiate(form="acc") == t.instantiate(form="acc")
+    text = t.to_json().replace('"when": [', '"when": [7, ', 1)
+    with pytest.raises(td.ScheduleError, match='"when" must be a list of'):
+        td.Template.from_json(text, C)
+    form = td.knob("form", ["tile", "acc"])
+    with pytest.raises(td.ScheduleError, match="'big' is not a choice of knob 'form'"):
+        td.schedule(C).branch(form, {"big": lambda t: t.split(C, "i", 4)})
+    with pytest.raises(td.ScheduleError, match="no loop|not a loop|unknown loop|has no"):
+        td.schedule(C).branch(form, {"tile": lambda t: t.split(C, "i", 4),
+                                     "acc": lambda t: t.split(C, "q", 4)})
+    with pytest.raises(td.ScheduleError, match="must add calls"):
+        td.schedule(C).branch(form, {"acc": lambda t: td.schedule(C)})
