@@ -188,6 +188,28 @@ class _Rules:
         assert best is not None
         return best[1], best[2]
 
+    def channel_shape(self, pixels: list[int], channels: list[int], lanes: int, extent: int,
+                      column_bytes: int) -> tuple[int, int]:
+        """(pixels, channels) of a convolution's register tile. Its accumulators take at most
+        half the vector registers (the unrolled taps' loads need the rest), at least
+        `fma_chains` of them when possible; then the fewest loads per FMA, a weight
+        vector counted four times a broadcast pixel when the weights the tile's
+        channels read over the whole reduction (`column_bytes` per channel) do not fit
+        in half the L1 cache (each tile streams them from L2: more pixels per tile use
+        each more); tiles that divide `extent` first."""
+        best: tuple[tuple[bool, bool, bool, float, int], int, int] | None = None
+        for tu in pixels:
+            for tv in channels:
+                nv = max(1, tv // lanes)
+                acc = tu * nv
+                weight = 4 if tv * column_bytes > self.machine.l1 // 2 else 1
+                key = (2 * acc <= self.machine.registers, acc >= self.machine.fma_chains,
+                       extent % tu == 0, -(nv * weight + tu) / acc, tv)
+                if best is None or key > best[0]:
+                    best = (key, tu, tv)
+        assert best is not None
+        return best[1], best[2]
+
     # ---------------------------------------------------------------- the plan
 
     def run(self, t: Template) -> Template:
@@ -207,17 +229,22 @@ class _Rules:
         return t
 
     def stream(self, t: Template, s: Stage) -> Template:
-        """Streaming stores for an output larger than half the last-level cache (with the
-        input it is computed from, more than the cache holds) that no stage reads back;
-        a knob: the stage's name, or None for ordinary stores."""
+        """Streaming stores for an output that no stage reads back: a knob (the stage's name,
+        or None for ordinary stores) when the output and its input do not fit in the
+        cores' own caches; streaming by default when they do not fit in half the last-
+        level cache either. (Between the two it depends on the machine: on a 2-core
+        Xeon with 480 MB of L3, a 3 MB depthwise output streamed ran 1.3x faster, and
+        64 MB blur and softmax outputs 1.2-1.4x slower; the tuner measures it.)"""
         if self.pipeline.updates_of(s) or self.pipeline.consumers(s):
             return t
         elements = 1
         for d in s.dims:
             elements *= self.extent(s, d)
-        if 2 * elements * s.dtype.itemsize <= self.machine.llc:
-            return t
-        return _try(t, lambda t: t.store_nontemporal(knob(f"{s.name}.stream", [s.name, None])))
+        size = elements * s.dtype.itemsize
+        if 2 * size <= self.machine.l2 * self.machine.cores:
+            return t  # with its input, it stays in the cores' own caches
+        choices = [s.name, None] if 2 * size > self.machine.llc else [None, s.name]
+        return _try(t, lambda t: t.store_nontemporal(knob(f"{s.name}.stream", choices)))
 
     def inlinable(self, s: Stage) -> bool:
         """Pointwise, no updates, read by exactly one access in all, with every loop of its
@@ -280,7 +307,6 @@ class _Rules:
     def register_tile(self, t: Template, s: Stage) -> Template:
         r = s.expr
         assert isinstance(r, Reduce)
-        lanes = self.lanes_of(s)
         channels = self.channel_dim(s)
         if channels is not None:
             return _try(t, lambda t: self.channel_tile(t, s, channels))
@@ -288,6 +314,68 @@ class _Rules:
         if v is not s.dims[-1]:
             return self.reduction(t, s)
         u = s.dims[-2]
+        others = [d.name for d in s.dims[:-2]]
+        before = t
+        try:
+            if self.taps(s):
+                # a stencil's few taps (a depthwise convolution): vectors of outputs summed
+                # over the unrolled taps in registers, or the accumulator tile; a knob
+                form = knob(f"{s.name}.form", ["strip", "acc"])
+                outer = [f"{u.name}_o"]
+                t = t.branch(form, {"strip": lambda t: self.strip_tile(t, s, u, v),
+                                    "acc": lambda t: self.acc_tile(t, s, u, v)[0]})
+            else:
+                t, outer = self.acc_tile(t, s, u, v)
+        except ScheduleError:
+            return self.reduction(before, s)
+        if others:
+            t = self.per_outer(t, s, others[0])
+        return self.parallel(t, s, [*others, *outer])
+
+    def taps(self, s: Stage) -> bool:
+        """A stencil reduction: every reduction dim a few taps (7 or fewer, 64 in all), one
+        of them added to a pure dim in an index (y + ry)."""
+        r = s.expr
+        assert isinstance(r, Reduce)
+        total = 1
+        for ax in r.axes:
+            n = extent_value(ax.hi, self.sizes) - extent_value(ax.lo, self.sizes)
+            if not 0 < n <= 7:
+                return False
+            total *= n
+        red, pure = {ax.dim for ax in r.axes}, set(s.dims)
+        return total <= 64 and any(
+            red & set(free_dims(i)) and pure & set(free_dims(i))
+            for a in _accesses(r.body) for i in a.indices)
+
+    def strip_tile(self, t: Template, s: Stage, u: Dim, v: Dim) -> Template:
+        """Outer-loop vectorization of a stencil reduction: rows in strips (unrolled), the
+        vector loop over the last dim outside the unrolled taps, so each vector of
+        outputs is summed in a register over the taps and stored once."""
+        r = s.expr
+        assert isinstance(r, Reduce)
+        lanes = self.lanes_of(s)
+        ue, ve = self.extent(s, u), self.extent(s, v)
+        rows = knob(f"{s.name}.strip_{u.name}", [x for x in (1, 2, 4) if x <= max(1, ue)])
+        width = knob(f"{s.name}.vector_{v.name}",
+                     [x for x in (lanes, 2 * lanes) if x <= max(lanes, ve)])
+        others = [d.name for d in s.dims[:-2]]
+        red = [ax.dim.name for ax in r.axes]
+        uo, ui, vo, vi = (f"{u.name}_o", f"{u.name}_i", f"{v.name}_o", f"{v.name}_i")
+        t = t.split(s, u.name, rows).split(s, v.name, width)
+        t = t.reorder(s, " ".join([*others, uo, ui, vo, vi, *red])).unroll(s, ui)
+        for d in red:
+            t = t.unroll(s, d)
+        return t.vectorize(s, vi)
+
+    def acc_tile(self, t: Template, s: Stage, u: Dim, v: Dim) -> tuple[Template, list[str]]:
+        """The register tile of a contraction: `cache_write` makes an accumulator computed
+        per tile of u x v with the reduction outside its unrolled, vectorized tile loops;
+        an input read with v innermost is packed per panel. Returns the template and the
+        tile's outer loops; raises ScheduleError when a primitive is refused."""
+        r = s.expr
+        assert isinstance(r, Reduce)
+        lanes = self.lanes_of(s)
         others = [d.name for d in s.dims[:-2]]
         acc = f"{s.name}_acc"
         ve, ue = self.extent(s, v), self.extent(s, u)
@@ -309,23 +397,18 @@ class _Rules:
             t = _try(t, lambda t: t.cache_read(packed[0].tensor.name, [acc], pack))
             if not any(c.method == "cache_read" for c in t.calls[len(before.calls):]):
                 pack = None
-        try:
-            t = t.tile(s, **{u.name: tu, v.name: tv})
-            outer = [f"{v.name}_o", f"{u.name}_o"] if pack else [f"{u.name}_o", f"{v.name}_o"]
-            t = t.reorder(s, " ".join([*others, *outer, f"{u.name}_i", f"{v.name}_i"]))
-            t = t.vectorize(s, f"{v.name}_i")
-            if pack:
-                t = t.compute_at(pack, s, f"{v.name}_o").vectorize(pack, v.name)
-            t = t.compute_at(acc, s, outer[-1])
-            t = t.split(acc, v.name, lanes, names=(f"{v.name}_u", f"{v.name}_v"))
-            red = [ax.dim.name for ax in r.axes]
-            t = t.reorder(acc, " ".join([*red, *others, u.name, f"{v.name}_u", f"{v.name}_v"]))
-            t = t.unroll(acc, u.name).unroll(acc, f"{v.name}_u").vectorize(acc, f"{v.name}_v")
-        except ScheduleError:
-            return self.reduction(before, s)
-        if others:
-            t = self.per_outer(t, s, others[0])
-        return self.parallel(t, s, [*others, *outer])
+        t = t.tile(s, **{u.name: tu, v.name: tv})
+        outer = [f"{v.name}_o", f"{u.name}_o"] if pack else [f"{u.name}_o", f"{v.name}_o"]
+        t = t.reorder(s, " ".join([*others, *outer, f"{u.name}_i", f"{v.name}_i"]))
+        t = t.vectorize(s, f"{v.name}_i")
+        if pack:
+            t = t.compute_at(pack, s, f"{v.name}_o").vectorize(pack, v.name)
+        t = t.compute_at(acc, s, outer[-1])
+        t = t.split(acc, v.name, lanes, names=(f"{v.name}_u", f"{v.name}_v"))
+        red = [ax.dim.name for ax in r.axes]
+        t = t.reorder(acc, " ".join([*red, *others, u.name, f"{v.name}_u", f"{v.name}_v"]))
+        t = t.unroll(acc, u.name).unroll(acc, f"{v.name}_u").vectorize(acc, f"{v.name}_v")
+        return t, outer
 
     def per_outer(self, t: Template, s: Stage, loop: str) -> Template:
         """Compute each pointwise producer that only s reads, and whose first dim is s's
@@ -375,7 +458,11 @@ class _Rules:
         ve, ue = self.extent(s, v), self.extent(s, u)
         tv_choices = [x for x in (lanes, 2 * lanes, 4 * lanes, 8 * lanes) if x <= ve]
         tu_choices = [x for x in (2, 4, 6, 7, 8, 14) if x <= ue] or [ue]
-        tu_default, tv_default = self.tile_shape(tu_choices, tv_choices, lanes, ue)
+        reduced = 1
+        for ax in r.axes:
+            reduced *= max(1, extent_value(ax.hi, self.sizes) - extent_value(ax.lo, self.sizes))
+        tu_default, tv_default = self.channel_shape(tu_choices, tv_choices, lanes, ue,
+                                                    reduced * s.dtype.itemsize)
         tv = knob(f"{s.name}.tile_{v.name}", tv_choices, default=tv_default)
         tu = knob(f"{s.name}.tile_{u.name}", tu_choices, default=tu_default)
         t = t.cache_write(s, acc).layout(acc, " ".join([*others, u.name, v.name]))
@@ -394,9 +481,35 @@ class _Rules:
         red = [ax.dim.name for ax in r.axes]
         t = t.reorder(acc, " ".join([*red, *others, u.name, f"{v.name}_u", f"{v.name}_v"]))
         t = t.unroll(acc, u.name).unroll(acc, f"{v.name}_u").vectorize(acc, f"{v.name}_v")
+        # the innermost reduction dim (a filter's columns), unrolled around the tile when it
+        # is a few taps: a knob
+        taps = extent_value(r.axes[-1].hi, self.sizes) - extent_value(r.axes[-1].lo, self.sizes)
+        if 1 < taps <= 7:
+            t = t.unroll(acc, knob(f"{s.name}.unroll_{red[-1]}", [red[-1], None]))
         for name, order in packs:
             t = t.reorder(name, " ".join(order)).vectorize(name, v.name)
+        if others:
+            t = self.per_row(t, s, others[0])
         return self.parallel(t, s, [*others[:1], vo])
+
+    def per_row(self, t: Template, s: Stage, loop: str) -> Template:
+        """A pointwise producer that only s reads (a convolution's padded input), computed
+        per iteration of s's outer loop (the rows that iteration reads, while they are
+        in cache) or once at the root, its own loops parallel: a knob "<p>.at"."""
+        for p in self.pipeline.reads(s):
+            if not (isinstance(p, Stage) and p.name not in self.placed
+                    and p not in self.pipeline.outputs and not isinstance(p.expr, Reduce)
+                    and not self.pipeline.updates_of(p)
+                    and [c.name for c in self.pipeline.consumers(p)] == [s.name]):
+                continue
+            at = knob(f"{p.name}.at", [loop, "root"])
+            placed = _try(t, lambda t, p=p, at=at: t.branch(at, {
+                loop: lambda t: self.vector_inner(t.compute_at(p, s, loop), p),
+                "root": lambda t: self.pointwise(t, p)}))
+            if placed is not t:
+                self.placed.add(p.name)
+                t = placed
+        return t
 
     # ---------------------------------------------------------------- row-wise stages
 

@@ -235,3 +235,38 @@ def test_an_output_beyond_the_cache_is_streamed_and_a_small_one_is_not(target):
     total = td.compute("total", {r: 64}, td.sum(out[r, c], over=c))
     both = td.autotemplate((out, total), target=target, N=rows)
     assert "out.stream" not in both.knobs
+
+
+def depthwise(ch=5, h=9, w=13):
+    c, y, x, ry, rx = td.dims("c y x ry rx")
+    inp = td.input("inp", {c: ch, y: h, x: w}, td.float32)
+    wt = td.input("w", {c: ch, ry: 3, rx: 3}, td.float32)
+    return td.compute("out", {c: ch, y: h, x: w}, td.sum(
+        td.pad(inp, 0.0)[c, y + ry - 1, x + rx - 1] * wt[c, ry, rx], over=(ry, rx)))
+
+
+@settings(max_examples=6, deadline=None)
+@given(data=st.data())
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_stencil_reduction_sums_vectors_over_its_taps_or_tiles_an_accumulator(target, data):
+    """A depthwise convolution's nine taps: by default each vector of outputs is summed
+    over the unrolled taps in registers (no accumulator); the template's "form" knob
+    offers the accumulator tile instead. Every choice is exact."""
+    ch, h, w = data.draw(st.sampled_from([(5, 9, 13), (3, 17, 40), (2, 6, 33)]))
+    out = depthwise(ch, h, w)
+    t = td.autotemplate(out, target=target)
+    assert t.knobs["out.form"] == ("strip", "acc") and t.defaults["out.form"] == "strip"
+    default = t.instantiate()
+    assert not any(p.method == "cache_write" for p in default.primitives)
+    assert t.instantiate(**{"out.form": "acc"}).primitives[0].method == "cache_write"
+    values = {n: data.draw(st.sampled_from(c), label=n) for n, c in t.knobs.items()}
+    a, wt = rand(ch, h, w), rand(ch, 3, 3)
+    p = np.pad(a, ((0, 0), (1, 1), (1, 1)))
+    want = sum(p[:, i:i + h, j:j + w] * wt[:, i, j][:, None, None]
+               for i in range(3) for j in range(3))
+    check(out, {"inp": a, "w": wt}, want, target, default)
+    try:
+        chosen = t.instantiate(**values)
+    except td.ScheduleError:
+        return  # a combination the primitives refuse (the tuner records it as rejected)
+    check(out, {"inp": a, "w": wt}, want, target, chosen)
