@@ -12,7 +12,12 @@ Rules, in the spirit of Halide's Mullapudi2016 and TVM's MetaSchedule:
   matmul, convolutions, covariance) gets a register tile: `cache_write` makes an
   accumulator computed per tile with the reduction outside its unrolled, vectorized
   tile loops; an input read with the vector dim innermost is packed per panel with
-  `cache_read`; the tile loops are parallel outside;
+  `cache_read`; the tile loops are parallel outside; a convolution's padded input is
+  computed per row of its output (or at the root: a knob) and its filter's columns
+  are unrolled;
+- a reduction over a few taps (a depthwise convolution) sums each vector of outputs
+  over the unrolled taps in registers, rows in strips (or takes the register tile:
+  the knob "<stage>.form" is a `Template.branch`);
 - a stage read by a stencil or a row-wise consumer is computed inside that
   consumer's outer loop (`compute_at`): strips of rows for stencils, one row for
   row reductions, whose long reductions are split into vector lanes (`rfactor`);
@@ -20,7 +25,8 @@ Rules, in the spirit of Halide's Mullapudi2016 and TVM's MetaSchedule:
   the outermost loop with enough iterations runs in parallel;
 - an output larger than half the last-level cache, which no other stage reads, is
   written by streaming stores (`store_nontemporal`): written once and not read back
-  soon, it would only push the input out of the cache.
+  soon, it would only push the input out of the cache (a knob from the point where
+  it and its input exceed the cores' own caches).
 
 Every rule is applied through the checked primitives, and the result is proven legal
 (`Schedule.check`); a rule that a stage refuses is left out for that stage.
@@ -31,7 +37,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..compute.definitions import Input, Stage
-from ..compute.expr import Access, Binary, Dim, Expr, Reduce, Size, free_dims, walk
+from ..compute.expr import Access, Binary, Const, Dim, Expr, Reduce, Size, free_dims, walk
 from ..compute.pipeline import Pipeline
 from ..compute.views import BoundaryView
 from ..compute.work import value
@@ -41,6 +47,7 @@ from ..schedule.knob import knob
 from .machine import Machine, machine
 
 _DEFAULT_EXTENT = 1024  # a symbolic size without a hint
+LLC_PER_CORE = 16 << 20  # bytes of a shared last-level cache the rules count on per core
 
 
 def autoschedule(outputs, target: str = "c", *, machine: Machine | None = None,
@@ -152,6 +159,7 @@ class _Rules:
         self.pipeline, self.sizes, self.machine, self.target = pipeline, sizes, machine, target
         # stages computed inside another or inlined, and those the user scheduled
         self.placed: set[str] = set(mine)
+        self.inlined: set[str] = set()
         self.mine = mine
 
     def extent(self, s: Stage, d: Dim) -> int:
@@ -218,6 +226,7 @@ class _Rules:
                 inlined = _try(t, lambda t, s=s: t.compute_inline(s))
                 if inlined is not t:
                     self.placed.add(s.name)
+                    self.inlined.add(s.name)
                 t = inlined
         for s in reversed(self.pipeline.stages):  # consumers first: they place their producers
             if s.name in self.placed or self.pipeline.updates_of(s):
@@ -231,10 +240,10 @@ class _Rules:
     def stream(self, t: Template, s: Stage) -> Template:
         """Streaming stores for an output that no stage reads back: a knob (the stage's name,
         or None for ordinary stores) when the output and its input do not fit in the
-        cores' own caches; streaming by default when they do not fit in half the last-
-        level cache either. (Between the two it depends on the machine: on a 2-core
-        Xeon with 480 MB of L3, a 3 MB depthwise output streamed ran 1.3x faster, and
-        64 MB blur and softmax outputs 1.2-1.4x slower; the tuner measures it.)"""
+        cores' own caches; streaming by default when they do not fit in the shared
+        cache either (`shared_cache`). (Between the two it depends on the machine: on a
+        2-core Xeon, a 3 MB depthwise output streamed ran 1.07x faster, a 4 MB sgemm
+        output as fast; the tuner measures it.)"""
         if self.pipeline.updates_of(s) or self.pipeline.consumers(s):
             return t
         elements = 1
@@ -243,12 +252,22 @@ class _Rules:
         size = elements * s.dtype.itemsize
         if 2 * size <= self.machine.l2 * self.machine.cores:
             return t  # with its input, it stays in the cores' own caches
-        choices = [s.name, None] if 2 * size > self.machine.llc else [None, s.name]
+        choices = [s.name, None] if 2 * size > self.shared_cache() else [None, s.name]
         return _try(t, lambda t: t.store_nontemporal(knob(f"{s.name}.stream", choices)))
 
+    def shared_cache(self) -> int:
+        """The part of the last-level cache the rules count on: all of it, but at most
+        LLC_PER_CORE per core the process may use. The last level is shared with the
+        rest of the socket, which may be many more cores than this process has (a
+        2-core guest on a server reports a 480 MB L3, where its 64 MB blur ran 1.3x
+        faster with its output streamed, and a 16 MB layer norm 1.2x slower)."""
+        return min(self.machine.llc, LLC_PER_CORE * max(1, self.machine.cores))
+
     def inlinable(self, s: Stage) -> bool:
-        """Pointwise, no updates, read by exactly one access in all, with every loop of its
-        consumer in the index (no reuse: inlining computes nothing twice)."""
+        """Pointwise, no updates, read by exactly one access in all (or, when it is one
+        arithmetic operation, by several: recomputing it costs less than storing and
+        loading it again), with every loop of each consumer in the index (no reuse:
+        inlining computes nothing twice)."""
         if isinstance(s.expr, Reduce) or self.pipeline.updates_of(s):
             return False
         uses = []
@@ -256,13 +275,16 @@ class _Rules:
             if self.pipeline.updates_of(c):
                 return False
             uses += [(c, a) for a in _accesses(c.expr) if _base(a.tensor) is s]
-        if len(uses) != 1:
+        if not uses or (len(uses) > 1 and not _one_operation(s.expr)):
             return False
-        c, a = uses[0]
-        loops = set(c.dims) | ({ax.dim for ax in c.expr.axes} if isinstance(c.expr, Reduce) else set())
-        used = {d for i in a.indices for d in free_dims(i)}
-        return loops <= used and not any(isinstance(_base(x.tensor), Stage) and _base(x.tensor)
-                                         is not s for x in _accesses(a))
+        for c, a in uses:
+            loops = set(c.dims) | ({ax.dim for ax in c.expr.axes} if isinstance(c.expr, Reduce)
+                                   else set())
+            used = {d for i in a.indices for d in free_dims(i)}
+            if not loops <= used or any(isinstance(_base(x.tensor), Stage)
+                                        and _base(x.tensor) is not s for x in _accesses(a)):
+                return False
+        return True
 
     def root(self, t: Template, s: Stage) -> Template:
         """Schedule a stage computed at the root, and the producers it places."""
@@ -526,14 +548,20 @@ class _Rules:
         """The producers of s, transitively, that are computed per row of s: stages
         whose first dim is s's, read only inside this family."""
         family: list[Stage] = []
+        through: list[Stage] = []  # inlined stages: their producers are s's too
         todo = [s]
         while todo:
             c = todo.pop()
             for p in self.pipeline.reads(c):
-                if (isinstance(p, Stage) and p not in family and p is not s
-                        and p.name not in self.placed and not self.pipeline.updates_of(p)
+                if not isinstance(p, Stage) or p in family or p in through or p is s:
+                    continue
+                if p.name in self.inlined:
+                    through.append(p)
+                    todo.append(p)
+                elif (p.name not in self.placed and not self.pipeline.updates_of(p)
                         and p not in self.pipeline.outputs and self.rowwise(p, s)
-                        and all(x is s or x in family or x is c for x in self.pipeline.consumers(p))):
+                        and all(x is s or x in family or x in through or x is c
+                                for x in self.pipeline.consumers(p))):
                     family.append(p)
                     todo.append(p)
         return family
@@ -629,6 +657,14 @@ class _Rules:
         # one core: no parallel loop by default (its fork and join would be all it adds)
         choices = [*present[:2], None] if self.machine.cores > 1 else [None, *present[:2]]
         return _try(t, lambda t: t.parallel(s, knob(f"{s.name}.parallel", choices)))
+
+
+def _one_operation(e: Expr) -> bool:
+    """At most one arithmetic operation (x[r, c] - mean[r]), no calls or selects."""
+    nodes = list(walk(e))
+    ops = [n for n in nodes if not isinstance(n, (Access, Dim, Size, Const))]
+    return len(ops) <= 1 and all(isinstance(n, Binary) and n.op in ("add", "sub", "mul")
+                                 for n in ops)
 
 
 def _try(t: Template, step) -> Template:

@@ -270,3 +270,23 @@ def test_a_stencil_reduction_sums_vectors_over_its_taps_or_tiles_an_accumulator(
     except td.ScheduleError:
         return  # a combination the primitives refuse (the tuner records it as rejected)
     check(out, {"inp": a, "w": wt}, want, target, chosen)
+
+
+def test_streaming_is_a_knob_past_the_cores_caches_and_the_default_past_their_share_of_the_llc():
+    """On a 2-core guest of a server with a 480 MB L3, the rules count on 16 MB of it per
+    core: a 64 MB output (with its input, past 32 MB) is streamed by default, a 12 MB one
+    offers the choice with ordinary stores first, a 1 MB one has no knob."""
+    from tdsl.tune.auto import LLC_PER_CORE
+    from tdsl.tune.machine import Machine
+
+    guest = Machine.avx512(cores=2, l2=2 << 20, llc=480 << 20)
+    assert LLC_PER_CORE == 16 << 20
+    r, c = td.dims("r c")
+    N = td.size("N")
+    X = td.input("X", {r: 4096, c: N}, td.float32)
+    out = td.compute("out", {r: 4096, c: N}, X[r, c] * 3)
+    for n, want in ((4096, ("out", None)), (768, (None, "out")), (64, None)):
+        t = td.autotemplate(out, machine=guest, N=n)
+        assert t.knobs.get("out.stream") == want, (n, t.knobs)
+    whole = Machine.avx512(cores=32, l2=2 << 20, llc=480 << 20)  # the socket's own view
+    assert td.autotemplate(out, machine=whole, N=4096).knobs["out.stream"] == (None, "out")
