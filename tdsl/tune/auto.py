@@ -47,6 +47,7 @@ from ..schedule.knob import knob
 from .machine import Machine, machine
 
 _DEFAULT_EXTENT = 1024  # a symbolic size without a hint
+COMBINE = 8  # vector lanes a row reduction's partials are summed into before the last chain
 LLC_PER_CORE = 16 << 20  # bytes of a shared last-level cache the rules count on per core
 
 
@@ -598,7 +599,19 @@ class _Rules:
             t = t.rfactor(p, k, width, name=rf)
             t = t.compute_at(rf, s, row)
             return t.reorder(rf, f"{k}_o {k}_i").vectorize(rf, f"{k}_i")
-        return _try(t, apply)
+        t = _try(t, apply)
+        if not any(c.method == "rfactor" and c.kwargs and dict(c.kwargs).get("name") == rf
+                   for c in t.calls):
+            return t
+        # the partials summed into COMBINE vector lanes first: the last, serial chain of
+        # adds is COMBINE long, not `width` (a knob)
+        rf2 = f"{p.name}_rf2"
+
+        def combine(t: Template) -> Template:
+            t = t.rfactor(p, f"{k}_i", COMBINE, name=rf2, names=("a_o", "a_i"))
+            return t.compute_at(rf2, s, row).reorder(rf2, "a_o a_i").vectorize(rf2, "a_i")
+        return _try(t, lambda t: t.branch(knob(f"{p.name}.combine", [COMBINE, None]),
+                                          {COMBINE: combine}))
 
     # ---------------------------------------------------------------- stencils
 

@@ -69,7 +69,13 @@ def test_softmax_stages_run_per_row_with_reductions_in_vector_lanes(target):
     x = rand(12, 512)
     ex = np.exp(x - x.max(axis=1, keepdims=True))
     s = check(out, {"X": x}, ex / ex.sum(axis=1, keepdims=True), target)
-    assert [p.method for p in s.primitives].count("rfactor") == 2
+    # each reduction into vector lanes, then its partials into COMBINE lanes
+    names = [p.name for p in s.primitives if p.method == "rfactor"]
+    assert sorted(names) == ["mx_rf", "mx_rf2", "total_rf", "total_rf2"]
+    t = td.autotemplate(out, target=target)
+    plain = t.instantiate(**{"mx.combine": None, "total.combine": None})
+    assert [p.method for p in plain.primitives].count("rfactor") == 2
+    check(out, {"X": x}, ex / ex.sum(axis=1, keepdims=True), target, plain)
 
 
 def layernorm(rows, cols):
