@@ -166,6 +166,10 @@ class _Rules:
     def extent(self, s: Stage, d: Dim) -> int:
         return extent_value(s.extent(d), self.sizes)
 
+    def axis_extent(self, ax) -> int:
+        """The number of iterations of a reduction axis."""
+        return extent_value(ax.hi, self.sizes) - extent_value(ax.lo, self.sizes)
+
     def lanes_of(self, s: Stage) -> int:
         """Vector lanes of s's element type: the machine's widest vectors, or 256-bit ones
         where 512-bit FMAs compute no faster (their operations are split in two, as on
@@ -362,7 +366,7 @@ class _Rules:
         assert isinstance(r, Reduce)
         total = 1
         for ax in r.axes:
-            n = extent_value(ax.hi, self.sizes) - extent_value(ax.lo, self.sizes)
+            n = self.axis_extent(ax)
             if not 0 < n <= 7:
                 return False
             total *= n
@@ -437,16 +441,21 @@ class _Rules:
         """Compute each pointwise producer that only s reads, and whose first dim is s's
         untiled first loop, per iteration of that loop (a depthwise convolution's padded
         channel), so its block stays in cache between its computation and its use."""
-        for p in self.pipeline.reads(s):
-            if (isinstance(p, Stage) and p.name not in self.placed and p not in self.pipeline.outputs
-                    and not isinstance(p.expr, Reduce) and not self.pipeline.updates_of(p)
-                    and [c.name for c in self.pipeline.consumers(p)] == [s.name] and p.dims
-                    and p.dims[0].name == loop):
+        for p in self.private_producers(s):
+            if p.dims and p.dims[0].name == loop:
                 placed = _try(t, lambda t, p=p: t.compute_at(p, s, loop))
                 if placed is not t:
                     self.placed.add(p.name)
                     t = self.vector_inner(placed, p)
         return t
+
+    def private_producers(self, s: Stage) -> list[Stage]:
+        """The pointwise stages, not placed yet, that only s reads (and no update)."""
+        return [p for p in self.pipeline.reads(s)
+                if isinstance(p, Stage) and p.name not in self.placed
+                and p not in self.pipeline.outputs and not isinstance(p.expr, Reduce)
+                and not self.pipeline.updates_of(p)
+                and [c.name for c in self.pipeline.consumers(p)] == [s.name]]
 
     def channel_dim(self, s: Stage) -> Dim | None:
         """A pure dim to vectorize instead of the last one, as in a convolution: when the
@@ -483,7 +492,7 @@ class _Rules:
         tu_choices = [x for x in (2, 4, 6, 7, 8, 14) if x <= ue] or [ue]
         reduced = 1
         for ax in r.axes:
-            reduced *= max(1, extent_value(ax.hi, self.sizes) - extent_value(ax.lo, self.sizes))
+            reduced *= max(1, self.axis_extent(ax))
         tu_default, tv_default = self.channel_shape(tu_choices, tv_choices, lanes, ue,
                                                     reduced * s.dtype.itemsize)
         tv = knob(f"{s.name}.tile_{v.name}", tv_choices, default=tv_default)
@@ -506,7 +515,7 @@ class _Rules:
         t = t.unroll(acc, u.name).unroll(acc, f"{v.name}_u").vectorize(acc, f"{v.name}_v")
         # the innermost reduction dim (a filter's columns), unrolled around the tile when it
         # is a few taps: a knob
-        taps = extent_value(r.axes[-1].hi, self.sizes) - extent_value(r.axes[-1].lo, self.sizes)
+        taps = self.axis_extent(r.axes[-1])
         if 1 < taps <= 7:
             t = t.unroll(acc, knob(f"{s.name}.unroll_{red[-1]}", [red[-1], None]))
         for name, order in packs:
@@ -519,12 +528,7 @@ class _Rules:
         """A pointwise producer that only s reads (a convolution's padded input), computed
         per iteration of s's outer loop (the rows that iteration reads, while they are
         in cache) or once at the root, its own loops parallel: a knob "<p>.at"."""
-        for p in self.pipeline.reads(s):
-            if not (isinstance(p, Stage) and p.name not in self.placed
-                    and p not in self.pipeline.outputs and not isinstance(p.expr, Reduce)
-                    and not self.pipeline.updates_of(p)
-                    and [c.name for c in self.pipeline.consumers(p)] == [s.name]):
-                continue
+        for p in self.private_producers(s):
             at = knob(f"{p.name}.at", [loop, "root"])
             placed = _try(t, lambda t, p=p, at=at: t.branch(at, {
                 loop: lambda t: self.vector_inner(t.compute_at(p, s, loop), p),
@@ -587,7 +591,7 @@ class _Rules:
         if len(r.axes) != 1 or r.op not in ("sum", "max", "min"):
             return t
         k = r.axes[0].dim.name
-        n = extent_value(r.axes[0].hi, self.sizes) - extent_value(r.axes[0].lo, self.sizes)
+        n = self.axis_extent(r.axes[0])
         lanes = self.lanes_of(p)
         if n < 4 * lanes:
             return t
@@ -599,9 +603,8 @@ class _Rules:
             t = t.rfactor(p, k, width, name=rf)
             t = t.compute_at(rf, s, row)
             return t.reorder(rf, f"{k}_o {k}_i").vectorize(rf, f"{k}_i")
-        t = _try(t, apply)
-        if not any(c.method == "rfactor" and c.kwargs and dict(c.kwargs).get("name") == rf
-                   for c in t.calls):
+        split = _try(t, apply)
+        if split is t:
             return t
         # the partials summed into COMBINE vector lanes first: the last, serial chain of
         # adds is COMBINE long, not `width` (a knob)
@@ -610,8 +613,8 @@ class _Rules:
         def combine(t: Template) -> Template:
             t = t.rfactor(p, f"{k}_i", COMBINE, name=rf2, names=("a_o", "a_i"))
             return t.compute_at(rf2, s, row).reorder(rf2, "a_o a_i").vectorize(rf2, "a_i")
-        return _try(t, lambda t: t.branch(knob(f"{p.name}.combine", [COMBINE, None]),
-                                          {COMBINE: combine}))
+        return _try(split, lambda t: t.branch(knob(f"{p.name}.combine", [COMBINE, None]),
+                                              {COMBINE: combine}))
 
     # ---------------------------------------------------------------- stencils
 
