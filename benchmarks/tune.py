@@ -50,12 +50,15 @@ def tune_one(script: str, size: str, target: str, trials: int, log: Path, search
     result = td.tune(outputs, target=target, trials=trials, log=str(log), progress=False,
                      search=search, **arrays)
     wall = time.perf_counter() - t0
-    measured = sum(1 for r in map(json.loads, log.read_text().splitlines()[before:])
-                   if r.get("phase") == "search" and r["status"] != "rejected")
+    # this run's candidates (result.history also holds the log's earlier trials here)
+    new = [r for r in map(json.loads, log.read_text().splitlines()[before:])
+           if r.get("phase") == "search"]
+    measured = sum(1 for r in new if r["status"] != "rejected")
     statuses: dict[str, int] = {}
-    for rec in result.history:
+    for rec in new:
         statuses[rec["status"]] = statuses.get(rec["status"], 0) + 1
-    seed = next((r for r in result.history if r["status"] == "ok"), None)
+    # the first candidate this run measured: the defaults, unless the log had them
+    seed = next((r for r in new if r["status"] == "ok"), None)
     return {"kernel": module.kernel_name(size), "target": target, "trials": measured,
             "wall_s": round(wall, 1), "best_ms": result.time * 1e3,
             "first_ms": seed["time"] * 1e3 if seed else None, "statuses": statuses,
