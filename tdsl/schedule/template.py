@@ -29,8 +29,10 @@ class Call:
     when: tuple[tuple[Knob, Any], ...] = ()
 
     def knobs(self) -> list[Knob]:
-        return ([k for k, _ in self.when] + knobs_in(self.args)
-                + knobs_in([v for _, v in self.kwargs]))
+        return [k for k, _ in self.when] + self._argument_knobs()
+
+    def _argument_knobs(self) -> list[Knob]:
+        return knobs_in(self.args) + knobs_in([v for _, v in self.kwargs])
 
     def in_branch(self, values: dict[str, Any]) -> bool:
         """Whether the call's branch (if any) is the one these knob values choose."""
@@ -40,8 +42,7 @@ class Call:
         """Whether the call is made with these knob values: its branch is chosen, and no
         knob in its arguments is None."""
         return self.in_branch(values) and not any(
-            values[k.name] is None for k in knobs_in(self.args)
-            + knobs_in([v for _, v in self.kwargs]))
+            values[k.name] is None for k in self._argument_knobs())
 
     def bound(self, values: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
         """The arguments with each knob replaced by its value; None when the call is left
@@ -109,7 +110,7 @@ class Template:
     __slots__ = {
         "base": "The plain td.Schedule the knobbed calls start from.",
         "calls": "The primitive calls after `base`, in order, knobs still open.",
-        "_knobs": None, "_default": None,
+        "_knobs": None, "_default": None, "_size": None,
     }
 
     def __init__(self, base: Schedule, calls: Iterable[Call] = ()):
@@ -121,6 +122,7 @@ class Template:
         self.calls: tuple[Call, ...] = ()
         self._knobs: dict[str, Knob] = {}
         self._default = base
+        self._size: int | None = None  # space_size, counted once
         for c in calls:
             self._add(c)
 
@@ -280,13 +282,17 @@ class Template:
     def space_size(self) -> int:
         """How many schedules the knobs can make: the product of their numbers of choices,
         less the combinations that differ only in the knobs of a branch not chosen."""
-        product = math.prod(len(k.choices) for k in self._knobs.values())
-        if not any(c.when for c in self.calls) or product > 100_000:
-            return product
-        names = list(self._knobs)
-        return len({json.dumps(self.canonical(dict(zip(names, combo))), sort_keys=True,
+        if self._size is None:
+            product = math.prod(len(k.choices) for k in self._knobs.values())
+            if not any(c.when for c in self.calls) or product > 100_000:
+                self._size = product
+            else:
+                names = list(self._knobs)
+                self._size = len({
+                    json.dumps(self.canonical(dict(zip(names, combo))), sort_keys=True,
                                default=repr)
                     for combo in itertools.product(*(k.choices for k in self._knobs.values()))})
+        return self._size
 
     def knob(self, name: str) -> Knob:
         """The knob of that name."""

@@ -108,6 +108,7 @@ class Model:
         self.group: list[str] = []
         self.seen: set[tuple[str, str]] = set()
         self.coef: np.ndarray | None = None
+        self._every: list[dict[str, Any]] | None = None  # the whole space, when it is small
         self.mean = 0.0
         self.prior_weight = 1.0
         self.prior_mean = 0.0  # of this machine's observations
@@ -203,16 +204,22 @@ class Model:
         sample and every single-knob move from each of `around`."""
         knobs = self.template.knobs
         if self.template.space_size <= _ENUMERATE:
-            out = [dict(zip(self.names, c)) for c in itertools.product(*knobs.values())]
-        else:
-            out = [{n: self.rng.choice(knobs[n]) for n in self.names} for _ in range(_SAMPLE)]
-            for base in around:
-                for n in self.names:
-                    for c in knobs[n]:
-                        out.append({**base, n: c})
-        # one candidate per schedule: a branch's knobs do not matter when it is not chosen
+            if self._every is None:  # the same list at every proposal: made once
+                self._every = self._unique(
+                    dict(zip(self.names, c)) for c in itertools.product(*knobs.values()))
+            return self._every
+        out = [{n: self.rng.choice(knobs[n]) for n in self.names} for _ in range(_SAMPLE)]
+        for base in around:
+            for n in self.names:
+                for c in knobs[n]:
+                    out.append({**base, n: c})
+        return self._unique(out)
+
+    def _unique(self, candidates) -> list[dict[str, Any]]:
+        """One candidate per schedule: a branch's knobs do not matter when it is not
+        chosen."""
         unique: dict[str, dict[str, Any]] = {}
-        for values in out:
+        for values in candidates:
             v = self.template.canonical(values)
             unique.setdefault(_key(v), v)
         return list(unique.values())
@@ -231,4 +238,4 @@ class Model:
             s = self.score(values)
             if s < best_score:
                 best, best_score = values, s
-        return best
+        return None if best is None else dict(best)  # the pool may be kept: a copy
