@@ -318,3 +318,20 @@ def test_a_missing_peer_package_is_not_installed_not_a_failure(scripts, monkeypa
         result = harness.measure(scripts["blur"], peer, "tiny", runs=1, warmup=0,
                                  min_seconds=0.0)
         assert result["check"] == "not installed", (peer, result)
+
+
+def test_table_ratios(scripts):
+    """The suite's table: each row's ratio to its kernel's fastest row, and to the
+    fastest peer that is not tdsl (the bar for tdsl's variants); a failed row has none."""
+    run = importlib.import_module("run")
+    rows = [dict(kernel="k", peer="tdsl-c", ms=1.0, rate=12.0, unit="GFLOP/s"),
+            dict(kernel="k", peer="tdsl-llvm-auto", ms=1.0, rate=6.0, unit="GFLOP/s"),
+            dict(kernel="k", peer="numpy", ms=2.0, rate=5.0, unit="GFLOP/s"),
+            dict(kernel="k", peer="tvm", ms=1.5, rate=8.0, unit="GFLOP/s"),
+            dict(kernel="k", peer="halide", check="timed out after 5 s")]
+    lines = run.table(rows, {"fma": 24.0, "copy": 10.0}, markdown=True).splitlines()
+    assert lines[0].endswith("| ratio to best | to best other |")
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
+    assert [c[-2:] for c in cells] == [["1.00", "1.50"], ["0.50", "0.75"],
+                                       ["0.42", "0.62"], ["0.67", "1.00"], ["", ""]]
+    assert cells[0][4] == "50%" and cells[-1][2] == "timed out after 5 s"
