@@ -5,7 +5,10 @@
    runs fn(a, b, env) on chunks [a, b) that together cover [lo, hi) once each, and
    returns 0, or the first nonzero value a chunk returned (no chunk starts after a
    failed one). The calling thread takes part; the pool's workers take chunks from a
-   shared counter while it has any (about CHUNKS_PER_THREAD chunks per thread). The
+   shared counter while it has any (chunks of trips / (CHUNKS_PER_THREAD * threads)
+   iterations, then, over the last 2 * threads chunks' worth, smaller ones: each a
+   (2 * threads)th of what is left, down to one iteration, so that threads that run
+   at the same speed finish within about one iteration of each other). The
    call returns when every chunk that was taken has finished: it never waits for a
    thread that holds no work, so a worker the system has descheduled, or one that
    wakes late, costs at most the chunk it holds.
@@ -80,7 +83,9 @@ struct slot {
     _Atomic(tdsl_task) fn;
     _Atomic(void *) env;
     _Atomic int64_t lo, hi, chunk;
-    _Atomic uint32_t chunks;     /* how many */
+    _Atomic uint32_t head;       /* chunks of `chunk` iterations, before the tail */
+    _Atomic uint32_t chunks;     /* how many in all */
+    _Atomic int64_t tail_div;    /* a tail chunk: this fraction of what is left */
     _Atomic uint32_t limit;      /* threads that may run kernel work while it is open */
     _Atomic uint32_t finished;   /* chunks run or cancelled (the caller sleeps on it) */
     _Atomic uint32_t sleeping;   /* the caller sleeps */
@@ -208,12 +213,53 @@ static int64_t now_ns(void) {
 #define SEATS(state) ((uint32_t)((state) >> CHUNK_BITS) & 0xffu)
 #define NEXT(state) ((uint32_t)(state) & CHUNK_MASK)
 
+/* How a loop of `trips` iterations on `n` threads is cut: `head` chunks of `chunk`
+   iterations, then a tail of chunks, each min(chunk, ceil(left / div)) iterations of
+   the `left` that remain (div = 2n). The tail covers the last 2n chunks' worth (or
+   the whole loop when shorter): equal chunks leave the thread that takes the last one
+   alone for up to a chunk (56 rows of 3 on 2 threads: 10 chunks against 9, 7% of the
+   loop), shrinking ones for about an iteration. Returns the number of chunks. */
+static uint32_t plan_chunks(int64_t trips, int n, int64_t *chunk, uint32_t *head,
+                            int64_t *div) {
+    int64_t c = trips / ((int64_t)CHUNKS_PER_THREAD * n);
+    if (c < 1)
+        c = 1;
+    if ((trips + c - 1) / c > (int64_t)CHUNK_MASK / 2)
+        c = (trips + CHUNK_MASK / 2 - 1) / (CHUNK_MASK / 2);
+    int64_t d = 2 * (int64_t)n;
+    int64_t h = trips > d * c ? (trips - d * c) / c : 0;
+    uint32_t count = (uint32_t)h;
+    for (int64_t left = trips - h * c; left > 0; count++) {
+        int64_t size = (left + d - 1) / d;
+        left -= size < c ? size : c;
+    }
+    *chunk = c;
+    *head = (uint32_t)h;
+    *div = d;
+    return count;
+}
+
+/* Iterations [*a, *b) of chunk k of a loop over [lo, hi) cut by plan_chunks. */
+static void chunk_bounds(int64_t lo, int64_t hi, int64_t chunk, uint32_t head, int64_t div,
+                         uint32_t k, int64_t *a, int64_t *b) {
+    int64_t start = lo + (int64_t)(k < head ? k : head) * chunk, size = chunk;
+    for (uint32_t j = head; j <= k; j++) {
+        int64_t left = hi - start, part = (left + div - 1) / div;
+        size = part < chunk ? part : chunk;
+        if (j < k)
+            start += size;
+    }
+    *a = start;
+    *b = start + size < hi ? start + size : hi;
+}
+
 /* Run chunk k of the loop in slot s (whose fields the caller has read), count it
    finished and wake the loop's caller when it was the last. */
 static void run_chunk(struct slot *s, tdsl_task fn, void *env, int64_t lo, int64_t hi,
-                      int64_t chunk, uint32_t chunks, uint32_t k, int is_worker) {
-    int64_t a = lo + (int64_t)k * chunk;
-    int64_t b = hi - a > chunk ? a + chunk : hi;
+                      int64_t chunk, uint32_t head, int64_t div, uint32_t chunks, uint32_t k,
+                      int is_worker) {
+    int64_t a, b;
+    chunk_bounds(lo, hi, chunk, head, div, k, &a, &b);
     uint32_t done = 1;
     int cpu = enter_cpu();
     if (is_worker)
@@ -251,6 +297,8 @@ static int help(struct slot *s) {
     int64_t lo = atomic_load_explicit(&s->lo, memory_order_relaxed);
     int64_t hi = atomic_load_explicit(&s->hi, memory_order_relaxed);
     int64_t chunk = atomic_load_explicit(&s->chunk, memory_order_relaxed);
+    uint32_t head = atomic_load_explicit(&s->head, memory_order_relaxed);
+    int64_t div = atomic_load_explicit(&s->tail_div, memory_order_relaxed);
     uint32_t chunks = atomic_load_explicit(&s->chunks, memory_order_relaxed);
     int limit = (int)atomic_load_explicit(&s->limit, memory_order_relaxed);
     int busy = atomic_load(&pool.busy);
@@ -268,7 +316,7 @@ static int help(struct slot *s) {
                                                    memory_order_acquire))
             continue;
         joined = 1;
-        run_chunk(s, fn, env, lo, hi, chunk, chunks, NEXT(st), 1);
+        run_chunk(s, fn, env, lo, hi, chunk, head, div, chunks, NEXT(st), 1);
         ran++;
         st = atomic_load_explicit(&s->state, memory_order_acquire);
     }
@@ -365,17 +413,16 @@ int tdsl_parallel_for(tdsl_task fn, void *env, int64_t lo, int64_t hi) {
         k = __builtin_ctzll(free);
     } while (!atomic_compare_exchange_weak(&pool.free, &free, free & ~((uint64_t)1 << k)));
     struct slot *s = &pool.slots[k];
-    int64_t chunk = trips / ((int64_t)CHUNKS_PER_THREAD * n);
-    if (chunk < 1)
-        chunk = 1;
-    if ((trips + chunk - 1) / chunk > (int64_t)CHUNK_MASK)
-        chunk = (trips + CHUNK_MASK - 1) / CHUNK_MASK;
-    uint32_t chunks = (uint32_t)((trips + chunk - 1) / chunk);
+    int64_t chunk, div;
+    uint32_t head;
+    uint32_t chunks = plan_chunks(trips, n, &chunk, &head, &div);
     atomic_store_explicit(&s->fn, fn, memory_order_relaxed);
     atomic_store_explicit(&s->env, env, memory_order_relaxed);
     atomic_store_explicit(&s->lo, lo, memory_order_relaxed);
     atomic_store_explicit(&s->hi, hi, memory_order_relaxed);
     atomic_store_explicit(&s->chunk, chunk, memory_order_relaxed);
+    atomic_store_explicit(&s->head, head, memory_order_relaxed);
+    atomic_store_explicit(&s->tail_div, div, memory_order_relaxed);
     atomic_store_explicit(&s->chunks, chunks, memory_order_relaxed);
     atomic_store_explicit(&s->limit, (uint32_t)(n > pool.cores ? n : pool.cores),
                           memory_order_relaxed);
@@ -400,7 +447,7 @@ int tdsl_parallel_for(tdsl_task fn, void *env, int64_t lo, int64_t hi) {
         if (!atomic_compare_exchange_weak_explicit(&s->state, &st, st + 1, memory_order_acq_rel,
                                                    memory_order_acquire))
             continue;
-        run_chunk(s, fn, env, lo, hi, chunk, chunks, NEXT(st), 0);
+        run_chunk(s, fn, env, lo, hi, chunk, head, div, chunks, NEXT(st), 0);
         st = atomic_load_explicit(&s->state, memory_order_acquire);
     }
     atomic_fetch_and(&pool.open, ~((uint64_t)1 << k));
@@ -421,6 +468,17 @@ int tdsl_parallel_for(tdsl_task fn, void *env, int64_t lo, int64_t hi) {
     atomic_store_explicit(&s->state, (uint64_t)(gen + 1) << 32, memory_order_release);
     atomic_fetch_or(&pool.free, (uint64_t)1 << k);
     return status;
+}
+
+/* The chunks a loop of `trips` iterations on `n` threads is cut into, for tests: up
+   to `max` pairs (start, end) into `bounds`; returns how many chunks there are. */
+int64_t tdsl_pool_chunks(int64_t trips, int n, int64_t *bounds, int64_t max) {
+    int64_t chunk, div;
+    uint32_t head;
+    uint32_t chunks = trips > 0 && n > 0 ? plan_chunks(trips, n, &chunk, &head, &div) : 0;
+    for (uint32_t k = 0; k < chunks && k < max; k++)
+        chunk_bounds(0, trips, chunk, head, div, k, &bounds[2 * k], &bounds[2 * k + 1]);
+    return chunks;
 }
 
 /* The calling thread's number of threads for the loops it starts (0: the default). */

@@ -47,7 +47,18 @@ class Pool:
         self.lib.tdsl_thread_setting.restype = ctypes.c_int
         self.lib.tdsl_pool_spread.argtypes = [ctypes.c_int]
         self.lib.tdsl_pool_spread.restype = ctypes.c_int
+        self.lib.tdsl_pool_chunks.argtypes = [ctypes.c_int64, ctypes.c_int,
+                                              ctypes.POINTER(ctypes.c_int64), ctypes.c_int64]
+        self.lib.tdsl_pool_chunks.restype = ctypes.c_int64
         self.lib.tdsl_configure(default_threads(), cores())
+
+    def chunks(self, trips: int, threads: int) -> list[tuple[int, int]]:
+        """The chunks [start, end) a parallel loop of `trips` iterations on `threads`
+        threads is cut into, in the order threads take them (see pool.c)."""
+        count = int(self.lib.tdsl_pool_chunks(trips, threads, None, 0))
+        bounds = (ctypes.c_int64 * (2 * count))()
+        self.lib.tdsl_pool_chunks(trips, threads, bounds, count)
+        return [(bounds[2 * k], bounds[2 * k + 1]) for k in range(count)]
 
     def spread(self, others: int) -> int:
         """The check a worker makes before each chunk, made by the calling thread as if

@@ -32,7 +32,9 @@ host target: a kernel calls
 with the function the outline pass made of the loop (`ir.Task`), which runs
 iterations [lo, hi) of the loop on the values and buffers in `env` and returns 0,
 or 1 when an iteration failed. The pool runs it on chunks of about trips /
-(CHUNKS_PER_THREAD * threads) iterations (at least 1) taken from a shared counter
+(CHUNKS_PER_THREAD * threads) iterations (at least 1), smaller ones down to a single
+iteration at the loop's end (so threads of equal speed finish together), taken from a
+shared counter
 by the calling thread and whichever of its workers are free, and returns when every
 chunk taken has finished: a thread whose core is busy with another process holds
 up the loop's end by the one small chunk it holds, and a thread that holds none

@@ -13,6 +13,8 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_parallel import busy_cores
 
 import tdsl as td
@@ -449,3 +451,30 @@ os.sched_setaffinity(0, everyone)
 kept = all(os.sched_getaffinity(int(t)) == everyone for t in os.listdir("/proc/self/task"))
 print(wrong, kept)
 """
+
+
+@settings(max_examples=300, deadline=None)
+@given(trips=st.integers(1, 5000) | st.sampled_from([56, 1 << 20, (1 << 25) + 7]),
+       threads=st.integers(2, 64))
+def test_chunks_cover_the_loop_once_and_shrink_at_its_end(trips, threads):
+    """A loop's chunks: every iteration in exactly one, in order; none larger than
+    trips / (CHUNKS_PER_THREAD * threads) (or 1) but where the count would pass the
+    pool's counter; sizes never grow; and the last chunks, taken when the threads
+    are about to finish, are single iterations, so equal threads end together."""
+    pool = pool_module.load()
+    chunks = pool.chunks(trips, threads)
+    assert chunks[0][0] == 0 and chunks[-1][1] == trips
+    assert all(a < b for a, b in chunks)
+    assert all(b == a2 for (_, b), (a2, _) in zip(chunks, chunks[1:]))
+    sizes = [b - a for a, b in chunks]
+    assert sizes == sorted(sizes, reverse=True)
+    if trips < 1 << 22:
+        assert sizes[0] == max(1, trips // (abi.CHUNKS_PER_THREAD * threads))
+    assert sizes[-1] == 1
+
+
+def test_56_rows_on_two_threads():
+    """conv2d's 56 output rows on 2 threads: chunks of 3, then 3, 3, 2, 2, 1, 1, 1, 1
+    (equal chunks of 3 gave one thread 10 of 19 and 29 rows against 27)."""
+    sizes = [b - a for a, b in pool_module.load().chunks(56, 2)]
+    assert sizes == [3] * 14 + [3, 3, 2, 2, 1, 1, 1, 1]
