@@ -128,9 +128,12 @@ def tune(outputs_or_template, target: str = "c", trials: int = 64, log=None, exe
     in the log) predicts fastest; "tpe": Optuna's TPE sampler. Either way, when the
     template has no more combinations than `trials`, every one is measured.
 
-    confirm: the best `confirm` candidates (distinct schedules) are re-timed at the end,
-    side by side in interleaved rounds with more runs, and the fastest of that is the
-    result (recorded in the log as "chosen"): one lucky measurement does not win.
+    confirm: the best `confirm` candidates (distinct schedules), and the template's
+    defaults (the auto-scheduler's choice) when they are not among them, are re-timed at
+    the end, side by side in interleaved rounds with more runs, and the fastest of that
+    is the result (recorded in the log as "chosen"): one lucky measurement does not win,
+    and tuning never ends slower than the defaults it started from, even when their
+    record in a resumed log was timed on older code or a busier machine.
 
     A build (lowering and compiling) is cut once it runs past four times the slowest
     build so far (at least 10 s, at most `timeout`): a schedule that takes that long to
@@ -191,7 +194,8 @@ def tune(outputs_or_template, target: str = "c", trials: int = 64, log=None, exe
     try:
         _run(search_, pool, jobs, base, key, log, history, bar)
         if confirm > 1:
-            confirmed = _confirm(pool, base, log, history, here, confirm)
+            confirmed = _confirm(pool, base, log, history, here, confirm,
+                                 template.canonical(template.defaults))
         completed = True
     finally:
         if bar is not None:
@@ -507,10 +511,12 @@ def _build_limit(history: list[dict[str, Any]], timeout: float) -> float:
 
 
 def _confirm(pool, base: dict[str, Any], log, history: list[dict[str, Any]],
-             here: dict[str, object], top: int) -> list[dict[str, Any]]:
-    """Re-time the `top` fastest distinct schedules of this machine side by side
-    (interleaved rounds, more runs) and record each as a "confirm" record, the fastest
-    "chosen"; the records (none when fewer than two ran or the step failed)."""
+             here: dict[str, object], top: int, defaults: dict[str, Any] | None = None
+             ) -> list[dict[str, Any]]:
+    """Re-time the `top` fastest distinct schedules of this machine, and the record of
+    the knob values `defaults` when it is not among them, side by side (interleaved
+    rounds, more runs) and record each as a "confirm" record, the fastest "chosen";
+    the records (none when fewer than two ran or the step failed)."""
     ok = sorted((r for r in history if r["status"] == "ok" and same_machine(r.get("machine"), here)
                  and r.get("phase") != "transfer"), key=lambda r: r["time"])
     leaders, seen = [], set()
@@ -520,6 +526,12 @@ def _confirm(pool, base: dict[str, Any], log, history: list[dict[str, Any]],
             seen.add(text)
             leaders.append(r)
         if len(leaders) == top:
+            break
+    anchor = None if defaults is None else _knob_key(defaults)
+    for r in ok:
+        if anchor is not None and _knob_key(r["knobs"]) == anchor:
+            if json.dumps(r["schedule"], sort_keys=True) not in seen:
+                leaders.append(r)
             break
     if len(leaders) < 2:
         return []

@@ -90,11 +90,34 @@ def test_tuning_with_the_model_confirms_the_leaders_and_from_log_reads_the_chose
     assert r.time == chosen["time"] == min(x["time"] for x in confirmed)
     assert r.confirmed == confirmed
     leaders = sorted((h for h in r.history if h["status"] == "ok"), key=lambda h: h["time"])[:3]
+    defaults = r.template.canonical(r.template.defaults)
     assert {json.dumps(x["knobs"], sort_keys=True) for x in confirmed} == {
-        json.dumps(h["knobs"], sort_keys=True) for h in leaders}
+        json.dumps(h["knobs"], sort_keys=True) for h in leaders} | {
+        json.dumps(defaults, sort_keys=True)}
     s = td.Schedule.from_log(log, C, target="c")
     assert s == r.schedule
     np.testing.assert_allclose(td.build(s)(A=A_, B=B_), A_ @ B_, rtol=1e-5, atol=1e-5)
+
+
+def test_the_defaults_are_re_timed_with_the_leaders_even_when_their_record_is_stale(tmp_path):
+    """A resumed log whose record of the defaults is slow (timed on older code, or on a
+    busy machine): the confirmation still re-times them beside the leaders, so tuning
+    never returns a schedule that runs slower than the one it started from."""
+    C = matmul()
+    log = tmp_path / "C.jsonl"
+    first = td.tune(C, target="c", trials=4, log=str(log), progress=False, runs=2, confirm=0,
+                    A=A_, B=B_)
+    defaults = json.dumps(first.template.canonical(first.template.defaults), sort_keys=True)
+    recs = [json.loads(x) for x in log.read_text().splitlines()]
+    for x in recs:
+        if json.dumps(x["knobs"], sort_keys=True) == defaults:
+            x["time"] = 10.0  # far behind every other candidate
+    log.write_text("".join(json.dumps(x) + "\n" for x in recs))
+    r = td.tune(C, target="c", trials=6, log=str(log), progress=False, runs=2, A=A_, B=B_)
+    confirmed = {json.dumps(x["knobs"], sort_keys=True): x for x in r.confirmed}
+    assert defaults in confirmed and len(confirmed) == 4
+    assert confirmed[defaults]["time"] < 1.0  # re-timed, not the stale record
+    assert r.time == min(x["time"] for x in r.confirmed)
 
 
 def test_the_tpe_search_is_still_there_and_a_bad_search_is_refused():
