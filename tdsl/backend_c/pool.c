@@ -6,9 +6,9 @@
    returns 0, or the first nonzero value a chunk returned (no chunk starts after a
    failed one). The calling thread takes part; the pool's workers take chunks from a
    shared counter while it has any (chunks of trips / (CHUNKS_PER_THREAD * threads)
-   iterations, then, over the last 2 * threads chunks' worth, smaller ones: each a
-   (2 * threads)th of what is left, down to one iteration, so that threads that run
-   at the same speed finish within about one iteration of each other). The
+   iterations, then, over about the last 2 * threads chunks' worth, chunks halving in
+   size down to single iterations, so that threads that run at the same speed finish
+   within about one iteration of each other: plan_chunks). The
    call returns when every chunk that was taken has finished: it never waits for a
    thread that holds no work, so a worker the system has descheduled, or one that
    wakes late, costs at most the chunk it holds.
@@ -83,9 +83,9 @@ struct slot {
     _Atomic(tdsl_task) fn;
     _Atomic(void *) env;
     _Atomic int64_t lo, hi, chunk;
-    _Atomic uint32_t head;       /* chunks of `chunk` iterations, before the tail */
+    _Atomic uint32_t head;       /* chunks of `chunk` iterations, before the rest */
     _Atomic uint32_t chunks;     /* how many in all */
-    _Atomic int64_t tail_div;    /* a tail chunk: this fraction of what is left */
+    _Atomic int64_t rest, tail_div;  /* plan_chunks */
     _Atomic uint32_t limit;      /* threads that may run kernel work while it is open */
     _Atomic uint32_t finished;   /* chunks run or cancelled (the caller sleeps on it) */
     _Atomic uint32_t sleeping;   /* the caller sleeps */
@@ -214,52 +214,80 @@ static int64_t now_ns(void) {
 #define NEXT(state) ((uint32_t)(state) & CHUNK_MASK)
 
 /* How a loop of `trips` iterations on `n` threads is cut: `head` chunks of `chunk`
-   iterations, then a tail of chunks, each min(chunk, ceil(left / div)) iterations of
-   the `left` that remain (div = 2n). The tail covers the last 2n chunks' worth (or
-   the whole loop when shorter): equal chunks leave the thread that takes the last one
-   alone for up to a chunk (56 rows of 3 on 2 threads: 10 chunks against 9, 7% of the
-   loop), shrinking ones for about an iteration. Returns the number of chunks. */
+   iterations (c = trips / (CHUNKS_PER_THREAD * n)), one chunk of the `rest` (< c, when
+   there is one), then a tail of smaller chunks: 2n of c/2, 2n of c/4, ... down to 2n of
+   2, and 2n single iterations last. Equal chunks leave the thread that takes the last
+   one alone for up to a chunk (56 rows in 19 chunks of 3 on 2 threads: 10 chunks
+   against 9, 7% of the loop); halving ones for about an iteration. No chunk is larger
+   than c, and chunk k's bounds take O(log c) steps to find. Returns the number of
+   chunks. */
 static uint32_t plan_chunks(int64_t trips, int n, int64_t *chunk, uint32_t *head,
-                            int64_t *div) {
+                            int64_t *rest, int64_t *div) {
     int64_t c = trips / ((int64_t)CHUNKS_PER_THREAD * n);
     if (c < 1)
         c = 1;
     if ((trips + c - 1) / c > (int64_t)CHUNK_MASK / 2)
         c = (trips + CHUNK_MASK / 2 - 1) / (CHUNK_MASK / 2);
-    int64_t d = 2 * (int64_t)n;
-    int64_t h = trips > d * c ? (trips - d * c) / c : 0;
-    uint32_t count = (uint32_t)h;
-    for (int64_t left = trips - h * c; left > 0; count++) {
-        int64_t size = (left + d - 1) / d;
-        left -= size < c ? size : c;
+    int64_t d = 2 * (int64_t)n, tail = d;
+    for (int64_t s = c >> 1; s > 1; s >>= 1)
+        tail += d * s;
+    int64_t h = trips > tail ? (trips - tail) / c : 0;
+    int64_t r = trips > tail ? trips - tail - h * c : 0;
+    uint32_t count = (uint32_t)h + (r > 0);
+    int64_t left = trips - h * c - r;
+    for (int64_t s = c >> 1; s > 1; s >>= 1) {
+        int64_t k = left / s < d ? left / s : d;
+        count += (uint32_t)k;
+        left -= k * s;
     }
     *chunk = c;
     *head = (uint32_t)h;
+    *rest = r;
     *div = d;
-    return count;
+    return count + (uint32_t)left;
 }
 
 /* Iterations [*a, *b) of chunk k of a loop over [lo, hi) cut by plan_chunks. */
-static void chunk_bounds(int64_t lo, int64_t hi, int64_t chunk, uint32_t head, int64_t div,
-                         uint32_t k, int64_t *a, int64_t *b) {
-    int64_t start = lo + (int64_t)(k < head ? k : head) * chunk, size = chunk;
-    for (uint32_t j = head; j <= k; j++) {
-        int64_t left = hi - start, part = (left + div - 1) / div;
-        size = part < chunk ? part : chunk;
-        if (j < k)
-            start += size;
+static void chunk_bounds(int64_t lo, int64_t hi, int64_t chunk, uint32_t head, int64_t rest,
+                         int64_t div, uint32_t k, int64_t *a, int64_t *b) {
+    if (k < head) {
+        *a = lo + (int64_t)k * chunk;
+        *b = *a + chunk;
+        return;
     }
-    *a = start;
-    *b = start + size < hi ? start + size : hi;
+    int64_t start = lo + (int64_t)head * chunk, j = (int64_t)(k - head);
+    if (rest > 0) {
+        if (j == 0) {
+            *a = start;
+            *b = start + rest;
+            return;
+        }
+        start += rest;
+        j--;
+    }
+    int64_t left = hi - start;
+    for (int64_t s = chunk >> 1; s > 1; s >>= 1) {
+        int64_t m = left / s < div ? left / s : div;
+        if (j < m) {
+            *a = start + j * s;
+            *b = *a + s;
+            return;
+        }
+        start += m * s;
+        left -= m * s;
+        j -= m;
+    }
+    *a = start + j;
+    *b = *a + 1;
 }
 
 /* Run chunk k of the loop in slot s (whose fields the caller has read), count it
    finished and wake the loop's caller when it was the last. */
 static void run_chunk(struct slot *s, tdsl_task fn, void *env, int64_t lo, int64_t hi,
-                      int64_t chunk, uint32_t head, int64_t div, uint32_t chunks, uint32_t k,
-                      int is_worker) {
+                      int64_t chunk, uint32_t head, int64_t rest, int64_t div, uint32_t chunks,
+                      uint32_t k, int is_worker) {
     int64_t a, b;
-    chunk_bounds(lo, hi, chunk, head, div, k, &a, &b);
+    chunk_bounds(lo, hi, chunk, head, rest, div, k, &a, &b);
     uint32_t done = 1;
     int cpu = enter_cpu();
     if (is_worker)
@@ -298,6 +326,7 @@ static int help(struct slot *s) {
     int64_t hi = atomic_load_explicit(&s->hi, memory_order_relaxed);
     int64_t chunk = atomic_load_explicit(&s->chunk, memory_order_relaxed);
     uint32_t head = atomic_load_explicit(&s->head, memory_order_relaxed);
+    int64_t rest = atomic_load_explicit(&s->rest, memory_order_relaxed);
     int64_t div = atomic_load_explicit(&s->tail_div, memory_order_relaxed);
     uint32_t chunks = atomic_load_explicit(&s->chunks, memory_order_relaxed);
     int limit = (int)atomic_load_explicit(&s->limit, memory_order_relaxed);
@@ -316,7 +345,7 @@ static int help(struct slot *s) {
                                                    memory_order_acquire))
             continue;
         joined = 1;
-        run_chunk(s, fn, env, lo, hi, chunk, head, div, chunks, NEXT(st), 1);
+        run_chunk(s, fn, env, lo, hi, chunk, head, rest, div, chunks, NEXT(st), 1);
         ran++;
         st = atomic_load_explicit(&s->state, memory_order_acquire);
     }
@@ -413,15 +442,16 @@ int tdsl_parallel_for(tdsl_task fn, void *env, int64_t lo, int64_t hi) {
         k = __builtin_ctzll(free);
     } while (!atomic_compare_exchange_weak(&pool.free, &free, free & ~((uint64_t)1 << k)));
     struct slot *s = &pool.slots[k];
-    int64_t chunk, div;
+    int64_t chunk, rest, div;
     uint32_t head;
-    uint32_t chunks = plan_chunks(trips, n, &chunk, &head, &div);
+    uint32_t chunks = plan_chunks(trips, n, &chunk, &head, &rest, &div);
     atomic_store_explicit(&s->fn, fn, memory_order_relaxed);
     atomic_store_explicit(&s->env, env, memory_order_relaxed);
     atomic_store_explicit(&s->lo, lo, memory_order_relaxed);
     atomic_store_explicit(&s->hi, hi, memory_order_relaxed);
     atomic_store_explicit(&s->chunk, chunk, memory_order_relaxed);
     atomic_store_explicit(&s->head, head, memory_order_relaxed);
+    atomic_store_explicit(&s->rest, rest, memory_order_relaxed);
     atomic_store_explicit(&s->tail_div, div, memory_order_relaxed);
     atomic_store_explicit(&s->chunks, chunks, memory_order_relaxed);
     atomic_store_explicit(&s->limit, (uint32_t)(n > pool.cores ? n : pool.cores),
@@ -447,7 +477,7 @@ int tdsl_parallel_for(tdsl_task fn, void *env, int64_t lo, int64_t hi) {
         if (!atomic_compare_exchange_weak_explicit(&s->state, &st, st + 1, memory_order_acq_rel,
                                                    memory_order_acquire))
             continue;
-        run_chunk(s, fn, env, lo, hi, chunk, head, div, chunks, NEXT(st), 0);
+        run_chunk(s, fn, env, lo, hi, chunk, head, rest, div, chunks, NEXT(st), 0);
         st = atomic_load_explicit(&s->state, memory_order_acquire);
     }
     atomic_fetch_and(&pool.open, ~((uint64_t)1 << k));
@@ -473,11 +503,11 @@ int tdsl_parallel_for(tdsl_task fn, void *env, int64_t lo, int64_t hi) {
 /* The chunks a loop of `trips` iterations on `n` threads is cut into, for tests: up
    to `max` pairs (start, end) into `bounds`; returns how many chunks there are. */
 int64_t tdsl_pool_chunks(int64_t trips, int n, int64_t *bounds, int64_t max) {
-    int64_t chunk, div;
+    int64_t chunk, rest, div;
     uint32_t head;
-    uint32_t chunks = trips > 0 && n > 0 ? plan_chunks(trips, n, &chunk, &head, &div) : 0;
+    uint32_t chunks = trips > 0 && n > 0 ? plan_chunks(trips, n, &chunk, &head, &rest, &div) : 0;
     for (uint32_t k = 0; k < chunks && k < max; k++)
-        chunk_bounds(0, trips, chunk, head, div, k, &bounds[2 * k], &bounds[2 * k + 1]);
+        chunk_bounds(0, trips, chunk, head, rest, div, k, &bounds[2 * k], &bounds[2 * k + 1]);
     return chunks;
 }
 
