@@ -188,6 +188,29 @@ def test_inlined_producer_that_ignores_the_checked_index(backend):
         f(idx=bad, a=av)
 
 
+@pytest.mark.parametrize("value", [7, -1, -2147483648])
+def test_inlined_producer_read_at_its_own_value_out_of_range(backend, value):
+    """Found by the fuzzer (C seed 5201, case 180): s1 a constant, s2 = s1[s1[0]] with s1
+    inlined. s1[0] is substituted first, so the outer index became the constant 7, an
+    affine index, taken as proven in range (affine indices of the definition are), and
+    its check vanished: the kernel returned 7 where td.evaluate raises. An index that is
+    data-dependent in the definition stays checked whatever the substitution makes of
+    it; one that is affine there is not checked."""
+    y, c = td.dims("y c")
+    s1 = td.compute("s1", {c: 1}, value)
+    s2 = td.compute("s2", {y: 1}, s1[s1[0]])
+    with pytest.raises(td.ArgumentError, match=f"index {value}"):
+        td.evaluate(s2)
+    f = td.build(td.schedule(s2).compute_inline(s1), target=backend)
+    with pytest.raises(td.ArgumentError, match=f"index {value}"):
+        f()
+    y, c = td.dims("y c")
+    s1 = td.compute("s1", {c: 3}, c * 0 + 1)  # in range: read, no check needed
+    s2 = td.compute("s2", {y: 2}, s1[s1[2]] + y)
+    s = td.schedule(s2).compute_inline(s1)
+    np.testing.assert_array_equal(td.build(s, target=backend)(), td.evaluate(s2))
+
+
 @pytest.mark.xfail(strict=True, reason="a compute_at producer computes only the points its "
                    "consumer reads, so an out-of-range index at a point nobody reads goes "
                    "unchecked, where td.evaluate computes the whole stage and raises")

@@ -64,6 +64,22 @@ def _renamed_reductions(e: cx.Expr) -> cx.Expr:
     return cx.transform(e, fresh)
 
 
+def _checked(n: cx.Expr, inlined: set[Stage]) -> cx.Expr | None:
+    """A read of an inlined producer with its data-dependent indices, as written in the
+    definition, marked to be checked: substituting an inner read can make such an index
+    affine (s1[s1[0]] with s1 a constant reads s1[7]), never proven in range."""
+    if not isinstance(n, cx.Access) or isinstance(n.tensor, BoundaryView) \
+            or n.tensor not in inlined or all(is_affine_index(i) for i in n.indices):
+        return None
+    return cx.Access(n.tensor, tuple(
+        i if is_affine_index(i) or isinstance(i, cx.Checked)
+        else cx.Checked(i, cx.cast(e, dt.int32)) for i, e in zip(n.indices, n.tensor.shape)))
+
+
+def _marked(e: cx.Expr, inlined: set[Stage]) -> cx.Expr:
+    return cx.transform(e, lambda n: _checked(n, inlined))
+
+
 def effective_exprs(pipeline: Pipeline, inlined: set[Stage]
                     ) -> tuple[dict[Schedulable, cx.Expr], dict[Update, cx.Access]]:
     """Each stage's definition and each update's value (first dict), and each update's
@@ -91,10 +107,10 @@ def effective_exprs(pipeline: Pipeline, inlined: set[Stage]
         if base not in inlined:
             return None
         if not isinstance(t, BoundaryView):
-            # a data-dependent index must be in range (affine ones are proven so): the
+            # a data-dependent index must be in range (affine ones are proven so): `_checked`
+            # marked each (before the substitution, which can make one affine); the
             # producer's dims take its clamped value, and the kernel reports one out of range
-            idx = tuple(i if is_affine_index(i) else cx.Checked(i, cx.cast(e, dt.int32))
-                        for i, e in zip(n.indices, base.shape))
+            idx = n.indices
             v = value_at(base, idx)
             used = set(cx.free_dims(done[base]))
             for d, i in zip(base.dims, idx):
@@ -111,12 +127,12 @@ def effective_exprs(pipeline: Pipeline, inlined: set[Stage]
         return cx.Select(_in_range(n.indices, base.shape), v, t.value, v.dtype)
 
     for s in pipeline.stages:  # in dependency order, so producers are rewritten first
-        done[s] = cx.transform(s.expr, rewrite)
+        done[s] = cx.transform(_marked(s.expr, inlined), rewrite)
     targets: dict[Update, cx.Access] = {}
     for s in pipeline.stages:
         for u in pipeline.updates_of(s):
-            done[u] = cx.transform(u.value, rewrite)
-            target = cx.transform(u.target(), rewrite)
+            done[u] = cx.transform(_marked(u.value, inlined), rewrite)
+            target = cx.transform(_marked(u.target(), inlined), rewrite)
             assert isinstance(target, cx.Access)  # a stage with updates is never inlined
             targets[u] = target
     return done, targets
