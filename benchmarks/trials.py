@@ -9,7 +9,7 @@ For each (kernel, target), in processes of their own and with fresh logs:
 
 1. td.tune(search="tpe", trials=64, confirm=0): the search as it was;
 2. td.tune(search="model", trials=16): the cost model, then the confirmation of the
-   three leaders (it re-times them; those runs are not trials);
+   three leaders and the defaults (it re-times them; those runs are not trials);
 3. the two winners re-timed side by side in interleaved rounds (so a noisy moment of
    the machine hits both alike): "16 / 64" is the 64-trial winner's time over the
    16-trial winner's (1.00: as fast; >= 0.95 is the goal).
