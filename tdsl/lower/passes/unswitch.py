@@ -125,13 +125,14 @@ class _Unswitch(Rewriter):
 
     def visit(self, s: ir.Stmt) -> ir.Stmt:
         # outermost loops first: a test leaves every loop it is invariant in at once,
-        # not the innermost first (where, in a loop's body, it would stop moving)
-        hoisted = self.stmt(s)
+        # not the innermost first (where, in a loop's body, it would stop moving); the
+        # loops inside are visited once (the `stmt` hook, called after them, is not used)
+        hoisted = self._hoist(s) if isinstance(s, ir.For) else None
         return super().visit(s) if hoisted is None else hoisted
 
-    def stmt(self, s: ir.Stmt) -> ir.Stmt | None:
-        if not isinstance(s, ir.For):
-            return None
+    def _hoist(self, s: ir.For) -> ir.Stmt | None:
+        """`s` with its first invariant test moved out of it (and the copies visited),
+        or None when it has none that may move."""
         cond = _invariant_test(s, any_test=True)
         if cond is None:
             return None
