@@ -50,19 +50,18 @@ def tune_one(script: str, size: str, target: str, trials: int, log: Path, search
     result = td.tune(outputs, target=target, trials=trials, log=str(log), progress=False,
                      search=search, **arrays)
     wall = time.perf_counter() - t0
+    records = [json.loads(line) for line in log.read_text().splitlines()]
     # this run's candidates (result.history also holds the log's earlier trials here)
-    new = [r for r in map(json.loads, log.read_text().splitlines()[before:])
-           if r.get("phase") == "search"]
+    new = [r for r in records[before:] if r.get("phase") == "search"]
     measured = sum(1 for r in new if r["status"] != "rejected")
     statuses: dict[str, int] = {}
     for rec in new:
         statuses[rec["status"]] = statuses.get(rec["status"], 0) + 1
     # the auto-scheduler's choice (the template's defaults): measured by this run, or by
     # an earlier one when the log held it already (td.tune measures no candidate twice)
-    template = td.autotemplate(outputs, target)
-    defaults = template.canonical(template.defaults)
+    defaults = result.template.canonical(result.template.defaults)
     key = new[0]["key"] if new else None
-    auto = [(i >= before, r) for i, r in enumerate(map(json.loads, log.read_text().splitlines()))
+    auto = [(i >= before, r) for i, r in enumerate(records)
             if r.get("key") == key and r.get("phase") == "search" and r["status"] == "ok"
             and r.get("knobs") == defaults]
     return {"kernel": module.kernel_name(size), "target": target, "trials": measured,

@@ -527,12 +527,11 @@ def _confirm(pool, base: dict[str, Any], log, history: list[dict[str, Any]],
             leaders.append(r)
         if len(leaders) == top:
             break
-    anchor = None if defaults is None else _knob_key(defaults)
-    for r in ok:
-        if anchor is not None and _knob_key(r["knobs"]) == anchor:
-            if json.dumps(r["schedule"], sort_keys=True) not in seen:
-                leaders.append(r)
-            break
+    if defaults is not None:
+        wanted = _knob_key(defaults)
+        anchor = next((r for r in ok if _knob_key(r["knobs"]) == wanted), None)
+        if anchor is not None and json.dumps(anchor["schedule"], sort_keys=True) not in seen:
+            leaders.append(anchor)
     if len(leaders) < 2:
         return []
     task = {**base, "schedules": [json.dumps(r["schedule"]) for r in leaders], "rounds": 3,
