@@ -21,12 +21,15 @@ Rules, in the spirit of Halide's Mullapudi2016 and TVM's MetaSchedule:
 - a stage read by a stencil or a row-wise consumer is computed inside that
   consumer's outer loop (`compute_at`): strips of rows for stencils, one row for
   row reductions, whose long reductions are split into vector lanes (`rfactor`);
-- the unit-stride innermost loop is vectorized at the machine's vector width, and
-  the outermost loop with enough iterations runs in parallel;
-- an output larger than half the last-level cache, which no other stage reads, is
-  written by streaming stores (`store_nontemporal`): written once and not read back
-  soon, it would only push the input out of the cache (a knob from the point where
-  it and its input exceed the cores' own caches).
+- the unit-stride innermost loop is vectorized at the machine's vector width, in
+  chunks of two vectors (four for a producer computed per strip; one cache line for a
+  stage that streams its stores), and the outermost loop with enough iterations runs
+  in parallel;
+- an output no other stage reads, too large to stay in the cores' own caches beside
+  its input, is written by streaming stores (`store_nontemporal`, a knob): by default
+  when it is larger than the part of the last-level cache the process can count on
+  (written once and not read back soon, it would only push the input out of the
+  cache) or when the input alone fits in the cores' own caches.
 
 Every rule is applied through the checked primitives, and the result is proven legal
 (`Schedule.check`); a rule that a stage refuses is left out for that stage.
@@ -48,6 +51,7 @@ from .machine import Machine, machine
 
 _DEFAULT_EXTENT = 1024  # a symbolic size without a hint
 COMBINE = 8  # vector lanes a row reduction's partials are summed into before the last chain
+CACHE_LINE = 64  # bytes: the chunk a streamed stage writes per vector loop
 LLC_PER_CORE = 16 << 20  # bytes of a shared last-level cache the rules count on per core
 
 
@@ -245,20 +249,39 @@ class _Rules:
     def stream(self, t: Template, s: Stage) -> Template:
         """Streaming stores for an output that no stage reads back: a knob (the stage's name,
         or None for ordinary stores) when the output and its input do not fit in the
-        cores' own caches; streaming by default when they do not fit in the shared
-        cache either (`shared_cache`). (Between the two it depends on the machine: on a
-        2-core Xeon, a 3 MB depthwise output streamed ran 1.07x faster, a 4 MB sgemm
-        output as fast; the tuner measures it.)"""
-        if self.pipeline.updates_of(s) or self.pipeline.consumers(s):
+        cores' own caches; the default from `streams`."""
+        if not self.streamable(s):
             return t
+        choices = [s.name, None] if self.streams(s) else [None, s.name]
+        return _try(t, lambda t: t.store_nontemporal(knob(f"{s.name}.stream", choices)))
+
+    def streamable(self, s: Stage) -> bool:
+        """s is an output no stage reads back, too large to stay in the cores' own caches
+        beside its input: streaming its stores is a choice."""
+        if s not in self.pipeline.outputs or self.pipeline.updates_of(s) \
+                or self.pipeline.consumers(s):
+            return False
+        return 2 * self.bytes_of(s) > self.machine.l2 * self.machine.cores
+
+    def streams(self, s: Stage) -> bool:
+        """Streaming stores by default: when the output does not fit in the shared cache
+        either (`shared_cache`), or when the inputs alone fit in the cores' own caches,
+        which ordinary stores of the output would push them out of. (Between the two,
+        the last level holds both: on a 2-core Xeon a 16 MB layer norm ran 1.2x slower
+        streamed, a 3 MB depthwise convolution, whose input stays in L2, 1.09x (C) and
+        1.23x (LLVM) faster; a 4 MB sgemm output as fast.)"""
+        if not self.streamable(s):
+            return False
+        size = self.bytes_of(s)
+        inputs = sum(self.bytes_of(i) for i in self.pipeline.inputs)
+        return 2 * size > self.shared_cache() or inputs < self.machine.l2 * self.machine.cores
+
+    def bytes_of(self, s) -> int:
+        """The size of a stage or input, in bytes (symbolic sizes from the hints)."""
         elements = 1
         for d in s.dims:
-            elements *= self.extent(s, d)
-        size = elements * s.dtype.itemsize
-        if 2 * size <= self.machine.l2 * self.machine.cores:
-            return t  # with its input, it stays in the cores' own caches
-        choices = [s.name, None] if 2 * size > self.shared_cache() else [None, s.name]
-        return _try(t, lambda t: t.store_nontemporal(knob(f"{s.name}.stream", choices)))
+            elements *= extent_value(s.extent(d), self.sizes)
+        return elements * s.dtype.itemsize
 
     def shared_cache(self) -> int:
         """The part of the last-level cache the rules count on: all of it, but at most
@@ -634,9 +657,9 @@ class _Rules:
                 t2 = t2.compute_at(p, s, f"{rows}_o")
         except ScheduleError:
             return self.pointwise(t, s)
-        for p in producers:
+        for p in producers:  # long chunks: a strip's rows are computed in one sweep each
             self.placed.add(p.name)
-            t2 = self.vector_inner(t2, p)
+            t2 = self.vector_inner(t2, p, vectors=4)
         t2 = self.vector_inner(t2, s)
         return self.parallel(t2, s, [*(d.name for d in s.dims[:-2]), f"{rows}_o"])
 
@@ -652,8 +675,10 @@ class _Rules:
         t = self.vector_inner(t, s)
         return self.parallel(t, s, [d.name for d in s.dims[:-1]] or [])
 
-    def vector_inner(self, t: Template, s: Stage) -> Template:
-        """Vectorize the innermost pure dim of s in chunks of a few vectors."""
+    def vector_inner(self, t: Template, s: Stage, vectors: int = 2) -> Template:
+        """Vectorize the innermost pure dim of s in chunks of a few vectors (a knob; by
+        default `vectors` of them, or one cache line when s streams its stores: each
+        chunk is then one line written whole, from one register)."""
         if not s.dims:
             return t
         d = s.dims[-1]
@@ -662,7 +687,11 @@ class _Rules:
         if n < lanes:
             return t
         choices = [x for x in (lanes, 2 * lanes, 4 * lanes, 8 * lanes) if x <= n]
-        w = knob(f"{s.name}.vector", choices, default=choices[min(1, len(choices) - 1)])
+        want = vectors * lanes
+        if self.streams(s):
+            want = max(lanes, CACHE_LINE // max(1, s.dtype.itemsize))
+        default = max([x for x in choices if x <= want] or choices[:1])
+        w = knob(f"{s.name}.vector", choices, default=default)
         return _try(t, lambda t: t.split(s, d.name, w).vectorize(s, f"{d.name}_i"))
 
     def parallel(self, t: Template, s: Stage, loops: list[str]) -> Template:

@@ -243,6 +243,37 @@ def test_an_output_beyond_the_cache_is_streamed_and_a_small_one_is_not(target):
     assert "out.stream" not in both.knobs
 
 
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_streamed_stage_writes_a_cache_line_per_chunk_and_a_strips_producer_long_chunks(target):
+    """Vector chunks by default: a stage streamed by default one 64-byte line (16 floats
+    with AVX-512, 2 vectors with AVX2), the producer a stencil computes per strip 4
+    vectors, any other stage 2 vectors; the blur at these defaults (sizes as hints) runs
+    exact at a small size."""
+    from tdsl.tune.machine import Machine
+
+    x, y = td.dims("x y")
+    H, W = td.size("H"), td.size("W")
+    inp = td.input("inp", {y: H + 2, x: W + 2}, td.float32)
+    bx = td.compute("bx", {y: H + 2, x: W}, (inp[y, x] + inp[y, x + 1] + inp[y, x + 2]) / 3)
+    by = td.compute("by", {y: H, x: W}, (bx[y, x] + bx[y + 1, x] + bx[y + 2, x]) / 3)
+    guest = Machine.avx512(cores=2, l2=2 << 20, llc=480 << 20)
+    big = td.autotemplate(by, target=target, machine=guest, H=4094, W=4094)
+    assert big.defaults["by.stream"] == "by"
+    assert (big.defaults["bx.vector"], big.defaults["by.vector"]) == (64, 16)
+    small = td.autotemplate(by, target=target, machine=guest, H=94, W=94)
+    assert "by.stream" not in small.knobs
+    assert (small.defaults["bx.vector"], small.defaults["by.vector"]) == (64, 32)
+    avx2 = td.autotemplate(by, target=target, machine=Machine.avx2(cores=2, l2=1 << 20,
+                                                                   llc=32 << 20),
+                           H=4094, W=4094)
+    assert (avx2.defaults["bx.vector"], avx2.defaults["by.vector"]) == (32, 16)
+    img = rand(98, 100)
+    hx = (img[:, :-2] + img[:, 1:-1] + img[:, 2:]) / np.float32(3)
+    want = (hx[:-2] + hx[1:-1] + hx[2:]) / np.float32(3)
+    got = td.build(big.instantiate(), target=target)(inp=img, H=96, W=98)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 def depthwise(ch=5, h=9, w=13):
     c, y, x, ry, rx = td.dims("c y x ry rx")
     inp = td.input("inp", {c: ch, y: h, x: w}, td.float32)
@@ -281,7 +312,9 @@ def test_a_stencil_reduction_sums_vectors_over_its_taps_or_tiles_an_accumulator(
 def test_streaming_is_a_knob_past_the_cores_caches_and_the_default_past_their_share_of_the_llc():
     """On a 2-core guest of a server with a 480 MB L3, the rules count on 16 MB of it per
     core: a 64 MB output (with its input, past 32 MB) is streamed by default, a 12 MB one
-    offers the choice with ordinary stores first, a 1 MB one has no knob."""
+    offers the choice with ordinary stores first, a 1 MB one has no knob; a 3 MB one,
+    whose 3 MB input fits in the two 2 MB L2s that ordinary stores would push it out
+    of, is streamed by default."""
     from tdsl.tune.auto import LLC_PER_CORE
     from tdsl.tune.machine import Machine
 
@@ -291,7 +324,8 @@ def test_streaming_is_a_knob_past_the_cores_caches_and_the_default_past_their_sh
     N = td.size("N")
     X = td.input("X", {r: 4096, c: N}, td.float32)
     out = td.compute("out", {r: 4096, c: N}, X[r, c] * 3)
-    for n, want in ((4096, ("out", None)), (768, (None, "out")), (64, None)):
+    for n, want in ((4096, ("out", None)), (768, (None, "out")), (192, ("out", None)),
+                    (64, None)):
         t = td.autotemplate(out, machine=guest, N=n)
         assert t.knobs.get("out.stream") == want, (n, t.knobs)
     whole = Machine.avx512(cores=32, l2=2 << 20, llc=480 << 20)  # the socket's own view
