@@ -678,7 +678,8 @@ class _Rules:
     def vector_inner(self, t: Template, s: Stage, vectors: int = 2) -> Template:
         """Vectorize the innermost pure dim of s in chunks of a few vectors (a knob; by
         default `vectors` of them, or one cache line when s streams its stores: each
-        chunk is then one line written whole, from one register)."""
+        chunk's stream then writes one whole line, held in as few registers as the
+        vectors allow)."""
         if not s.dims:
             return t
         d = s.dims[-1]
