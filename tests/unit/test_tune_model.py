@@ -1,5 +1,6 @@
 """The tuner's cost model, its confirmation phase and its early cut of long builds."""
 
+import concurrent.futures as cf
 import importlib
 import json
 import math
@@ -209,7 +210,7 @@ def test_the_search_measures_what_the_prior_advises_against_and_finds_it_fastest
     assert search.model.prior_weight < 1.0  # the measurements contradict the prior
 
 
-class _Scripted(__import__("concurrent.futures").futures.Executor):
+class _Scripted(cf.Executor):
     """An executor that builds nothing: a search trial takes 1 ms (the defaults 2 ms), and
     in the confirmation every leader 1 ms and the defaults 1 + `extra` ms."""
 
@@ -217,8 +218,6 @@ class _Scripted(__import__("concurrent.futures").futures.Executor):
         self.defaults, self.extra, self.trials = defaults, extra, 0
 
     def submit(self, fn, task):
-        import concurrent.futures as cf
-
         f = cf.Future()
         if "schedules" in task:
             times = [1e-3 * (1 + self.extra) if json.loads(t) == self.defaults else 1e-3
