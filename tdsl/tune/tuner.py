@@ -21,7 +21,7 @@ from ..schedule import Schedule, Template
 from . import log as tlog
 from .machine import fingerprint, same_machine
 from .measure import run_trial
-from .transfer import MARGIN
+from .transfer import decide
 from .workers import LocalWorkers
 
 # times a candidate is submitted again after its executor lost it (a worker that died,
@@ -136,7 +136,7 @@ def tune(outputs_or_template, target: str = "c", trials: int = 64, log=None, exe
     and tuning never ends slower than the defaults it started from, even when their
     record in a resumed log was timed on older code or a busier machine. A leader
     replaces the defaults only when it ran more than 3% faster than them there
-    (`tdsl.tune.transfer.MARGIN`): within the noise of a shared machine, the rules'
+    (`tdsl.tune.transfer.decide`): within the noise of a shared machine, the rules'
     choice stays.
 
     A build (lowering and compiling) is cut once it runs past four times the slowest
@@ -523,20 +523,24 @@ def _confirm(pool, base: dict[str, Any], log, history: list[dict[str, Any]],
     the records (none when fewer than two ran or the step failed)."""
     ok = sorted((r for r in history if r["status"] == "ok" and same_machine(r.get("machine"), here)
                  and r.get("phase") != "transfer"), key=lambda r: r["time"])
-    leaders, seen = [], set()
+    leaders, texts = [], []  # the leaders' schedules as JSON texts, in order
     for r in ok:
         text = json.dumps(r["schedule"], sort_keys=True)
-        if text not in seen:
-            seen.add(text)
+        if text not in texts:
+            texts.append(text)
             leaders.append(r)
         if len(leaders) == top:
             break
-    anchor = None
+    d = None  # the defaults' place among the leaders
     if defaults is not None:
         wanted = _knob_key(defaults)
         anchor = next((r for r in ok if _knob_key(r["knobs"]) == wanted), None)
-        if anchor is not None and json.dumps(anchor["schedule"], sort_keys=True) not in seen:
-            leaders.append(anchor)
+        if anchor is not None:
+            text = json.dumps(anchor["schedule"], sort_keys=True)
+            if text not in texts:
+                texts.append(text)
+                leaders.append(anchor)
+            d = texts.index(text)
     if len(leaders) < 2:
         return []
     task = {**base, "schedules": [json.dumps(r["schedule"]) for r in leaders], "rounds": 3,
@@ -549,16 +553,14 @@ def _confirm(pool, base: dict[str, Any], log, history: list[dict[str, Any]],
     if result.get("status") != "ok" or not any(t is not None for t in result["times"]):
         return []
     times = result["times"]
-    win = min((t, n) for n, t in enumerate(times) if t is not None)[1]
-    if anchor is not None:
+    if d is None:
+        win = min((t, n) for n, t in enumerate(times) if t is not None)[1]
+    else:
         # the defaults stay unless a leader beats them beyond the noise of a shared
-        # machine, the margin a log of another machine must clear too: a leader that
+        # machine, as a log of another machine must (transfer.decide): a leader that
         # tied with them here has run 8% slower beside them later (softmax 4096^2, LLVM)
-        text = json.dumps(anchor["schedule"], sort_keys=True)
-        d = next(n for n, r in enumerate(leaders) if json.dumps(r["schedule"], sort_keys=True)
-                 == text)
-        if times[d] is not None and not times[win] < times[d] * (1 - MARGIN):
-            win = d
+        pick = decide(times[d], [None if n == d else t for n, t in enumerate(times)])
+        win = d if pick is None else pick
     at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     out = []
     for n, (r, t) in enumerate(zip(leaders, times)):
