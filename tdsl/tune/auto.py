@@ -541,6 +541,11 @@ class _Rules:
         taps = self.axis_extent(r.axes[-1])
         if 1 < taps <= 7:
             t = t.unroll(acc, knob(f"{s.name}.unroll_{red[-1]}", [red[-1], None]))
+            # and its rows, a few more (one loop body per input channel): a knob, off by
+            # default
+            rows = self.axis_extent(r.axes[-2]) if len(r.axes) > 1 else 0
+            if 1 < rows <= 7:
+                t = t.unroll(acc, knob(f"{s.name}.unroll_{red[-2]}", [None, red[-2]]))
         for name, order in packs:
             t = t.reorder(name, " ".join(order)).vectorize(name, v.name)
         if others:

@@ -219,6 +219,30 @@ def test_a_convolution_vectorizes_output_channels_with_packed_weights(target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
+def test_a_convolution_unrolls_the_filter_by_knobs(target):
+    """The filter's columns are unrolled around the register tile by default, its rows
+    only when the knob says so; every combination computes numpy's values."""
+    c, k, y, x, ry, rx = td.dims("c k y x ry rx")
+    inp = td.input("inp", {c: 4, y: 6, x: 9}, td.float32)
+    wt = td.input("w", {k: 16, c: 4, ry: 3, rx: 3}, td.float32)
+    P = td.compute("P", {c: 4, y: 8, x: 11}, td.pad(inp, 0.0)[c, y - 1, x - 1])
+    out = td.compute("out", {k: 16, y: 6, x: 9},
+                     td.sum(P[c, y + ry, x + rx] * wt[k, c, ry, rx], over=(c, ry, rx)))
+    a, w = rand(4, 6, 9), rand(16, 4, 3, 3)
+    p = np.pad(a, ((0, 0), (1, 1), (1, 1)))
+    want = sum(np.einsum("cyx,kc->kyx", p[:, i:i + 6, j:j + 9], w[:, :, i, j])
+               for i in range(3) for j in range(3))
+    t = td.autotemplate(out, target=target)
+    assert t.knobs["out.unroll_rx"] == ("rx", None)
+    assert t.knobs["out.unroll_ry"] == (None, "ry")
+    for cols, rows in (("rx", None), ("rx", "ry"), (None, "ry")):
+        s = t.instantiate(**{"out.unroll_rx": cols, "out.unroll_ry": rows})
+        unrolled = {p.loop for p in s.primitives if p.method == "unroll" and p.stage == "out_acc"}
+        assert {"rx", "ry"} & unrolled == {d for d in (cols, rows) if d}
+        check(out, {"inp": a, "w": w}, want, target, s=s)
+
+
+@pytest.mark.parametrize("target", TARGETS)
 def test_an_output_beyond_the_cache_is_streamed_and_a_small_one_is_not(target):
     """Sizes are hints: a 4096 x N output with N = 4096 is 64 MB, past any last-level
     cache this rule assumes, and gets streaming stores (a knob); the same pipeline built
