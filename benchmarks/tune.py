@@ -57,18 +57,23 @@ def tune_one(script: str, size: str, target: str, trials: int, log: Path, search
     statuses: dict[str, int] = {}
     for rec in new:
         statuses[rec["status"]] = statuses.get(rec["status"], 0) + 1
-    # the auto-scheduler's choice (the template's defaults): measured by this run, or by
-    # an earlier one when the log held it already (td.tune measures no candidate twice)
+    # the auto-scheduler's choice (the template's defaults): as the confirmation re-timed
+    # it beside the leaders (more runs, the time the best is chosen by), else as a search
+    # trial of this run or an earlier one when the log held it already (td.tune measures
+    # no candidate twice)
     defaults = result.template.canonical(result.template.defaults)
     key = new[0]["key"] if new else None
-    auto = [(i >= before, r) for i, r in enumerate(records)
-            if r.get("key") == key and r.get("phase") == "search" and r["status"] == "ok"
+    auto = [("this run", r) for i, r in enumerate(records)
+            if i >= before and r.get("key") == key and r.get("phase") == "confirm"
             and r.get("knobs") == defaults]
+    auto = auto or [("this run" if i >= before else "log", r) for i, r in enumerate(records)
+                    if r.get("key") == key and r.get("phase") == "search"
+                    and r["status"] == "ok" and r.get("knobs") == defaults]
     return {"kernel": module.kernel_name(size), "target": target, "trials": measured,
             "wall_s": round(wall, 1), "best_ms": result.time * 1e3,
             "auto_ms": auto[-1][1]["time"] * 1e3 if auto else None,
-            "auto_now": bool(auto and auto[-1][0]), "statuses": statuses,
-            "knobs": result.knobs}
+            "auto_when": (f"{auto[-1][0]}, {auto[-1][1]['phase']}" if auto else None),
+            "statuses": statuses, "knobs": result.knobs}
 
 
 def tune_ms(script: str, size: str, trials: int) -> dict:
@@ -143,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             if not args.quick:  # a smoke test's tiny sizes are no tuning time to quote
                 record_time(row, f"tdsl-{target}" if peer == "tdsl" else "tvm-ms")
             if peer == "tdsl":
-                auto = (f"{row['auto_ms']:.2f} ms ({'this run' if row['auto_now'] else 'log'})"
+                auto = (f"{row['auto_ms']:.2f} ms ({row['auto_when']})"
                         if row.get("auto_ms") else "-")
                 print(f"{row['kernel']:24s} {target:6s} {row['trials']:3d} new trials "
                       f"{row['wall_s']:7.1f} s  auto {auto} -> best {row['best_ms']:.2f} ms "
