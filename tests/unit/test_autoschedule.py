@@ -218,20 +218,29 @@ def test_a_convolution_vectorizes_output_channels_with_packed_weights(target):
     assert layouts == {"out_acc": ("y", "x", "k"), "w_p": ("c", "ry", "rx", "k")}
 
 
+def conv3x3(ci, co, h, w):
+    c, k, y, x, ry, rx = td.dims("c k y x ry rx")
+    inp = td.input("inp", {c: ci, y: h, x: w}, td.float32)
+    wt = td.input("w", {k: co, c: ci, ry: 3, rx: 3}, td.float32)
+    P = td.compute("P", {c: ci, y: h + 2, x: w + 2}, td.pad(inp, 0.0)[c, y - 1, x - 1])
+    return td.compute("out", {k: co, y: h, x: w},
+                      td.sum(P[c, y + ry, x + rx] * wt[k, c, ry, rx], over=(c, ry, rx)))
+
+
+def conv3x3_numpy(a, w):
+    h, wd = a.shape[1:]
+    p = np.pad(a, ((0, 0), (1, 1), (1, 1)))
+    return sum(np.einsum("cyx,kc->kyx", p[:, i:i + h, j:j + wd], w[:, :, i, j])
+               for i in range(3) for j in range(3))
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_a_convolution_unrolls_the_filter_by_knobs(target):
     """The filter's columns are unrolled around the register tile by default, its rows
     only when the knob says so; every combination computes numpy's values."""
-    c, k, y, x, ry, rx = td.dims("c k y x ry rx")
-    inp = td.input("inp", {c: 4, y: 6, x: 9}, td.float32)
-    wt = td.input("w", {k: 16, c: 4, ry: 3, rx: 3}, td.float32)
-    P = td.compute("P", {c: 4, y: 8, x: 11}, td.pad(inp, 0.0)[c, y - 1, x - 1])
-    out = td.compute("out", {k: 16, y: 6, x: 9},
-                     td.sum(P[c, y + ry, x + rx] * wt[k, c, ry, rx], over=(c, ry, rx)))
+    out = conv3x3(4, 16, 6, 9)
     a, w = rand(4, 6, 9), rand(16, 4, 3, 3)
-    p = np.pad(a, ((0, 0), (1, 1), (1, 1)))
-    want = sum(np.einsum("cyx,kc->kyx", p[:, i:i + 6, j:j + 9], w[:, :, i, j])
-               for i in range(3) for j in range(3))
+    want = conv3x3_numpy(a, w)
     t = td.autotemplate(out, target=target)
     assert t.knobs["out.unroll_rx"] == ("rx", None)
     assert t.knobs["out.unroll_ry"] == (None, "ry")
@@ -240,6 +249,39 @@ def test_a_convolution_unrolls_the_filter_by_knobs(target):
         unrolled = {p.loop for p in s.primitives if p.method == "unroll" and p.stage == "out_acc"}
         assert {"rx", "ry"} & unrolled == {d for d in (cols, rows) if d}
         check(out, {"inp": a, "w": w}, want, target, s=s)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_convolution_slides_its_padded_input_over_strips_of_rows(target):
+    """With rows enough for the cores (two strips per core), the padded input is stored
+    per strip of rows and computed per row (a sliding window), the strips on threads and
+    the filter's rows unrolled; strips of every offered height, and the padded input
+    per row or at the root, compute numpy's values, rows not dividing into strips too."""
+    two = td.Machine.avx512(cores=2)
+    out = conv3x3(3, 16, 18, 10)
+    a, w = rand(3, 18, 10), rand(16, 3, 3, 3)
+    want = conv3x3_numpy(a, w)
+    t = td.autotemplate(out, target=target, machine=two)
+    assert t.knobs["P.at"] == ("strips", "y", "root")
+    assert t.knobs["out.strip"] == (5, 9, 3)  # 18 rows: 4, 2 and 8 strips
+    assert t.defaults["out.unroll_ry"] == "ry"
+    s = t.instantiate()
+    def prim(method, stage):
+        return next(p for p in s.primitives if p.method == method
+                    and getattr(p.stage, "name", p.stage) == stage)
+    assert (prim("store_at", "P").loop, prim("compute_at", "P").loop) == ("y", "y_s")
+    assert prim("parallel", "out").loop == "y"
+    assert [(p.loop, p.factor) for p in s.primitives
+            if p.method == "split" and p.stage is out and p.loop == "y"] == [("y", 5)]
+    check(out, {"inp": a, "w": w}, want, target, s=s)
+    for knobs in ({"out.strip": 9}, {"out.strip": 3, "out.unroll_ry": None},
+                  {"P.at": "y"}, {"P.at": "root"}, {"out.parallel": "k_o"}):
+        check(out, {"inp": a, "w": w}, want, target, s=t.instantiate(**knobs))
+    # one core, or rows too few to share: no strips, the filter's rows a knob, off
+    for model, h in ((td.Machine.avx512(cores=1), 18), (two, 15)):
+        small = td.autotemplate(conv3x3(3, 16, h, 10), target=target, machine=model)
+        assert small.knobs["P.at"] == ("y", "root") and "out.strip" not in small.knobs
+        assert small.defaults["out.unroll_ry"] is None
 
 
 @pytest.mark.parametrize("target", TARGETS)
