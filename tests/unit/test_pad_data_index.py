@@ -96,6 +96,27 @@ def test_inlined_producer_read_out_of_range_is_an_argument_error(backend):
             run()
 
 
+@pytest.mark.parametrize("view", ["mirror_interior", "mirror", "wrap", "clamp"])
+def test_a_bad_data_index_inside_a_view_index_of_an_inlined_producer_is_reported(backend, view):
+    # fuzz C seed 5311 case 184: s1 (inlined) does not use its row, so the view's row
+    # index in0[in1[x]] vanished with the substitution, and its read of in0 at -4 with it:
+    # the kernel returned normally where td.evaluate raised ArgumentError
+    y, x = td.dims("y x")
+    in0 = td.input("in0", {y: 7}, td.int32)
+    in1 = td.input("in1", {x: 9}, td.int32)
+    s1 = td.compute("s1", {y: 7, x: 9}, td.cast(x, td.float32) * 2)
+    read = getattr(td, view)(s1)[in0[in1[x]], x]
+    out = td.compute("out", {x: 9}, read + 1)
+    f = td.build(td.schedule(out).compute_inline(s1), target=backend)
+    a = {"in0": np.arange(7, dtype=np.int32) - 2, "in1": np.arange(9, dtype=np.int32) % 7}
+    np.testing.assert_array_equal(f(**a), td.evaluate(out, **a))
+    bad = {**a, "in1": a["in1"].copy()}
+    bad["in1"][5] = -4  # in0 read at -4
+    for run in (lambda: td.evaluate(out, **bad), lambda: f(**bad)):
+        with pytest.raises(td.ArgumentError, match="index -4"):
+            run()
+
+
 @pytest.mark.parametrize("where", ["parallel", "vectorized", "inline reduction", "update"])
 def test_kernel_reports_a_data_dependent_index_out_of_range(backend, threads, where):
     threads(2)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 
 from ... import dtypes as dt
 from ...compute import expr as cx
@@ -80,6 +81,25 @@ def _marked(e: cx.Expr, inlined: set[Stage]) -> cx.Expr:
     return cx.transform(e, lambda n: _checked(n, inlined))
 
 
+def _reads(i: cx.Expr) -> bool:
+    """Whether an index reads a tensor (its reads may have data-dependent indices)."""
+    return any(isinstance(n, cx.Access) for n in cx.walk(i))
+
+
+def _kept(v: cx.Expr, p: Stage, indices: tuple[cx.Expr, ...], definition: cx.Expr,
+          keep: Callable[[cx.Expr], bool]) -> cx.Expr:
+    """v, p's value at `indices`, with every index `keep` selects whose dim p's
+    definition does not use kept in a select whose arms are both v: the substitution
+    drops such an index, and with it the range checks of what it reads (a data-dependent
+    index of a plain read, marked Checked; a read inside a view's index), which a kernel
+    must still make (td.evaluate raises ArgumentError for them)."""
+    used = set(cx.free_dims(definition))
+    for d, i in zip(p.dims, indices):
+        if d not in used and keep(i):  # checked all the same
+            v = cx.Select(i >= 0, v, v, v.dtype)
+    return v
+
+
 def effective_exprs(pipeline: Pipeline, inlined: set[Stage]
                     ) -> tuple[dict[Schedulable, cx.Expr], dict[Update, cx.Access]]:
     """Each stage's definition and each update's value (first dict), and each update's
@@ -111,18 +131,15 @@ def effective_exprs(pipeline: Pipeline, inlined: set[Stage]
             # marked each (before the substitution, which can make one affine); the
             # producer's dims take its clamped value, and the kernel reports one out of range
             idx = n.indices
-            v = value_at(base, idx)
-            used = set(cx.free_dims(done[base]))
-            for d, i in zip(base.dims, idx):
-                if isinstance(i, cx.Checked) and d not in used:  # checked all the same
-                    v = cx.Select(i >= 0, v, v, v.dtype)
-            return v
+            return _kept(value_at(base, idx), base, idx, done[base],
+                         lambda i: isinstance(i, cx.Checked))
         if t.mode in ("mirror", "mirror_interior", "wrap"):
-            return value_at(base, _remapped(t.mode, n.indices, base.shape))
+            return _kept(value_at(base, _remapped(t.mode, n.indices, base.shape)), base,
+                         n.indices, done[base], _reads)
         safe = _clamped(n.indices, base.shape)
         v = value_at(base, safe)
         if t.mode in ("clamp", "assume_in_range"):
-            return v
+            return _kept(v, base, n.indices, done[base], _reads)
         assert t.value is not None  # a pad view has its value
         return cx.Select(_in_range(n.indices, base.shape), v, t.value, v.dtype)
 
