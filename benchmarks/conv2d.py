@@ -17,7 +17,10 @@ best   two stages in the algorithm: P, the zero-padded input (58 x 58 per
        channels, held in vector registers over the whole (c, ry, rx) reduction).
        With p_at="y_o", P is computed per strip of output rows (the ty + 2 padded
        rows of every channel it reads, while they are in cache) instead of once
-       for the whole image, and Wp's channels are shared out among the threads.
+       for the whole image, and Wp's channels are shared out among the threads;
+       with strip=n as well, the rows run in strips of n on the threads and P
+       slides over each strip (stored per strip, computed per row: each padded
+       row once per strip).
 plain  the one-stage reduction over the td.pad view, vectorized along x.
 """
 
