@@ -137,13 +137,21 @@ BEST = {
     # 16 spill (LLVM 2x4x16 v8: 5.2 ms against 2.3)
     ("c", "best", "avx2"): dict(ty=2, tx=4, tk=16, v=8, par="y_o", order="y_o k_o x_o"),
     ("llvm", "best", "avx2"): dict(ty=1, tx=4, tk=16, v=8, par="y_o", order="y_o k_o x_o"),
-    # Zen 4 (AMD EPYC), paired rounds in one process: P per strip of 2 rows keeps the
-    # kernel out of memory when a neighbour fills the L3 (1.36 -> 1.21 ms for C, 1.40 ->
-    # 1.13 for LLVM) and costs nothing otherwise (C 1.08 either way, LLVM 1.09 -> 1.05)
-    ("c", "best", "AMD EPYC avx512f"): dict(ty=2, tx=7, tk=32, v=16, par="y_o",
-                                            order="y_o x_o k_o", p_at="y_o"),
-    ("llvm", "best", "AMD EPYC avx512f"): dict(ty=2, tx=7, tk=32, v=16, par="y_o",
-                                               order="y_o x_o k_o", p_at="y_o"),
+    # Zen 4 (AMD EPYC, 2026-11-27), paired rounds in one process: P per strip (then 2
+    # rows of 2x7x32 tiles) rather than computed once keeps the kernel out of memory when
+    # a neighbour fills the L3 (1.36 -> 1.21 ms for C, 1.40 -> 1.13 for LLVM) and costs
+    # nothing otherwise (C 1.08 either way, LLVM 1.09 -> 1.05).
+    # The same Zen 4 (2026-11-29), --search refined over 5 interleaved rounds, every
+    # candidate within 1.04-1.11 ms (96-90% of the FMA peak): C rows in strips of 14 with
+    # P a sliding window 1.039 ms against 1.048 for 2x4x32 and 1.066 for 2x7x32; LLVM
+    # 1x8x32 with P per row and the filter's columns unrolled 1.072 against 1.106 for
+    # 2x7x32 and 1.098 for strips of 14
+    ("c", "best", "AMD EPYC avx512f"): dict(ty=1, tx=8, tk=32, v=16, par="y_o",
+                                            order="y_o k_o x_o", p_at="y_o",
+                                            unroll_rx=True, unroll_ry=True, strip=14),
+    ("llvm", "best", "AMD EPYC avx512f"): dict(ty=1, tx=8, tk=32, v=16, par="y_o",
+                                               order="y_o k_o x_o", p_at="y_o",
+                                               unroll_rx=True),
     # Intel Xeon (AVX-512), interleaved in one process: P per row and 8 pixels x 32
     # channels (each weight vector used by 8 FMAs as it streams from L2), the filter's
     # columns unrolled: C 0.741 ms, LLVM 0.778 against 0.865 and 0.859 for 14 x 32 with P
