@@ -73,6 +73,22 @@ def conv_ref(inp, w):
     return out
 
 
+def depthwise(ch, h, w):
+    c, y, x, ry, rx = td.dims("c y x ry rx")
+    inp = td.input("inp", {c: ch, y: h, x: w}, td.float32)
+    wt = td.input("w", {c: ch, ry: 3, rx: 3}, td.float32)
+    padded = td.pad(inp, 0.0)
+    return td.compute("out", {c: ch, y: h, x: w},
+                      td.sum(padded[c, y + ry - 1, x + rx - 1] * wt[c, ry, rx], over=(ry, rx)))
+
+
+def depthwise_ref(inp, w):
+    p = np.pad(inp, ((0, 0), (1, 1), (1, 1)))
+    h, wd = inp.shape[1:]
+    return sum(w[:, a, b, None, None] * p[:, a:a + h, b:b + wd]
+               for a in range(3) for b in range(3))
+
+
 def cases():
     a, b = rand(50, 40), rand(40, 70)
     img = rand(40, 70)
@@ -102,14 +118,33 @@ def test_schedules_for_simulated_machines_are_legal_and_match_numpy(name, backen
 def test_register_tiles_fit_the_simulated_registers_and_lanes(name):
     m = SIMULATED[name]
     t = td.autotemplate(matmul(512, 512, 512), machine=m)
-    width = m.vector_bytes if m.vector_bytes <= 32 or m.wide_speedup >= 1.3 else 32
-    lanes = width // 4
+    lanes = m.vector_bytes // 4  # the widest vectors, split in two halves or not
     rows, cols = t.defaults["C.tile_i"], t.defaults["C.tile_j"]
     assert cols % lanes == 0
     assert min(t.knobs["C.tile_j"]) == lanes  # the choices are in this machine's vectors
     accumulators = rows * cols // lanes
     assert accumulators + cols // lanes + 1 <= m.registers
     assert accumulators >= m.fma_chains
+
+
+def test_split_vector_units_keep_the_widest_vectors_and_offer_half_ones(backend):
+    """512-bit FMAs split in two halves (Zen 4): register tiles and stencils still use
+    the widest vectors (half the instructions for the same FLOPs); a stencil's strip
+    width also offers half a vector, which no other AVX-512 machine is offered."""
+    split, whole = SIMULATED["avx512-split"], SIMULATED["avx512"]
+    mm_split = td.autotemplate(matmul(512, 512, 512), machine=split)
+    assert min(mm_split.knobs["C.tile_j"]) == 16
+    assert mm_split.defaults == td.autotemplate(matmul(512, 512, 512), machine=whole).defaults
+    ts = td.autotemplate(depthwise(8, 30, 40), machine=split, target=backend)
+    tw = td.autotemplate(depthwise(8, 30, 40), machine=whole, target=backend)
+    assert ts.knobs["out.vector_x"] == (16, 32, 8) and ts.defaults["out.vector_x"] == 16
+    assert tw.knobs["out.vector_x"] == (16, 32)
+    inp, w = rand(8, 30, 40), rand(8, 3, 3)
+    want = depthwise_ref(inp, w)
+    for width in ts.knobs["out.vector_x"]:
+        k = td.build(ts.instantiate(**{"out.vector_x": width}), target=backend)
+        np.testing.assert_allclose(k(inp=inp, w=w), want, rtol=1e-5, atol=1e-5,
+                                   err_msg=f"vector_x={width}")
 
 
 def test_the_rules_change_with_the_machine():
