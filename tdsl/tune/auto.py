@@ -180,8 +180,9 @@ class _Rules:
         operations are split in two (Zen 4) they compute no more FLOP/s than 256-bit
         ones but take half the instructions, loads and broadcasts for the same work:
         auto-scheduled there with 16 lanes against 8, the register-tiled contractions
-        ran 5-9% faster, the stencils and row reductions 4-11% (`split_halves` offers
-        half vectors where a kernel's tails may prefer them)."""
+        ran 5-9% faster, a blur and the row reductions 4-11%, a depthwise convolution
+        3-6% slower (so a stencil's strips are also offered half vectors there:
+        `split_halves`)."""
         return max(1, self.machine.vector_bytes // max(1, s.dtype.itemsize))
 
     def split_halves(self) -> bool:
