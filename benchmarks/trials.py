@@ -4,6 +4,7 @@ the search before it (Optuna's TPE, one measurement per candidate) reached with 
     python benchmarks/trials.py                                  every tunable kernel, C and LLVM
     python benchmarks/trials.py --kernels sgemm-1024 --targets c
     python benchmarks/trials.py --quick                          tiny sizes: a smoke test
+    python benchmarks/trials.py --json rows.json                 also keep both winners' schedules
 
 For each (kernel, target), in processes of their own and with fresh logs:
 
@@ -102,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--with-log", metavar="FILE")
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--json", metavar="FILE",
+                   help="also write every row (both winners' schedules and times) to FILE")
     p.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -142,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"{args.few} model trials: {few['wall_s']:7.1f} s; re-timed "
                       f"{_ms(times[0])} vs {_ms(times[1])} ms: {args.few} / {args.many} = {ratio}",
                       flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
     print(f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("\n| kernel | target | 64 trials (TPE) wall | 16 trials (model) wall | 64: ms | 16: ms "
           "| speed of 16 / speed of 64 |\n|---|---|--:|--:|--:|--:|--:|")

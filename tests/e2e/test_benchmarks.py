@@ -203,7 +203,8 @@ def test_each_round_starts_at_another_peer(scripts, monkeypatch):
         return {"kernel": script, "peer": peer, "ms": float(len(order))}
 
     monkeypatch.setattr(run, "run_one", fake)
-    args = run.argparse.Namespace(kernels=["blur"], quick=False, peers=None, rounds=3)
+    args = run.argparse.Namespace(kernels=["blur"], quick=False, peers=None, rounds=3,
+                                  across="median")
     rows, _ = run.measure_all(args)
     rounds = [order[i:i + len(peers)] for i in range(0, len(order), len(peers))]
     assert len(rounds) == 3 and all(sorted(r) == sorted(peers) for r in rounds)
@@ -214,6 +215,20 @@ def test_each_round_starts_at_another_peer(scripts, monkeypatch):
     # tdsl-c is first in the first round, then comes after the peers the rounds start at
     assert times["tdsl-c"] == [float(t * len(peers) + (len(peers) - k) % len(peers) + 1)
                                for t, k in enumerate(firsts)]
+
+
+def test_the_table_shows_the_median_or_the_fastest_round(scripts):
+    """--across picks which of a peer's rounds the table shows; a failed round fails
+    the peer whatever the statistic."""
+    run = importlib.import_module("run")
+    rounds = [{"peer": "p", "ms": ms} for ms in (4.0, 9.0, 5.0, 8.0, 2.0)]
+    assert run.pick_round(rounds)["ms"] == 5.0
+    fastest = run.pick_round(rounds, "fastest")
+    assert fastest["ms"] == 2.0 and fastest["across"] == "fastest"
+    assert fastest["rounds_ms"] == [4.0, 9.0, 5.0, 8.0, 2.0]
+    assert run.pick_round(rounds[:2], "median")["ms"] == 4.0  # an even count: the lower
+    failed = rounds + [{"peer": "p", "check": "mismatch"}]
+    assert run.pick_round(failed, "fastest") == {"peer": "p", "check": "mismatch"}
 
 
 def test_im2col_baseline_is_a_convolution(scripts):
