@@ -27,13 +27,13 @@ speed for seconds), --across fastest shows each peer's fastest round instead:
 such spells only ever add time, and with enough rounds every peer has one
 outside them.
 
-The table gives, per kernel: each peer's median time, its rate (GFLOP/s, or
-GB/s counting one read of the inputs and one write of the output), that rate as
-a fraction of the machine's limit (FMA peak, or STREAM copy), and its ratio to
-the best peer of that kernel (1.00 = the best). A second table sets the kernels with
-no schedule ("tdsl C (default)", "tdsl LLVM (default)": one thread, what a new user
-gets) against the script's NAIVE_C, the loop nest as a textbook writes it, built with
-gcc -O3 -march=native ("naive gcc -O3").
+The table gives, per kernel: each peer's time (its median round, or the one --across
+picks), its rate (GFLOP/s, or GB/s counting one read of the inputs and one write of
+the output), that rate as a fraction of the machine's limit (FMA peak, or STREAM
+copy), and its ratio to the best peer of that kernel (1.00 = the best). A second
+table sets the kernels with no schedule ("tdsl C (default)", "tdsl LLVM (default)":
+one thread, what a new user gets) against the script's NAIVE_C, the loop nest as a
+textbook writes it, built with gcc -O3 -march=native ("naive gcc -O3").
 """
 
 from __future__ import annotations
@@ -371,9 +371,9 @@ def main(argv: list[str] | None = None) -> int:
                         "round --across picks (default 3)")
     p.add_argument("--across", choices=("median", "fastest"), default="median",
                    help="which of a peer's rounds the table shows: the median (default), or "
-                        "the fastest, for a host whose slow spells take whole rounds (a "
-                        "slowed process never runs faster than the machine, so the fastest "
-                        "round is the least disturbed; every peer's rounds stay in --json)")
+                        "the fastest, for a host whose slow spells take whole rounds (they "
+                        "only add time, so the fastest round is the least disturbed; every "
+                        "round stays in --json)")
     p.add_argument("--quick", action="store_true", help="tiny sizes, 3 runs, 1 round: a smoke test")
     p.add_argument("--markdown", action="store_true", help="print the table as markdown")
     p.add_argument("--json", metavar="FILE", help="also write every measurement to FILE")
