@@ -59,6 +59,36 @@ def decide(auto: float | None, others: list[float | None], margin: float = MARGI
     return None
 
 
+AGREE = 0.01  # ... or by this much in each of two independent comparisons
+
+
+def decide_repeated(comparisons: list[list[float | None]], d: int, margin: float = MARGIN,
+                    agree: float = AGREE) -> int | None:
+    """Which of a few schedules to use, from independent comparisons of them all (each a
+    list of times, None where one failed, from a process of its own): the index of the
+    one whose smaller gain over the schedule at `d` (the defaults), across the
+    comparisons, is the largest, when that gain exceeds `agree`; else `d`'s, None.
+
+    A gain that holds in two processes is a property of the code; one seen in a single
+    process can be its layout there (a leader that tied with the defaults in one process
+    ran 8% slower beside them in another, softmax 4096^2, LLVM). With fewer than two
+    comparisons in which the defaults ran, `decide` on the one there is (`margin`)."""
+    ran = [c for c in comparisons if c[d] is not None]
+    if len(ran) < 2:
+        times = ran[0] if ran else comparisons[0] if comparisons else []
+        pick = decide(times[d] if times else None,
+                      [None if n == d else t for n, t in enumerate(times)], margin)
+        return None if pick == d else pick
+    best: tuple[float, int] | None = None
+    for n in range(len(ran[0])):
+        if n == d or any(c[n] is None for c in ran):
+            continue
+        gain = min(c[d] / c[n] for c in ran) - 1.0  # type: ignore[operator]  # both ran
+        if best is None or gain > best[0]:
+            best = (gain, n)
+    return best[1] if best is not None and best[0] > agree else None
+
+
 def foreign_candidates(records: list[dict[str, Any]], top: int = TOP) -> list[dict[str, Any]]:
     """The `top` fastest successful records of other machines, one per distinct schedule,
     each machine's chosen record first (confirmed, so its time is the least lucky)."""

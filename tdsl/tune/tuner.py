@@ -21,7 +21,7 @@ from ..schedule import Schedule, Template
 from . import log as tlog
 from .machine import fingerprint, same_machine
 from .measure import run_trial
-from .transfer import decide
+from .transfer import decide_repeated
 from .workers import LocalWorkers
 
 # times a candidate is submitted again after its executor lost it (a worker that died,
@@ -131,13 +131,16 @@ def tune(outputs_or_template, target: str = "c", trials: int = 64, log=None, exe
 
     confirm: the best `confirm` candidates (distinct schedules), and the template's
     defaults (the auto-scheduler's choice) when they are not among them, are re-timed at
-    the end, side by side in interleaved rounds with more runs, and the fastest of that
-    is the result (recorded in the log as "chosen"): one lucky measurement does not win,
-    and tuning never ends slower than the defaults it started from, even when their
-    record in a resumed log was timed on older code or a busier machine. A leader
-    replaces the defaults only when it ran more than 3% faster than them there
-    (`tdsl.tune.transfer.decide`): within the noise of a shared machine, the rules'
-    choice stays.
+    the end, side by side in interleaved rounds with more runs, twice (each time in a
+    process of its own, built afresh, the second in the reverse order), and the fastest
+    of that is the result (recorded in the log as "chosen", with its mean time): one
+    lucky measurement does not win, and tuning never ends slower than the defaults it
+    started from, even when their record in a resumed log was timed on older code or a
+    busier machine. A leader replaces the defaults only when it ran more than 1% faster
+    than them in both comparisons (more than 3% when only one could run;
+    `tdsl.tune.transfer.decide_repeated`): a gain seen in one process alone can be that
+    process's code layout, and within the noise of a shared machine the rules' choice
+    stays.
 
     A build (lowering and compiling) is cut once it runs past four times the slowest
     build so far (at least 10 s, at most `timeout`): a schedule that takes that long to
@@ -518,9 +521,10 @@ def _confirm(pool, base: dict[str, Any], log, history: list[dict[str, Any]],
              here: dict[str, object], top: int, defaults: dict[str, Any] | None = None
              ) -> list[dict[str, Any]]:
     """Re-time the `top` fastest distinct schedules of this machine, and the record of
-    the knob values `defaults` when it is not among them, side by side (interleaved
-    rounds, more runs) and record each as a "confirm" record, the fastest "chosen";
-    the records (none when fewer than two ran or the step failed)."""
+    the knob values `defaults` when it is not among them, side by side in two
+    comparisons (`_compare_twice`), and record each as a "confirm" record with its mean
+    time, the one `transfer.decide_repeated` picks (the fastest when there are no
+    defaults) "chosen"; the records (none when fewer than two ran or the step failed)."""
     ok = sorted((r for r in history if r["status"] == "ok" and same_machine(r.get("machine"), here)
                  and r.get("phase") != "transfer"), key=lambda r: r["time"])
     leaders, texts = [], []  # the leaders' schedules as JSON texts, in order
@@ -543,23 +547,16 @@ def _confirm(pool, base: dict[str, Any], log, history: list[dict[str, Any]],
             d = texts.index(text)
     if len(leaders) < 2:
         return []
-    task = {**base, "schedules": [json.dumps(r["schedule"]) for r in leaders], "rounds": 3,
-            "runs": max(10, 2 * base["runs"]), "min_seconds": max(0.1, base["min_seconds"]),
-            "knobs": {}}
-    try:
-        result = _submit(pool, task).result()
-    except Exception:  # noqa: BLE001 - the leaders stay as measured
+    comparisons, machine = _compare_twice(pool, base, leaders)
+    if not comparisons:
         return []
-    if result.get("status") != "ok" or not any(t is not None for t in result["times"]):
-        return []
-    times = result["times"]
+    times = [_mean([c[n] for c in comparisons]) for n in range(len(leaders))]
     if d is None:
         win = min((t, n) for n, t in enumerate(times) if t is not None)[1]
     else:
         # the defaults stay unless a leader beats them beyond the noise of a shared
-        # machine, as a log of another machine must (transfer.decide): a leader that
-        # tied with them here has run 8% slower beside them later (softmax 4096^2, LLVM)
-        pick = decide(times[d], [None if n == d else t for n, t in enumerate(times)])
+        # machine: in each of the two comparisons (`transfer.decide_repeated`)
+        pick = decide_repeated(comparisons, d)
         win = d if pick is None else pick
     at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     out = []
@@ -567,10 +564,42 @@ def _confirm(pool, base: dict[str, Any], log, history: list[dict[str, Any]],
         if t is None:
             continue
         out.append({**r, "time": t, "phase": "confirm", "chosen": n == win, "at": at,
-                    "machine": result.get("machine", here), "message": ""})
+                    "machine": machine or here, "message": ""})
     if log is not None:
         tlog.append(log, out)
     return out
+
+
+def _compare_twice(pool, base: dict[str, Any], leaders: list[dict[str, Any]]
+                   ) -> tuple[list[list[float | None]], Any]:
+    """Time `leaders` side by side in two comparisons, one after the other, each in a
+    process of its own (built afresh, interleaved rounds, more runs), the second in the
+    reverse order: ([a time per leader, None where it failed] per comparison that ran,
+    the machine they ran on)."""
+    schedules = [json.dumps(r["schedule"]) for r in leaders]
+    out: list[list[float | None]] = []
+    machine = None
+    for order in (list(range(len(leaders))), list(range(len(leaders)))[::-1]):
+        task = {**base, "schedules": [schedules[n] for n in order], "rounds": 3,
+                "runs": max(10, 2 * base["runs"]), "min_seconds": max(0.1, base["min_seconds"]),
+                "knobs": {}}
+        try:
+            result = _submit(pool, task).result()
+        except Exception:  # noqa: BLE001 - the leaders stay as measured
+            continue
+        if result.get("status") != "ok" or not any(t is not None for t in result["times"]):
+            continue
+        times: list[float | None] = [None] * len(leaders)
+        for n, t in zip(order, result["times"]):
+            times[n] = t
+        out.append(times)
+        machine = result.get("machine", machine)
+    return out, machine
+
+
+def _mean(times: list[float | None]) -> float | None:
+    ran = [t for t in times if t is not None]
+    return sum(ran) / len(ran) if ran else None
 
 
 def _candidate(template: Template, values: dict[str, Any], key: dict[str, Any]) -> dict[str, Any]:
