@@ -16,7 +16,9 @@ A record:
      "phase": "search",           # or "confirm" (a leader re-timed), "transfer" (a
                                   # record of another machine, or the auto-scheduler's
                                   # choice, measured here by Schedule.from_log)
-     "chosen": true}              # the winner of a confirmation or transfer step
+     "chosen": true,              # the winner of a confirmation or transfer step
+     "comparisons": [0.00121, 0.00124]}  # a confirm record's time in each comparison
+                                  # that ran (null where it failed); "time": their mean
 
 Records are appended and flushed one at a time, so a tuner or worker that dies
 loses no trial already recorded.

@@ -564,7 +564,8 @@ def _confirm(pool, base: dict[str, Any], log, history: list[dict[str, Any]],
         if t is None:
             continue
         out.append({**r, "time": t, "phase": "confirm", "chosen": n == win, "at": at,
-                    "machine": machine or here, "message": ""})
+                    "machine": machine or here, "message": "",
+                    "comparisons": [c[n] for c in comparisons]})
     if log is not None:
         tlog.append(log, out)
     return out

@@ -256,6 +256,9 @@ def test_the_confirmation_keeps_the_defaults_unless_a_leader_beats_them_beyond_t
     assert (r.schedule == t.instantiate(**t.defaults)) is keeps
     mean = 1e-3 * (1 + sum(extras) / len(extras))
     assert r.time == pytest.approx(mean if keeps else 1e-3)
+    if keeps:
+        # its time in each comparison that ran
+        assert chosen["comparisons"] == pytest.approx([1e-3 * (1 + e) for e in extras])
 
 
 def test_decide_repeated_takes_the_largest_gain_that_holds_in_every_comparison():
