@@ -67,7 +67,7 @@ def decide_repeated(comparisons: list[list[float | None]], d: int, margin: float
     """Which of a few schedules to use, from independent comparisons of them all (each a
     list of times, None where one failed, from a process of its own): the index of the
     one whose smaller gain over the schedule at `d` (the defaults), across the
-    comparisons, is the largest, when that gain exceeds `agree`; else `d`'s, None.
+    comparisons, is the largest, when that gain exceeds `agree`; else None (the defaults).
 
     A gain that holds in two processes is a property of the code; one seen in a single
     process can be its layout there (a leader that tied with the defaults in one process

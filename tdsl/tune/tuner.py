@@ -132,15 +132,14 @@ def tune(outputs_or_template, target: str = "c", trials: int = 64, log=None, exe
     confirm: the best `confirm` candidates (distinct schedules), and the template's
     defaults (the auto-scheduler's choice) when they are not among them, are re-timed at
     the end, side by side in interleaved rounds with more runs, twice (each time in a
-    process of its own, built afresh, the second in the reverse order), and the fastest
-    of that is the result (recorded in the log as "chosen", with its mean time): one
-    lucky measurement does not win, and tuning never ends slower than the defaults it
-    started from, even when their record in a resumed log was timed on older code or a
-    busier machine. A leader replaces the defaults only when it ran more than 1% faster
-    than them in both comparisons (more than 3% when only one could run;
-    `tdsl.tune.transfer.decide_repeated`): a gain seen in one process alone can be that
-    process's code layout, and within the noise of a shared machine the rules' choice
-    stays.
+    process of its own, built afresh, the second in the reverse order). The result
+    (recorded in the log as "chosen", with its mean time) is the leader whose gain over
+    the defaults holds best across both comparisons, when it ran more than 1% faster than
+    them in each (more than 3% when only one comparison could run;
+    `tdsl.tune.transfer.decide_repeated`), else the defaults: one lucky measurement does
+    not win, a gain seen in one process alone can be that process's code layout, and
+    tuning never ends slower than the defaults it started from, even when their record
+    in a resumed log was timed on older code or a busier machine.
 
     A build (lowering and compiling) is cut once it runs past four times the slowest
     build so far (at least 10 s, at most `timeout`): a schedule that takes that long to
