@@ -232,8 +232,11 @@ def test_tuning_on_a_dask_cluster_writes_the_same_records(cluster, tmp_path):
     assert defaults in {json.dumps(x["knobs"], sort_keys=True) for x in confirmed}
     assert len(confirmed) in (3, 4) and sum(x["chosen"] for x in confirmed) == 1
     assert r.knobs == next(x for x in confirmed if x["chosen"])["knobs"]
-    one = json.loads(local.read_text().splitlines()[0])
-    assert all(set(x) == set(one) and x["key"] == one["key"] for x in recs)
+    # each record has the fields of a local record of its phase (search, confirm)
+    mine = [json.loads(x) for x in local.read_text().splitlines()]
+    fields = {x["phase"]: set(x) for x in mine}
+    assert set(fields) == {"search", "confirm"}
+    assert all(set(x) == fields[x["phase"]] and x["key"] == mine[0]["key"] for x in recs)
     assert all(x["machine"]["cpu"] for x in recs)
     np.testing.assert_allclose(td.build(r.schedule)(A=A_, B=B_), A_ @ B_, rtol=1e-5, atol=1e-5)
 
