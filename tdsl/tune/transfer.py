@@ -76,9 +76,9 @@ def decide_repeated(comparisons: list[list[float | None]], d: int, margin: float
     ran = [c for c in comparisons if c[d] is not None]
     if len(ran) < 2:
         times = ran[0] if ran else comparisons[0] if comparisons else []
-        pick = decide(times[d] if times else None,
+        # the defaults' own slot is None, so `decide` never picks it
+        return decide(times[d] if times else None,
                       [None if n == d else t for n, t in enumerate(times)], margin)
-        return None if pick == d else pick
     best: tuple[float, int] | None = None
     for n in range(len(ran[0])):
         if n == d or any(c[n] is None for c in ran):
